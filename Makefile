@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a fresh machine:
+#   make up    - virtual environment, dev certificates, both services
+#   make test  - virtual environment, the whole test suite
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+TOOLS := tools/node_modules/.bin
+
+.PHONY: up test venv gen lint demo clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+$(TOOLS)/buf: tools/package.json tools/package-lock.json
+	cd tools && npm ci --silent --no-audit --no-fund
+	touch $@
+
+up: venv
+	$(BIN)/agentctx up
+
+test: venv $(TOOLS)/buf
+	$(BIN)/python -m pytest
+
+gen: venv
+	$(BIN)/python scripts/gen_protos.py
+
+lint: $(TOOLS)/buf
+	$(TOOLS)/buf lint
+
+clean:
+	rm -rf $(VENV) tools/node_modules .agentctx

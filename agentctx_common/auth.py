@@ -1,0 +1,65 @@
+"""Caller authorization by certificate identity."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+import grpc
+
+from agentctx_common.errors import PermissionDenied, Unauthenticated
+from agentctx_common.status import abort, wrap_handler
+from agentctx_common.tls import peer_identities
+
+# Probes and schema discovery need a verified certificate, not an allowlisted one.
+OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/")
+
+
+class AllowlistInterceptor(grpc.aio.ServerInterceptor):
+    """Admits only callers whose certificate carries an allowed identity.
+
+    No identity: UNAUTHENTICATED. An identity not on the list:
+    PERMISSION_DENIED. Deny by default; health and reflection are open to any
+    caller that passed the TLS handshake.
+    """
+
+    def __init__(self, allowed: Collection[str]) -> None:
+        self._allowed = frozenset(allowed)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
+            return handler
+        allowed = self._allowed
+
+        async def check(context: grpc.aio.ServicerContext) -> None:
+            identities = peer_identities(context)
+            if not identities:
+                await abort(context, Unauthenticated("a client certificate is required", reason="NO_CLIENT_IDENTITY"))
+            if identities.isdisjoint(allowed):
+                await abort(
+                    context,
+                    PermissionDenied("caller identity is not allowed", reason="IDENTITY_NOT_ALLOWED"),
+                )
+
+        def wrap(behavior: Any) -> Any:
+            if handler.response_streaming:
+
+                async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                    await check(context)
+                    async for item in behavior(request, context):
+                        yield item
+
+                return streaming
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                await check(context)
+                return await behavior(request, context)
+
+            return unary
+
+        return wrap_handler(handler, wrap)

@@ -1,0 +1,200 @@
+"""Mapping between AgentCtxError and rich gRPC statuses, both directions.
+
+Servers: ``ErrorInterceptor`` turns every AgentCtxError a handler raises into
+a ``google.rpc.Status`` with ErrorInfo, BadRequest, PreconditionFailure and
+RetryInfo details. Anything else becomes INTERNAL with a generic message; the
+exception type is logged, its text is not (it may hold content).
+
+Clients: ``error_from_rpc`` rebuilds the AgentCtxError from an AioRpcError so
+callers can act on the reason (for example CONTEXT_WINDOW_EXCEEDED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from agentctx_common.errors import (
+    AgentCtxError,
+    Code,
+    FieldViolation,
+    PreconditionViolation,
+    error_class,
+)
+
+ERROR_DOMAIN = "agentctx.dev"
+_DETAILS_KEY = "grpc-status-details-bin"
+log = logging.getLogger("agentctx.errors")
+
+
+def grpc_code(code: Code) -> grpc.StatusCode:
+    return grpc.StatusCode[code.value]
+
+
+def to_status(err: AgentCtxError) -> status_pb2.Status:
+    """The google.rpc.Status for an error, with every detail it carries."""
+    status = status_pb2.Status(code=getattr(code_pb2, err.code.value), message=err.message)
+    details: list[Any] = [
+        error_details_pb2.ErrorInfo(reason=err.reason, domain=ERROR_DOMAIN, metadata=err.metadata)
+    ]
+    if err.field_violations:
+        details.append(
+            error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                    for v in err.field_violations
+                ]
+            )
+        )
+    if err.precondition_violations:
+        details.append(
+            error_details_pb2.PreconditionFailure(
+                violations=[
+                    error_details_pb2.PreconditionFailure.Violation(
+                        type=v.type, subject=v.subject, description=v.description
+                    )
+                    for v in err.precondition_violations
+                ]
+            )
+        )
+    if err.retry_after is not None:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(int(err.retry_after * 1e9))
+        details.append(error_details_pb2.RetryInfo(retry_delay=delay))
+    for detail in details:
+        packed = any_pb2.Any()
+        packed.Pack(detail)
+        status.details.append(packed)
+    return status
+
+
+async def abort(context: grpc.aio.ServicerContext, err: AgentCtxError) -> None:
+    """Ends the RPC with the error's rich status (raises grpc's AbortError)."""
+    status = to_status(err)
+    await context.abort(
+        grpc_code(err.code),
+        err.message,
+        trailing_metadata=((_DETAILS_KEY, status.SerializeToString()),),
+    )
+
+
+def status_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> status_pb2.Status | None:
+    """The google.rpc.Status a server attached to an error, if any."""
+    metadata = err.trailing_metadata() if callable(getattr(err, "trailing_metadata", None)) else None
+    for key, value in metadata or ():
+        if key == _DETAILS_KEY:
+            status = status_pb2.Status()
+            status.ParseFromString(value)
+            return status
+    return None
+
+
+def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
+    """Rebuilds an AgentCtxError from a failed call, details included."""
+    code = err.code()
+    name = code.name if code is not None else "UNKNOWN"
+    cls = error_class(Code[name]) if name in Code.__members__ else error_class(Code.INTERNAL)
+    status = status_from_rpc(err)
+    kwargs: dict[str, Any] = {}
+    if status is not None:
+        violations: list[FieldViolation] = []
+        preconditions: list[PreconditionViolation] = []
+        for packed in status.details:
+            if packed.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                packed.Unpack(info)
+                kwargs["reason"] = info.reason
+                kwargs["metadata"] = dict(info.metadata)
+            elif packed.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                bad = error_details_pb2.BadRequest()
+                packed.Unpack(bad)
+                violations += [FieldViolation(v.field, v.description) for v in bad.field_violations]
+            elif packed.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
+                failure = error_details_pb2.PreconditionFailure()
+                packed.Unpack(failure)
+                preconditions += [
+                    PreconditionViolation(v.type, v.subject, v.description) for v in failure.violations
+                ]
+            elif packed.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                retry = error_details_pb2.RetryInfo()
+                packed.Unpack(retry)
+                kwargs["retry_after"] = retry.retry_delay.ToNanoseconds() / 1e9
+        kwargs["field_violations"] = violations
+        kwargs["precondition_violations"] = preconditions
+    if "reason" not in kwargs:
+        kwargs["reason"] = name
+    return cls(err.details() or name, **kwargs)
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Turns AgentCtxError into rich statuses and hides unexpected errors."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        return wrap_handler(handler, lambda behavior: _guard(behavior, method, handler.response_streaming))
+
+
+def wrap_handler(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
+    """A copy of ``handler`` whose behaviour function is ``wrap(behaviour)``."""
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(
+            wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+        )
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(
+            wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+        )
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(
+            wrap(handler.stream_unary), handler.request_deserializer, handler.response_serializer
+        )
+    return grpc.stream_stream_rpc_method_handler(
+        wrap(handler.stream_stream), handler.request_deserializer, handler.response_serializer
+    )
+
+
+async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContext, method: str) -> None:
+    if isinstance(exc, AgentCtxError):
+        if exc.code in (Code.INTERNAL, Code.UNAVAILABLE):
+            log.warning("rpc failed", extra={"rpc": method, "code": exc.code.value, "reason": exc.reason})
+        await abort(context, exc)
+    log.error("unexpected error", extra={"rpc": method, "error_type": type(exc).__name__})
+    await abort(context, error_class(Code.INTERNAL)("internal error", reason="INTERNAL"))
+
+
+def _guard(behavior: Any, method: str, streaming: bool) -> Any:
+    if streaming:
+
+        async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            try:
+                async for item in behavior(request_or_iterator, context):
+                    yield item
+            except (asyncio.CancelledError, grpc.aio.AbortError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - the boundary of every RPC
+                await _handle_exception(exc, context, method)
+
+        return stream_guarded
+
+    async def guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behavior(request_or_iterator, context)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the boundary of every RPC
+            await _handle_exception(exc, context, method)
+
+    return guarded

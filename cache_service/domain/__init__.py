@@ -1,0 +1,1 @@
+"""Pure domain logic of the cache service: no grpc, no provider I/O."""

@@ -1,0 +1,40 @@
+"""Cache service entry points: ``build_server`` (bound, not started) and
+``serve`` (runs until SIGTERM/SIGINT)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentctx.cache.v1 import cache_service_pb2, cache_service_pb2_grpc
+from agentctx_common.auth import AllowlistInterceptor
+from agentctx_common.logs import configure_logging
+from agentctx_common.server import GrpcServer, new_server, serve_until_signal
+from agentctx_common.telemetry import configure_telemetry
+from cache_service.api.servicer import CacheServicer
+from cache_service.app import CacheApp
+from cache_service.settings import CacheSettings
+
+SERVICE_NAME = cache_service_pb2.DESCRIPTOR.services_by_name["CacheService"].full_name
+
+
+async def build_server(settings: CacheSettings) -> GrpcServer:
+    app = CacheApp(settings=settings)
+    servicer = CacheServicer(app)
+    return new_server(
+        settings,
+        service_names=[SERVICE_NAME],
+        register=lambda s: cache_service_pb2_grpc.add_CacheServiceServicer_to_server(servicer, s),
+        interceptors=[AllowlistInterceptor(settings.allowed_identities)],
+        telemetry_name="cache-service",
+    )
+
+
+async def serve(settings: CacheSettings) -> None:
+    configure_logging(settings.log_level, settings.log_format)
+    configure_telemetry("agentctx-cache", settings.telemetry_exporter)
+    server = await build_server(settings)
+    await serve_until_signal(server, settings.shutdown_grace_s)
+
+
+def main() -> None:
+    asyncio.run(serve(CacheSettings.load()))

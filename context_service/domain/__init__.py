@@ -1,0 +1,1 @@
+"""Pure domain logic of the context service: no grpc, no database."""

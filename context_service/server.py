@@ -1,0 +1,39 @@
+"""Context service entry points: ``build_server`` (bound, not started) and
+``serve`` (runs until SIGTERM/SIGINT)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentctx.context.v1 import context_service_pb2, context_service_pb2_grpc
+from agentctx_common.logs import configure_logging
+from agentctx_common.server import GrpcServer, new_server, serve_until_signal
+from agentctx_common.telemetry import configure_telemetry
+from context_service.api.servicer import ContextServicer
+from context_service.app import ContextApp
+from context_service.settings import ContextSettings
+
+SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
+
+
+async def build_server(settings: ContextSettings) -> GrpcServer:
+    app = ContextApp(settings=settings)
+    servicer = ContextServicer(app)
+    server = new_server(
+        settings,
+        service_names=[SERVICE_NAME],
+        register=lambda s: context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, s),
+        telemetry_name="context-service",
+    )
+    return server
+
+
+async def serve(settings: ContextSettings) -> None:
+    configure_logging(settings.log_level, settings.log_format)
+    configure_telemetry("agentctx-context", settings.telemetry_exporter)
+    server = await build_server(settings)
+    await serve_until_signal(server, settings.shutdown_grace_s)
+
+
+def main() -> None:
+    asyncio.run(serve(ContextSettings.load()))

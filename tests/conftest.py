@@ -1,0 +1,46 @@
+"""Fixtures every test area shares."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from agentctx_common.certs import init_dev_certs
+from tests.support import postgres
+
+
+@pytest.fixture(scope="session")
+def certs_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """Dev CA and certificates, made once per run."""
+    directory = tmp_path_factory.mktemp("certs")
+    init_dev_certs(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def postgres_factory() -> Iterator[object]:
+    """Call it to get the SQLAlchemy URL of a new, empty PostgreSQL database.
+    Skips the test when no server is reachable (.ci/run starts one)."""
+    if not postgres.available():
+        if os.environ.get("AGENTCTX_REQUIRE_POSTGRES"):
+            pytest.fail("PostgreSQL is required (AGENTCTX_REQUIRE_POSTGRES) but not reachable")
+        pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
+    created: list[str] = []
+
+    def make() -> str:
+        name, url = postgres.create_database()
+        created.append(name)
+        return url
+
+    yield make
+    for name in created:
+        postgres.drop_database(name)
+
+
+@pytest.fixture
+def postgres_url(postgres_factory) -> str:  # type: ignore[no-untyped-def]
+    """A new, empty PostgreSQL database for one test."""
+    return postgres_factory()
