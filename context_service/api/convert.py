@@ -13,34 +13,12 @@ from typing import Any
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from agentctx.context.v1 import policy_pb2
+from agentctx_common.canonical import struct_to_dict, value_to_py  # noqa: F401 - re-exported
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 from context_service.domain import config as cfg
 from context_service.domain import model as m
 
-_MAX_SAFE_INT = 2**53
-
 # --- JSON values ------------------------------------------------------------
-
-
-def value_to_py(value: struct_pb2.Value) -> Any:
-    kind = value.WhichOneof("kind")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "number_value":
-        n = value.number_value
-        return int(n) if n.is_integer() and abs(n) < _MAX_SAFE_INT else n
-    if kind == "bool_value":
-        return value.bool_value
-    if kind == "struct_value":
-        return struct_to_dict(value.struct_value)
-    if kind == "list_value":
-        return [value_to_py(v) for v in value.list_value.values]
-    return None
-
-
-def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    return {k: value_to_py(v) for k, v in struct.fields.items()}
-
 
 def dict_to_struct(data: dict[str, Any] | None, out: struct_pb2.Struct | None = None) -> struct_pb2.Struct:
     out = out if out is not None else struct_pb2.Struct()

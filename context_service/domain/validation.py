@@ -1,0 +1,107 @@
+"""Validation of context configuration: negative, contradictory or unknown
+values become field violations (INVALID_ARGUMENT with BadRequest).
+
+Used at UpdateSession/CreateSession (the stored config) and at every call
+that takes a per-call override (BuildContext, Generate, CompactSession).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from agentctx_common.errors import FieldViolation, InvalidArgument
+from context_service.domain.config import (
+    CachePolicy,
+    CompactionPolicy,
+    CompactorKind,
+    ContentType,
+    ContextConfig,
+    SelectionPolicy,
+)
+
+MAX_COMPACTOR_TIMEOUT_S = 300.0
+MAX_TTL_S = 7 * 24 * 3600.0
+
+
+def _positive(violations: list[FieldViolation], path: str, value: int | float | None) -> None:
+    if value is not None and value <= 0:
+        violations.append(FieldViolation(path, f"must be greater than 0, got {value}"))
+
+
+def selection_violations(p: SelectionPolicy, path: str) -> list[FieldViolation]:
+    v: list[FieldViolation] = []
+    for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token"):
+        _positive(v, f"{path}.{name}", getattr(p, name))
+    if not isinstance(p.overflow, enum.Enum):
+        v.append(FieldViolation(f"{path}.overflow", f"unknown overflow mode {p.overflow}"))
+    if p.max_bytes is not None and p.max_request_bytes is not None and p.max_bytes > p.max_request_bytes:
+        v.append(FieldViolation(f"{path}.max_bytes", "must not exceed max_request_bytes"))
+    if p.max_tokens is not None and p.max_request_tokens is not None and p.max_tokens > p.max_request_tokens:
+        v.append(FieldViolation(f"{path}.max_tokens", "must not exceed max_request_tokens"))
+    for i, key in enumerate(p.extra_secret_keys):
+        if not key.strip():
+            v.append(FieldViolation(f"{path}.extra_secret_keys[{i}]", "must not be empty"))
+    f = p.filter
+    if f is not None:
+        for i, t in enumerate(f.content_types):
+            if not isinstance(t, ContentType):
+                v.append(FieldViolation(f"{path}.filter.content_types[{i}]", "must name a content type"))
+        if f.start_time is not None and f.end_time is not None and f.start_time >= f.end_time:
+            v.append(FieldViolation(f"{path}.filter.start_time", "must be before end_time"))
+        overlap = set(f.authors) & set(f.exclude_authors)
+        if overlap:
+            v.append(FieldViolation(f"{path}.filter.exclude_authors", "must not repeat an author in authors"))
+    return v
+
+
+def compaction_violations(p: CompactionPolicy, path: str) -> list[FieldViolation]:
+    v: list[FieldViolation] = []
+    for name in (
+        "context_window", "keep_recent_tokens", "background_tokens", "event_threshold", "turn_interval",
+        "overflow_keep_recent_tokens", "timeout_s", "max_input_bytes", "max_summary_bytes",
+    ):
+        _positive(v, f"{path}.{name}", getattr(p, name))
+    for name in ("reserve_tokens", "retain_recent_exchanges"):
+        value = getattr(p, name)
+        if value is not None and value < 0:
+            v.append(FieldViolation(f"{path}.{name}", f"must not be negative, got {value}"))
+    if not isinstance(p.compactor, enum.Enum):
+        v.append(FieldViolation(f"{path}.compactor", f"unknown compactor {p.compactor}"))
+    if p.compactor is CompactorKind.REMOTE and not p.remote_target:
+        v.append(FieldViolation(f"{path}.remote_target", "is required for the REMOTE compactor"))
+    if p.remote_target and p.compactor is not CompactorKind.REMOTE:
+        v.append(FieldViolation(f"{path}.remote_target", "is only used by the REMOTE compactor"))
+    if p.timeout_s is not None and p.timeout_s > MAX_COMPACTOR_TIMEOUT_S:
+        v.append(FieldViolation(f"{path}.timeout", f"must be at most {MAX_COMPACTOR_TIMEOUT_S:.0f}s"))
+    if p.context_window is not None and p.reserve_tokens is not None and p.reserve_tokens >= p.context_window:
+        v.append(FieldViolation(f"{path}.reserve_tokens", "must be smaller than context_window"))
+    if (
+        p.context_window is not None
+        and p.background_tokens is not None
+        and p.background_tokens > p.context_window
+    ):
+        v.append(FieldViolation(f"{path}.background_tokens", "must not exceed context_window"))
+    return v
+
+
+def cache_violations(p: CachePolicy, path: str) -> list[FieldViolation]:
+    v: list[FieldViolation] = []
+    _positive(v, f"{path}.ttl", p.ttl_s)
+    if p.ttl_s is not None and p.ttl_s > MAX_TTL_S:
+        v.append(FieldViolation(f"{path}.ttl", "must be at most 7 days"))
+    return v
+
+
+def config_violations(c: ContextConfig, path: str = "config") -> list[FieldViolation]:
+    return (
+        selection_violations(c.selection, f"{path}.selection")
+        + compaction_violations(c.compaction, f"{path}.compaction")
+        + cache_violations(c.cache, f"{path}.cache")
+    )
+
+
+def check_config(c: ContextConfig, path: str = "config") -> None:
+    """Raises InvalidArgument naming every bad field."""
+    violations = config_violations(c, path)
+    if violations:
+        raise InvalidArgument.fields(violations, reason="INVALID_CONTEXT_CONFIG")
