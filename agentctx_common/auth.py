@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 
 from agentctx_common.errors import PermissionDenied, Unauthenticated
-from agentctx_common.status import abort, wrap_handler
+from agentctx_common.status import abort, stream_items, wrap_handler
 from agentctx_common.tls import peer_identities
 
 # Probes and schema discovery need a verified certificate, not an allowlisted one.
@@ -51,7 +51,7 @@ class AllowlistInterceptor(grpc.aio.ServerInterceptor):
 
                 async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
                     await check(context)
-                    async for item in behavior(request, context):
+                    async for item in stream_items(behavior, request, context):
                         yield item
 
                 return streaming

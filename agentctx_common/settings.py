@@ -120,7 +120,7 @@ def describe_validation_error(exc: ValidationError, cls: type[BaseSettings]) -> 
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "settings"
         hint = f" (env {prefix}{field.upper().replace('.', '__')})" if err["loc"] else ""
-        problems.append(f"{field}{hint}: {err['msg']}")
+        problems.append(f"{field}{hint}: {err['msg'].removeprefix('Value error, ')}")
     return f"invalid {cls.__name__} configuration: " + "; ".join(problems)
 
 

@@ -12,6 +12,7 @@ callers can act on the reason (for example CONTEXT_WINDOW_EXCEEDED).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -166,6 +167,18 @@ def wrap_handler(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> 
     )
 
 
+async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    """Items of a response-streaming behaviour, whether it is an async
+    generator or a coroutine that writes with ``context.write`` (as
+    grpcio-health-checking's Watch does)."""
+    result = behavior(request, context)
+    if inspect.isasyncgen(result):
+        async for item in result:
+            yield item
+    else:
+        await result
+
+
 async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContext, method: str) -> None:
     if isinstance(exc, AgentCtxError):
         if exc.code in (Code.INTERNAL, Code.UNAVAILABLE):
@@ -180,7 +193,7 @@ def _guard(behavior: Any, method: str, streaming: bool) -> Any:
 
         async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
-                async for item in behavior(request_or_iterator, context):
+                async for item in stream_items(behavior, request_or_iterator, context):
                     yield item
             except (asyncio.CancelledError, grpc.aio.AbortError):
                 raise

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from agentctx_common.status import wrap_handler
+from agentctx_common.status import stream_items, wrap_handler
 
 _configured = False
 
@@ -81,7 +81,7 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):
                         record_exception=False, set_status_on_exception=False,
                     ) as span:
                         try:
-                            async for item in behavior(request, context):
+                            async for item in stream_items(behavior, request, context):
                                 yield item
                         finally:
                             self._finish(span, context, started, attributes)
