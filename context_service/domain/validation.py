@@ -8,6 +8,7 @@ that takes a per-call override (BuildContext, Generate, CompactSession).
 from __future__ import annotations
 
 import enum
+import math
 
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from context_service.domain.config import (
@@ -32,6 +33,8 @@ def selection_violations(p: SelectionPolicy, path: str) -> list[FieldViolation]:
     v: list[FieldViolation] = []
     for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token"):
         _positive(v, f"{path}.{name}", getattr(p, name))
+    if p.bytes_per_token is not None and not math.isfinite(p.bytes_per_token):
+        v.append(FieldViolation(f"{path}.bytes_per_token", "must be a finite number"))
     if not isinstance(p.overflow, enum.Enum):
         v.append(FieldViolation(f"{path}.overflow", f"unknown overflow mode {p.overflow}"))
     if p.max_bytes is not None and p.max_request_bytes is not None and p.max_bytes > p.max_request_bytes:
@@ -51,6 +54,12 @@ def selection_violations(p: SelectionPolicy, path: str) -> list[FieldViolation]:
         overlap = set(f.authors) & set(f.exclude_authors)
         if overlap:
             v.append(FieldViolation(f"{path}.filter.exclude_authors", "must not repeat an author in authors"))
+        for name in ("authors", "exclude_authors", "invocation_ids"):
+            for i, item in enumerate(getattr(f, name)):
+                if not item:
+                    v.append(FieldViolation(f"{path}.filter.{name}[{i}]", "must not be empty"))
+        if f.branch and "" in f.branch.split("."):
+            v.append(FieldViolation(f"{path}.filter.branch", "must be dot-separated names without empty parts"))
     return v
 
 

@@ -1,0 +1,176 @@
+"""The complete request envelope: per-section sizes and token estimates,
+the request budget, and the three fingerprints.
+
+Sections (bytes of canonical JSON, inline data at its raw length):
+instructions, settings (generation config + tool config), history (the
+summary included), memory, input, tools, and a framing allowance of 64
+bytes per content and per tool plus 256 for what a provider's wire format
+adds around them. ``request`` is their sum; its token estimate is taken on
+the summed bytes. Over ``max_request_bytes`` / ``max_request_tokens``:
+RESOURCE_EXHAUSTED, reason REQUEST_CONTEXT_BUDGET_EXCEEDED, with the figures.
+
+Fingerprints (SHA-256 hex):
+- prefix: canonical JSON of ``agentctx_common.canonical.prefix_json`` over
+  model, system instruction, tools, tool config and every content before the
+  current input (memory, summary, history) - the value the cache service
+  computes for the same request;
+- selection: over the SHA-256 digests of the selected history contents, in
+  order (each content hashed once, when it was stored);
+- envelope: canonical JSON of the whole request
+  ``{contents, generationConfig, model, systemInstruction, toolConfig, tools}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentctx_common.canonical import canonical_json
+from context_service.domain.config import SelectionPolicy
+from context_service.domain.selection import errors
+from context_service.domain.selection.records import ContentRecord
+from context_service.domain.selection.select import Selection
+from context_service.domain.selection.tokens import estimate
+
+FRAMING_PER_ITEM = 64
+FRAMING_BASE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    bytes: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestParts:
+    """The caller-supplied pieces of a request, each already canonical:
+    contents as records, the rest as canonical JSON bytes (None: not set)."""
+
+    model: str
+    system_instruction: ContentRecord | None
+    tools: Sequence[bytes]
+    tool_config: bytes | None
+    generation_config: bytes | None
+    memory: Sequence[ContentRecord]
+    inputs: Sequence[ContentRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class Accounting:
+    events_seen: int
+    events_filtered: int
+    events_selected: int
+    units_selected: int
+    units_dropped: int
+    secrets_pruned: int
+    instructions: Section
+    settings: Section
+    history: Section
+    memory: Section
+    input: Section
+    tools: Section
+    framing: Section
+    request: Section
+    bytes_per_token: float
+    calibrated: bool
+    prefix_fingerprint: str
+    selection_fingerprint: str
+    envelope_fingerprint: str
+    compaction_sequence: int
+    last_sequence: int
+    compressed: bool
+
+
+def _join(items: Sequence[bytes]) -> bytes:
+    return b",".join(items)
+
+
+def prefix_bytes(parts: RequestParts, before_input: Sequence[ContentRecord]) -> bytes:
+    """Byte-for-byte ``canonical_json(prefix_json(...))``: keys in sorted
+    order, assembled from canonical pieces instead of re-encoding them."""
+    si = parts.system_instruction.canonical if parts.system_instruction is not None else b"null"
+    return b"".join((
+        b'{"history":[', _join([c.canonical for c in before_input]),
+        b'],"model":', canonical_json(parts.model),
+        b',"systemInstruction":', si,
+        b',"toolConfig":', parts.tool_config if parts.tool_config is not None else b"null",
+        b',"tools":[', _join(parts.tools), b"]}",
+    ))
+
+
+def envelope_bytes(parts: RequestParts, contents: Sequence[ContentRecord]) -> bytes:
+    si = parts.system_instruction.canonical if parts.system_instruction is not None else b"null"
+    return b"".join((
+        b'{"contents":[', _join([c.canonical for c in contents]),
+        b'],"generationConfig":', parts.generation_config if parts.generation_config is not None else b"null",
+        b',"model":', canonical_json(parts.model),
+        b',"systemInstruction":', si,
+        b',"toolConfig":', parts.tool_config if parts.tool_config is not None else b"null",
+        b',"tools":[', _join(parts.tools), b"]}",
+    ))
+
+
+def selection_fingerprint(history: Sequence[ContentRecord]) -> str:
+    h = hashlib.sha256()
+    for c in history:
+        h.update(c.digest)
+    return h.hexdigest()
+
+
+def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) -> Accounting:
+    """The accounting of the request ``parts`` + ``selection`` make. Raises
+    REQUEST_CONTEXT_BUDGET_EXCEEDED when it is over a request limit."""
+    bpt = selection.bytes_per_token
+
+    def section(size: int) -> Section:
+        return Section(size, estimate(size, bpt))
+
+    history = selection.history
+    before_input = [*parts.memory, *history]
+    contents = [*before_input, *parts.inputs]
+    si = parts.system_instruction
+    sizes = {
+        "instructions": si.size if si is not None else 0,
+        "settings": len(parts.tool_config or b"") + len(parts.generation_config or b""),
+        "history": selection.history_bytes,
+        "memory": sum(c.size for c in parts.memory),
+        "input": sum(c.size for c in parts.inputs),
+        "tools": sum(len(t) for t in parts.tools),
+        "framing": FRAMING_PER_ITEM * (len(contents) + len(parts.tools) + (1 if si is not None else 0)) + FRAMING_BASE,
+    }
+    total = sum(sizes.values())
+    total_tokens = estimate(total, bpt)
+    over_bytes = policy.max_request_bytes is not None and total > policy.max_request_bytes
+    over_tokens = policy.max_request_tokens is not None and total_tokens > policy.max_request_tokens
+    if over_bytes or over_tokens:
+        raise errors.budget_exceeded(
+            errors.REQUEST_CONTEXT_BUDGET_EXCEEDED,
+            "the complete request exceeds the request budget",
+            kind="request",
+            measured_bytes=total,
+            measured_tokens=total_tokens,
+            max_bytes=policy.max_request_bytes,
+            max_tokens=policy.max_request_tokens,
+            bytes_per_token=bpt,
+        )
+    pruned = sum(c.secrets_pruned for c in contents)
+    return Accounting(
+        events_seen=selection.events_seen,
+        events_filtered=selection.events_filtered,
+        events_selected=len(selection.events),
+        units_selected=selection.units_selected,
+        units_dropped=selection.units_dropped,
+        secrets_pruned=pruned,
+        request=Section(total, total_tokens),
+        bytes_per_token=bpt,
+        calibrated=selection.calibrated,
+        prefix_fingerprint=hashlib.sha256(prefix_bytes(parts, before_input)).hexdigest(),
+        selection_fingerprint=selection_fingerprint(history),
+        envelope_fingerprint=hashlib.sha256(envelope_bytes(parts, contents)).hexdigest(),
+        compaction_sequence=selection.compaction_sequence,
+        last_sequence=selection.last_sequence,
+        compressed=selection.compressed,
+        **{name: section(size) for name, size in sizes.items()},
+    )

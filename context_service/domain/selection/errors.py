@@ -1,0 +1,52 @@
+"""The errors selection raises, with their ErrorInfo reasons. Metadata holds
+figures only (sizes, limits, the estimate's ratio), never content."""
+
+from __future__ import annotations
+
+from agentctx_common.errors import ResourceExhausted, Unimplemented
+
+CONTEXT_BUDGET_EXCEEDED = "CONTEXT_BUDGET_EXCEEDED"
+CURRENT_INPUT_EXCEEDS_BUDGET = "CURRENT_INPUT_EXCEEDS_BUDGET"
+REQUEST_CONTEXT_BUDGET_EXCEEDED = "REQUEST_CONTEXT_BUDGET_EXCEEDED"
+COMPRESSED_CONTEXT_OVER_BUDGET = "COMPRESSED_CONTEXT_OVER_BUDGET"
+COMPRESS_NOT_AVAILABLE = "COMPRESS_NOT_AVAILABLE"
+
+
+def _limit_name(kind: str, measured_bytes: int, max_bytes: int | None) -> str:
+    prefix = "max_request_" if kind == "request" else "max_"
+    if max_bytes is not None and measured_bytes > max_bytes:
+        return prefix + "bytes"
+    return prefix + "tokens"
+
+
+def budget_exceeded(
+    reason: str,
+    message: str,
+    *,
+    kind: str,
+    measured_bytes: int,
+    measured_tokens: int,
+    max_bytes: int | None,
+    max_tokens: int | None,
+    bytes_per_token: float,
+) -> ResourceExhausted:
+    """``kind`` is "history" (max_bytes/max_tokens) or "request"
+    (max_request_bytes/max_request_tokens)."""
+    metadata: dict[str, object] = {
+        "limit": _limit_name(kind, measured_bytes, max_bytes),
+        "measured_bytes": measured_bytes,
+        "measured_tokens": measured_tokens,
+        "bytes_per_token": f"{bytes_per_token:.4g}",
+    }
+    if max_bytes is not None:
+        metadata["allowed_bytes"] = max_bytes
+    if max_tokens is not None:
+        metadata["allowed_tokens"] = max_tokens
+    return ResourceExhausted(message, reason=reason, metadata=metadata)
+
+
+def compress_not_available() -> Unimplemented:
+    return Unimplemented(
+        "overflow mode COMPRESS is not available yet: it arrives with compaction; use TRUNCATE or ERROR",
+        reason=COMPRESS_NOT_AVAILABLE,
+    )

@@ -1,0 +1,241 @@
+"""Choosing the history for one model request.
+
+Pipeline, linear in the number of stored events:
+
+1. window: the latest COMPACTION event's summary, then the MESSAGE events
+   from its first kept sequence on (older compaction events are never shown);
+2. filters (partial events out unless asked for);
+3. selection units (``units.group``), orphan tool results dropped;
+4. budgets on history + current input (``max_bytes`` / ``max_tokens``):
+   the input, and a unit the input answers, are never dropped; past the
+   budget, ERROR fails, TRUNCATE keeps the newest complete units (the
+   summary is the oldest unit), COMPRESS keeps the newest units that fit in
+   three quarters of the budget and asks a compressor to summarize the rest
+   into the remaining quarter (``finish_compression``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from context_service.domain import model as m
+from context_service.domain.config import OverflowMode, SelectionPolicy
+from context_service.domain.selection import errors
+from context_service.domain.selection.filters import predicate
+from context_service.domain.selection.records import (
+    ContentRecord,
+    EventRecord,
+    Render,
+    content_record,
+    summary_content,
+)
+from context_service.domain.selection.secrets import SecretKeys
+from context_service.domain.selection.tokens import (
+    DEFAULT_BYTES_PER_TOKEN,
+    byte_allowance,
+    calibrate,
+    estimate,
+)
+from context_service.domain.selection.units import flatten, group, unit_sizes
+
+_UNKNOWN = object()
+# Share of an overflowing budget left for the summary in COMPRESS mode.
+COMPRESS_SUMMARY_SHARE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionRequest:
+    """What COMPRESS asks a compressor to summarize: the dropped contents
+    (a dropped earlier summary first), and the UTF-8 bytes the summary text
+    may take."""
+
+    contents: list[m.Content]
+    max_summary_bytes: int
+
+
+class Compressor(Protocol):
+    """Summarizes what COMPRESS dropped (delivered with compaction). Must
+    return at most ``request.max_summary_bytes`` UTF-8 bytes of text."""
+
+    async def __call__(self, request: CompressionRequest) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    summary: ContentRecord | None
+    events: Sequence[EventRecord]
+    events_seen: int
+    events_filtered: int
+    units_selected: int
+    units_dropped: int
+    history_bytes: int
+    bytes_per_token: float
+    calibrated: bool
+    compaction_sequence: int
+    last_sequence: int
+    compressed: bool = False
+    pending: CompressionRequest | None = field(default=None, repr=False)
+
+    @property
+    def history(self) -> list[ContentRecord]:
+        """Selected history contents in order, summary first."""
+        bodies = [r.body for r in self.events]
+        return [self.summary, *bodies] if self.summary is not None else bodies
+
+
+def latest_compaction(records: Sequence[EventRecord]) -> int | None:
+    for i in range(len(records) - 1, -1, -1):
+        if records[i].is_compaction:
+            return i
+    return None
+
+
+def select(
+    records: Sequence[EventRecord],
+    inputs: Sequence[ContentRecord],
+    policy: SelectionPolicy,
+    *,
+    compaction_index: int | None | object = _UNKNOWN,
+) -> Selection:
+    """The history for one request. ``records``: every stored event in
+    sequence order; ``compaction_index``: the position of the latest
+    COMPACTION record if the caller already knows it (None: there is none).
+    Raises ResourceExhausted for budgets."""
+    ci = latest_compaction(records) if compaction_index is _UNKNOWN else compaction_index
+    assert ci is None or isinstance(ci, int)
+    summary: EventRecord | None = None
+    start = 0
+    if ci is not None:
+        summary = records[ci]
+        start = bisect.bisect_left(records, summary.kept_from, key=lambda r: r.sequence)
+
+    keep = predicate(policy.filter)
+    seen = filtered = 0
+    candidates: list[EventRecord] = []
+    for r in records[start:] if start else records:
+        if r.is_compaction:
+            continue
+        seen += 1
+        if r.body is None or not keep(r):
+            filtered += 1
+        else:
+            candidates.append(r)
+
+    bpt = policy.bytes_per_token or DEFAULT_BYTES_PER_TOKEN
+    calibrated = False
+    if not policy.disable_calibration:
+        observed = calibrate(records, max(start, ci + 1) if ci is not None else start)
+        if observed is not None:
+            bpt, calibrated = observed, True
+
+    input_ids = [i for c in inputs for i in c.response_ids]
+    units = group(candidates, input_ids)
+    sizes = unit_sizes(units)
+    summary_body = summary.body if summary is not None else None
+    summary_size = summary_body.size if summary_body is not None else 0
+    input_size = sum(c.size for c in inputs)
+    n_units = len(sizes)
+    base = dict(
+        events_seen=seen,
+        events_filtered=filtered + units.orphan_responses,
+        bytes_per_token=bpt,
+        calibrated=calibrated,
+        last_sequence=records[-1].sequence if records else 0,
+    )
+
+    allowance = byte_allowance(policy.max_bytes, policy.max_tokens, bpt)
+    total = input_size + summary_size + sum(sizes)
+    if allowance is None or total <= allowance:
+        return Selection(
+            summary=summary_body,
+            events=units.events,
+            units_selected=n_units + (1 if summary_body is not None else 0),
+            units_dropped=0,
+            history_bytes=total - input_size,
+            compaction_sequence=summary.sequence if summary_body is not None else 0,
+            **base,
+        )
+
+    def over(reason: str, message: str, measured: int) -> Exception:
+        return errors.budget_exceeded(
+            reason, message, kind="history", measured_bytes=measured, measured_tokens=estimate(measured, bpt),
+            max_bytes=policy.max_bytes, max_tokens=policy.max_tokens, bytes_per_token=bpt,
+        )
+
+    pinned = sizes[-1] if units.pinned else 0
+    mandatory = input_size + pinned
+    if mandatory > allowance:
+        raise over(
+            errors.CURRENT_INPUT_EXCEEDS_BUDGET,
+            "the current input (with the tool calls it answers) alone exceeds the history budget",
+            mandatory,
+        )
+    mode = policy.overflow
+    if mode in (OverflowMode.ERROR, OverflowMode.UNSPECIFIED):
+        raise over(errors.CONTEXT_BUDGET_EXCEEDED, "the selected history exceeds the history budget", total)
+
+    room = allowance
+    if mode is OverflowMode.COMPRESS:
+        room = max(mandatory, allowance - allowance // COMPRESS_SUMMARY_SHARE)
+    used = mandatory
+    first = n_units - 1 if units.pinned else n_units
+    while first > 0 and used + sizes[first - 1] <= room:
+        first -= 1
+        used += sizes[first]
+    keep_summary = first == 0 and summary_body is not None and used + summary_size <= room
+    if keep_summary:
+        used += summary_size
+    kept_events = flatten(units, first)
+    dropped_units = first + (1 if summary_body is not None and not keep_summary else 0)
+    selection = Selection(
+        summary=summary_body if keep_summary else None,
+        events=kept_events,
+        units_selected=(n_units - first) + (1 if keep_summary else 0),
+        units_dropped=dropped_units,
+        history_bytes=used - input_size,
+        compaction_sequence=summary.sequence if keep_summary else 0,
+        **base,
+    )
+    if mode is OverflowMode.COMPRESS and dropped_units:
+        dropped: list[m.Content] = []
+        if summary_body is not None and not keep_summary:
+            dropped.append(summary_body.content)
+        cut = units.bounds[first][0] if first < n_units else len(units.events)
+        dropped.extend(r.body.content for r in units.events[:cut])
+        empty = len(content_record(summary_content(""), SecretKeys(frozenset(), "")).canonical)
+        selection = replace(selection, pending=CompressionRequest(dropped, max(0, allowance - used - empty)))
+    return selection
+
+
+def finish_compression(
+    selection: Selection, summary_text: str, keys: SecretKeys, render: Render | None = None
+) -> Selection:
+    """``selection`` opened by the compressor's summary of what it dropped.
+    A summary over its bound is an error and nothing is built."""
+    request = selection.pending
+    if request is None:
+        return selection
+    size = len(summary_text.encode())
+    if size > request.max_summary_bytes:
+        raise errors.budget_exceeded(
+            errors.COMPRESSED_CONTEXT_OVER_BUDGET,
+            "the compressed summary does not fit in the history budget",
+            kind="history",
+            measured_bytes=size,
+            measured_tokens=estimate(size, selection.bytes_per_token),
+            max_bytes=request.max_summary_bytes,
+            max_tokens=None,
+            bytes_per_token=selection.bytes_per_token,
+        )
+    body = content_record(summary_content(summary_text), keys, render)
+    return replace(
+        selection,
+        summary=body,
+        history_bytes=selection.history_bytes + body.size,
+        units_selected=selection.units_selected + 1,
+        compressed=True,
+        pending=None,
+    )
