@@ -31,6 +31,20 @@ class ContextSettings(ServerSettings):
     cache_server_name: str = Field("localhost", description="Name to verify on the cache service's certificate.")
     cache_timeout_s: float = Field(60.0, gt=0, description="Upper bound for one cache-service call.")
 
+    # Compaction: remote compactors and the background worker.
+    remote_compactor_targets: list[str] = Field(
+        default_factory=list,
+        description="host:port targets a REMOTE compaction policy may name; '*' allows any. Empty: REMOTE is refused.",
+    )
+    remote_compactor_ca: pathlib.Path | None = Field(None, description="CA for remote compactors; unset: plaintext.")
+    remote_compactor_cert: pathlib.Path | None = Field(None, description="Client certificate for remote compactors.")
+    remote_compactor_key: pathlib.Path | None = Field(None, description="Client key for remote compactors.")
+    compaction_worker: bool = Field(True, description="Run background compaction jobs in this process.")
+    compaction_worker_concurrency: int = Field(2, ge=1, le=64, description="Jobs one process runs at once.")
+    compaction_job_lease_s: float = Field(30.0, gt=0, description="A claimed job is retaken after this without a heartbeat.")
+    compaction_job_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for jobs.")
+    compaction_job_max_attempts: int = Field(3, ge=1, description="Attempts before a failing job is given up.")
+
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -1,0 +1,88 @@
+"""The context service's client of the cache service (mTLS, always).
+
+One channel per process, opened on first use. Every call carries the
+caller's remaining deadline (capped by ``cache_timeout_s``) and the trace
+context; a failed call is rebuilt into the AgentCtxError the cache service
+raised, so callers act on its reason (CONTEXT_WINDOW_EXCEEDED, ...).
+Cancelling the awaiting task cancels the RPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from agentctx.cache.v1 import cache_service_pb2, cache_service_pb2_grpc
+from agentctx_common.errors import DeadlineExceeded, FailedPrecondition, Unavailable
+from agentctx_common.status import error_from_rpc, status_from_rpc
+from agentctx_common.telemetry import outgoing_metadata
+from agentctx_common.tls import channel_credentials
+from context_service.settings import ContextSettings
+
+CACHE_SERVICE_NOT_CONFIGURED = "CACHE_SERVICE_NOT_CONFIGURED"
+
+
+class CacheClient:
+    def __init__(self, settings: ContextSettings) -> None:
+        self._settings = settings
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: cache_service_pb2_grpc.CacheServiceStub | None = None
+        self._lock = asyncio.Lock()
+
+    async def _get_stub(self) -> cache_service_pb2_grpc.CacheServiceStub:
+        if self._stub is not None:
+            return self._stub
+        async with self._lock:
+            if self._stub is None:
+                s = self._settings
+                if s.cache_ca is None or s.cache_cert is None or s.cache_key is None:
+                    raise FailedPrecondition(
+                        "the cache service is not configured (cache_ca, cache_cert and cache_key are required)",
+                        reason=CACHE_SERVICE_NOT_CONFIGURED,
+                    )
+                creds = channel_credentials(s.cache_ca, s.cache_cert, s.cache_key)
+                self._channel = grpc.aio.secure_channel(
+                    s.cache_target,
+                    creds,
+                    options=[
+                        ("grpc.ssl_target_name_override", s.cache_server_name),
+                        ("grpc.max_receive_message_length", s.max_message_bytes),
+                        ("grpc.max_send_message_length", s.max_message_bytes),
+                    ],
+                )
+                self._stub = cache_service_pb2_grpc.CacheServiceStub(self._channel)
+        return self._stub
+
+    def timeout(self, remaining: float | None) -> float:
+        """The deadline for one call: the caller's remaining time, never more
+        than ``cache_timeout_s``."""
+        cap = self._settings.cache_timeout_s
+        return cap if remaining is None else max(0.0, min(cap, remaining))
+
+    async def _call(self, method: str, request: Any, remaining: float | None) -> Any:
+        stub = await self._get_stub()
+        timeout = self.timeout(remaining)
+        if timeout <= 0:
+            raise DeadlineExceeded("no time left to call the cache service", reason="DEADLINE_EXCEEDED")
+        try:
+            return await getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
+        except grpc.aio.AioRpcError as err:
+            if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
+                # Transport failure, not an answer from the service.
+                raise Unavailable(
+                    "the cache service is unreachable", reason="CACHE_SERVICE_UNAVAILABLE", retry_after=1.0
+                ) from None
+            raise error_from_rpc(err) from None
+
+    async def generate_content(
+        self, request: cache_service_pb2.GenerateContentRequest, *, remaining: float | None = None
+    ) -> cache_service_pb2.GenerateContentResponse:
+        return await self._call("GenerateContent", request, remaining)
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+            self._stub = None
