@@ -1,12 +1,101 @@
-"""What the cache service's RPCs share: settings and start-up resources."""
+"""What the cache service's RPCs share, and its start-up and shutdown:
+providers, the journal, the cleanup workers, the registry, the sweeper and
+start-up recovery."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from cache_service.domain.cleanup import Janitor
+from cache_service.domain.clock import Clock, SystemClock
+from cache_service.domain.generation import Generator
+from cache_service.domain.policy import PolicySettings
+from cache_service.domain.registry import Registry, RegistrySettings
+from cache_service.journal import FileJournal
+from cache_service.providers.base import Provider
+from cache_service.providers.factory import build_providers
+from cache_service.recovery import RecoveryReport, recover
 from cache_service.settings import CacheSettings
+
+log = logging.getLogger("agentctx.cache")
+
+
+def registry_settings(s: CacheSettings) -> RegistrySettings:
+    return RegistrySettings(
+        failure_mode=s.failure_mode, default_ttl_s=s.default_ttl_s, max_ttl_s=s.max_ttl_s,
+        max_entries=s.max_entries, max_prefix_bytes=s.max_prefix_bytes, max_scope_bytes=s.max_scope_bytes,
+        max_waiters=s.max_waiters, max_sightings=s.max_sightings, create_timeout_s=s.create_timeout_s,
+        lease_ttl_s=s.lease_ttl_s, expiry_margin_s=s.expiry_margin_s, refresh_on_hit=s.refresh_on_hit,
+        policy=PolicySettings(min_prefix_tokens=s.min_prefix_tokens,
+                              sightings_before_create=s.sightings_before_create, grow_share=s.grow_share),
+    )
 
 
 @dataclass
 class CacheApp:
     settings: CacheSettings
+    clock: Clock
+    providers: Mapping[str, Provider]
+    journal: FileJournal
+    janitor: Janitor
+    registry: Registry
+    generator: Generator
+    recovery: RecoveryReport | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _recovered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @classmethod
+    async def create(
+        cls, settings: CacheSettings, *, clock: Clock | None = None, providers: Mapping[str, Provider] | None = None
+    ) -> CacheApp:
+        clock = clock or SystemClock()
+        providers = dict(providers) if providers is not None else build_providers(settings, clock)
+        journal = await FileJournal.open(settings.data_dir)
+        janitor = Janitor(providers, journal, workers=settings.cleanup_workers,
+                          delete_timeout_s=settings.delete_timeout_s, attempts=settings.cleanup_attempts)
+        registry = Registry(providers, journal, janitor, clock, registry_settings(settings))
+        generator = Generator(registry, request_timeout_s=settings.request_timeout_s)
+        return cls(settings, clock, providers, journal, janitor, registry, generator)
+
+    def start(self) -> None:
+        """Starts the cleanup workers, the sweeper and journal recovery."""
+        self.janitor.start()
+        self._tasks.append(asyncio.create_task(self._sweep_forever(), name="cache-sweeper"))
+        self._tasks.append(asyncio.create_task(self._recover(), name="cache-recovery"))
+
+    async def recovered(self) -> RecoveryReport | None:
+        """Waits for start-up recovery to have queued its deletes."""
+        await self._recovered.wait()
+        return self.recovery
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.registry.close()
+        await self.janitor.close(self.settings.delete_timeout_s)
+        for provider in self.providers.values():
+            await provider.close()
+        await self.journal.close()
+
+    async def _recover(self) -> None:
+        try:
+            self.recovery = await recover(self.journal, self.providers, self.janitor)
+        except Exception as exc:  # noqa: BLE001 - recovery must never stop the service
+            log.error("journal recovery failed", extra={"error_type": type(exc).__name__})
+        finally:
+            self._recovered.set()
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.sweep_interval_s)
+            try:
+                self.registry.sweep()
+            except Exception as exc:  # noqa: BLE001 - the sweeper must keep running
+                log.error("sweep failed", extra={"error_type": type(exc).__name__})

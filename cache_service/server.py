@@ -17,16 +17,27 @@ from cache_service.settings import CacheSettings
 SERVICE_NAME = cache_service_pb2.DESCRIPTOR.services_by_name["CacheService"].full_name
 
 
-async def build_server(settings: CacheSettings) -> GrpcServer:
-    app = CacheApp(settings=settings)
+async def build_server(settings: CacheSettings, *, app: CacheApp | None = None) -> GrpcServer:
+    """A bound server. Its background work (cleanup workers, the expiry
+    sweeper and journal recovery) starts here; ``server.stop()`` ends it and
+    closes the providers and the journal. Tests may pass their own ``app``
+    (for example with a manual clock or an instrumented provider)."""
+    app = app or await CacheApp.create(settings)
     servicer = CacheServicer(app)
-    return new_server(
-        settings,
-        service_names=[SERVICE_NAME],
-        register=lambda s: cache_service_pb2_grpc.add_CacheServiceServicer_to_server(servicer, s),
-        interceptors=[AllowlistInterceptor(settings.allowed_identities)],
-        telemetry_name="cache-service",
-    )
+    try:
+        server = new_server(
+            settings,
+            service_names=[SERVICE_NAME],
+            register=lambda s: cache_service_pb2_grpc.add_CacheServiceServicer_to_server(servicer, s),
+            interceptors=[AllowlistInterceptor(settings.allowed_identities)],
+            telemetry_name="cache-service",
+        )
+    except BaseException:
+        await app.close()
+        raise
+    server.closers.append(app.close)
+    app.start()
+    return server
 
 
 async def serve(settings: CacheSettings) -> None:

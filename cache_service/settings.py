@@ -1,15 +1,25 @@
 """Cache service settings: ``AGENTCTX_CACHE_*`` environment variables or the
-``[cache]`` table of the config file. The service accepts mTLS only."""
+``[cache]`` table of the config file. The service accepts mTLS only.
+
+Provider credentials live here and nowhere else in the system: the Gemini
+API key is read from ``AGENTCTX_CACHE_GEMINI_API_KEY`` (or, when that is
+unset, the conventional ``GEMINI_API_KEY``) and is a SecretStr, so it never
+appears in a repr, a log line or a validation error.
+"""
 
 from __future__ import annotations
 
+import os
 import pathlib
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentctx_common.certs import CONTEXT_SERVICE_ID
 from agentctx_common.settings import ServerSettings
+
+MiB = 1024 * 1024
 
 
 class CacheSettings(ServerSettings):
@@ -24,6 +34,70 @@ class CacheSettings(ServerSettings):
         description="Client certificate identities (URI or DNS SANs) allowed to call the service.",
     )
 
+    # --- providers ----------------------------------------------------------
+    default_provider: Literal["local", "gemini"] = Field(
+        "local", description="Provider of a scope that names none."
+    )
+    request_timeout_s: float = Field(60.0, gt=0, description="Upper bound of one provider model call.")
+    bytes_per_token: float = Field(4.0, gt=0, description="Token estimate: canonical UTF-8 bytes per token.")
+    # Local simulator.
+    local_min_cache_tokens: int = Field(1024, ge=0, description="Simulator: smallest cache it accepts.")
+    local_context_window: int = Field(32_768, ge=1, description="Simulator: context window of local-sim-* models.")
+    # Gemini (google-genai): the Gemini API with an API key, or Vertex AI.
+    gemini_api_key: SecretStr | None = Field(
+        None, description="Gemini API key (AGENTCTX_CACHE_GEMINI_API_KEY, else GEMINI_API_KEY)."
+    )
+    gemini_base_url: str | None = Field(None, description="Override of the Gemini endpoint (tests, proxies).")
+    gemini_api_version: str | None = Field(
+        None, description="API version (default: v1beta on the Gemini API, v1beta1 on Vertex AI)."
+    )
+    gemini_vertexai: bool = Field(False, description="Use Vertex AI (project + location, ADC) instead of an API key.")
+    gemini_project: str | None = Field(None, description="Vertex AI project.")
+    gemini_location: str | None = Field(None, description="Vertex AI location, e.g. us-central1.")
+    gemini_min_cache_tokens: int | None = Field(
+        None, ge=0, description="Override of the per-model minimum cache size (default: 2,048 for gemini-2.x, 4,096 for gemini-3)."
+    )
+
+    # --- registry bounds ------------------------------------------------------
+    failure_mode: Literal["bypass", "error"] = Field(
+        "bypass", description="On a cache failure: call uncached (bypass) or fail the call (error)."
+    )
+    min_prefix_tokens: int = Field(
+        1024, ge=0, description="Prefixes below this many estimated tokens bypass without a provider call."
+    )
+    default_ttl_s: float = Field(300.0, gt=0, description="TTL of a created cache when the caller sets none.")
+    max_ttl_s: float = Field(3600.0, gt=0, description="Cap on a caller's TTL.")
+    max_entries: int = Field(256, ge=1, description="Live caches across all scopes; the least recently used idle one is evicted.")
+    max_prefix_bytes: int = Field(4 * MiB, ge=1, description="Largest prefix (canonical bytes) the registry caches.")
+    max_scope_bytes: int = Field(16 * 1024, ge=64, description="Largest scope (canonical bytes).")
+    max_waiters: int = Field(128, ge=1, description="Callers that may wait on one in-flight create.")
+    max_sightings: int = Field(4096, ge=1, description="Recorded prefix sightings (for the create policy) kept in memory.")
+    create_timeout_s: float = Field(5.0, gt=0, description="Deadline of one provider cache create.")
+    delete_timeout_s: float = Field(2.0, gt=0, description="Deadline of one provider cache delete.")
+    cleanup_workers: int = Field(4, ge=1, description="Workers that delete expired, evicted and orphaned caches.")
+    cleanup_attempts: int = Field(3, ge=1, description="Attempts per delete before it is left to the next start.")
+    lease_ttl_s: float = Field(120.0, gt=0, description="A lease is valid at most this long (and never past its cache).")
+    expiry_margin_s: float = Field(2.0, ge=0, description="A cache this close to expiry is not leased.")
+    sweep_interval_s: float = Field(1.0, gt=0, description="How often expired caches and leases are swept.")
+
+    # --- create policy (see cache_service/domain/policy.py) ---------------------
+    sightings_before_create: int = Field(
+        1, ge=0, description="Earlier agreeing sightings a prefix needs before a cache is created (0: create at once)."
+    )
+    grow_share: float = Field(
+        0.25, gt=0, description="Grow a cache when the uncached part of the prefix exceeds this share of the cached part."
+    )
+    refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gemini_key_fallback(cls, values: object) -> object:
+        # The SDK's own convention, used only when our variable is unset.
+        if isinstance(values, dict) and values.get("gemini_api_key") is None:
+            if "AGENTCTX_CACHE_GEMINI_API_KEY" not in os.environ and os.environ.get("GEMINI_API_KEY"):
+                values = {**values, "gemini_api_key": os.environ["GEMINI_API_KEY"]}
+        return values
+
     @model_validator(mode="after")
     def _mtls_only(self) -> CacheSettings:
         if self.dev_plaintext:
@@ -32,4 +106,14 @@ class CacheSettings(ServerSettings):
             raise ValueError("the cache service requires client certificates: set tls_client_ca")
         if not self.allowed_identities:
             raise ValueError("allowed_identities is empty: no caller could use the service")
+        if self.default_ttl_s > self.max_ttl_s:
+            raise ValueError("default_ttl_s must not exceed max_ttl_s")
+        if self.gemini_vertexai and not (self.gemini_project and self.gemini_location) and not self.gemini_base_url:
+            raise ValueError("gemini_vertexai needs gemini_project and gemini_location")
+        if self.default_provider == "gemini" and not self.gemini_configured:
+            raise ValueError("default_provider is gemini but no Gemini API key or Vertex AI project is configured")
         return self
+
+    @property
+    def gemini_configured(self) -> bool:
+        return self.gemini_vertexai or self.gemini_api_key is not None

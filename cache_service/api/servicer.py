@@ -1,38 +1,97 @@
-"""CacheService servicer: not implemented yet; arrives with issue #6."""
+"""CacheService servicer: proto <-> domain conversion only. Domain errors
+(AgentCtxError) become rich statuses in the shared ErrorInterceptor."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentctx.cache.v1 import cache_service_pb2_grpc
-from agentctx_common.errors import Unimplemented
-from cache_service.app import CacheApp
+import grpc
 
-_LATER = "is not implemented yet (issue #6, cache service)"
+from agentctx.cache.v1 import cache_service_pb2 as pb
+from agentctx.cache.v1 import cache_service_pb2_grpc
+from cache_service.api import convert
+from cache_service.app import CacheApp
+from cache_service.domain.keys import PrefixView
+from cache_service.domain.leases import LeaseRejected
+from cache_service.domain.model import BypassReason, CacheInfo, CacheState
 
 
 class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
     def __init__(self, app: CacheApp) -> None:
         self.app = app
+        self.default_provider = app.settings.default_provider
 
-    async def AcquireLease(self, request: Any, context: Any) -> Any:
-        raise Unimplemented(f"AcquireLease {_LATER}")
+    async def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.aio.ServicerContext) -> pb.AcquireLeaseResponse:
+        scope = convert.scope_from_proto(request.scope, self.default_provider)
+        ttl = convert.ttl_seconds(request)
+        registry = self.app.registry
+        registry.check_scope(scope)
+        registry.provider(scope.provider)
+        response = pb.AcquireLeaseResponse()
+        # The proto encoding is smaller than the canonical JSON, so a prefix
+        # over the bound here is over it there: skip hashing it at all.
+        if request.prefix.ByteSize() > self.app.settings.max_prefix_bytes:
+            convert.info_to_proto(
+                CacheInfo(state=CacheState.BYPASS, bypass_reason=BypassReason.CAPACITY,
+                          scope_fingerprint=scope.fingerprint),
+                response.metadata,
+            )
+            return response
+        prefix = convert.prefix_from_proto(request.prefix, scope.model)
+        view = PrefixView.of(prefix, self.app.settings.bytes_per_token)
+        remaining = context.time_remaining()
+        deadline = self.app.clock.monotonic() + remaining if remaining is not None else None
+        result = await registry.acquire(scope, view, ttl, deadline)
+        response.lease = result.lease
+        convert.info_to_proto(result.info, response.metadata)
+        return response
 
-    async def ResolveLease(self, request: Any, context: Any) -> Any:
-        raise Unimplemented(f"ResolveLease {_LATER}")
+    async def ResolveLease(self, request: pb.ResolveLeaseRequest, context: grpc.aio.ServicerContext) -> pb.ResolveLeaseResponse:
+        try:
+            entry, claims = self.app.registry.resolve(request.lease)
+        except LeaseRejected as exc:
+            return pb.ResolveLeaseResponse(valid=False, invalid_reason=exc.invalid_reason)
+        response = pb.ResolveLeaseResponse(valid=True)
+        convert.info_to_proto(self.app.registry.info(entry, CacheState(claims.state)), response.metadata)
+        return response
 
-    async def ReleaseLease(self, request: Any, context: Any) -> Any:
-        raise Unimplemented(f"ReleaseLease {_LATER}")
+    async def ReleaseLease(self, request: pb.ReleaseLeaseRequest, context: grpc.aio.ServicerContext) -> pb.ReleaseLeaseResponse:
+        return pb.ReleaseLeaseResponse(released=self.app.registry.release(request.lease))
 
-    async def GenerateContent(self, request: Any, context: Any) -> Any:
-        raise Unimplemented(f"GenerateContent {_LATER}")
+    async def GenerateContent(self, request: pb.GenerateContentRequest, context: grpc.aio.ServicerContext) -> pb.GenerateContentResponse:
+        scope, call = self._call(request)
+        reply, info = await self.app.generator.generate(scope, call, request.lease, context.time_remaining())
+        response = pb.GenerateContentResponse()
+        convert.reply_to_proto(reply, response.response)
+        convert.info_to_proto(info, response.cache)
+        return response
 
-    async def StreamGenerateContent(self, request: Any, context: Any) -> Any:
-        raise Unimplemented(f"StreamGenerateContent {_LATER}")
-        yield  # an async generator, like every streaming handler
+    async def StreamGenerateContent(self, request: pb.StreamGenerateContentRequest, context: grpc.aio.ServicerContext) -> Any:
+        scope, call = self._call(request.call)
+        async for chunk, info in self.app.generator.stream(scope, call, request.call.lease, context.time_remaining()):
+            out = pb.StreamGenerateContentResponse()
+            convert.reply_to_proto(chunk, out.chunk)
+            if info is not None:
+                convert.info_to_proto(info, out.cache)
+            yield out
 
-    async def InvalidateScope(self, request: Any, context: Any) -> Any:
-        raise Unimplemented(f"InvalidateScope {_LATER}")
+    async def InvalidateScope(self, request: pb.InvalidateScopeRequest, context: grpc.aio.ServicerContext) -> pb.InvalidateScopeResponse:
+        scope = convert.scope_from_proto(request.scope, self.default_provider)
+        removed, cancelled = self.app.registry.invalidate(scope)
+        return pb.InvalidateScopeResponse(entries_removed=removed, inflight_cancelled=cancelled,
+                                          scope_fingerprint=scope.fingerprint)
 
-    async def GetScopeStatus(self, request: Any, context: Any) -> Any:
-        raise Unimplemented(f"GetScopeStatus {_LATER}")
+    async def GetScopeStatus(self, request: pb.GetScopeStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetScopeStatusResponse:
+        scope = convert.scope_from_proto(request.scope, self.default_provider)
+        status = self.app.registry.status(scope)
+        return pb.GetScopeStatusResponse(
+            scope_fingerprint=status.scope_fingerprint, entry_count=status.entry_count,
+            inflight_count=status.inflight_count, waiter_count=status.waiter_count, prefix_bytes=status.prefix_bytes,
+        )
+
+    def _call(self, request: pb.GenerateContentRequest) -> tuple[Any, Any]:
+        call = convert.call_from_proto(request.request)
+        scope = convert.scope_from_proto(request.scope, self.default_provider, model=call.model,
+                                         require_identity=bool(request.lease))
+        self.app.registry.provider(scope.provider)
+        return scope, call

@@ -1,0 +1,216 @@
+"""Proto <-> domain conversion for the cache service, with input checks.
+
+Content goes to the canonical JSON shape of agentctx_common.canonical, so
+the prefix fingerprint computed here equals the context service's. Every
+conversion builds fresh objects: nothing the caller sent is shared with
+what the registry keeps or a provider receives.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from google.protobuf import struct_pb2
+
+from agentctx.cache.v1 import cache_service_pb2 as pb
+from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
+from agentctx_common.canonical import content_json, struct_to_dict, tool_config_json, tool_json
+from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.protos import unknown_field_violations
+from cache_service.domain.keys import Prefix, Scope
+from cache_service.domain.model import CacheInfo, JSON, ModelCall, ModelReply
+
+PROVIDERS = ("local", "gemini")
+_ROLES = ("user", "model")
+_FINISH = {
+    "STOP": generation_pb2.FINISH_REASON_STOP,
+    "MAX_TOKENS": generation_pb2.FINISH_REASON_MAX_TOKENS,
+    "SAFETY": generation_pb2.FINISH_REASON_SAFETY,
+    "RECITATION": generation_pb2.FINISH_REASON_RECITATION,
+    "MALFORMED_FUNCTION_CALL": generation_pb2.FINISH_REASON_MALFORMED_FUNCTION_CALL,
+}
+
+
+def _fail(violations: list[FieldViolation]) -> None:
+    if violations:
+        raise InvalidArgument.fields(violations)
+
+
+# --- scope -----------------------------------------------------------------------
+
+
+def scope_from_proto(
+    s: pb.CacheScope, default_provider: str, *, model: str = "", require_identity: bool = True, path: str = "scope"
+) -> Scope:
+    """A scope; ``model`` fills an empty scope model (GenerateContent), and
+    an uncached call may leave app and user empty."""
+    violations = unknown_field_violations(s, path)
+    provider = s.provider or default_provider
+    if provider not in PROVIDERS:
+        violations.append(FieldViolation(f"{path}.provider", f"must be one of {', '.join(PROVIDERS)}"))
+    for name in ("app", "user"):
+        if require_identity and not getattr(s, name):
+            violations.append(FieldViolation(f"{path}.{name}", "is required"))
+    scope_model = s.model or model
+    if not scope_model:
+        violations.append(FieldViolation(f"{path}.model", "is required"))
+    elif model and s.model and s.model != model:
+        violations.append(FieldViolation("request.model", "must equal scope.model"))
+    _fail(violations)
+    return Scope(provider, s.app, s.user, scope_model, struct_to_dict(s.policy))
+
+
+# --- content ---------------------------------------------------------------------
+
+
+def _content_violations(c: content_pb2.Content, path: str, *, role_free: bool = False) -> list[FieldViolation]:
+    out = []
+    if not role_free and c.role not in _ROLES:
+        out.append(FieldViolation(f"{path}.role", "must be user or model"))
+    if not c.parts:
+        out.append(FieldViolation(f"{path}.parts", "must not be empty"))
+    for i, p in enumerate(c.parts):
+        if p.WhichOneof("data") is None:
+            out.append(FieldViolation(f"{path}.parts[{i}]", "exactly one of text, inline_data, file_data, "
+                                                            "function_call, function_response must be set"))
+    return out
+
+
+def _contents(contents: Any, path: str) -> tuple[JSON, ...]:
+    violations: list[FieldViolation] = []
+    for i, c in enumerate(contents):
+        violations += _content_violations(c, f"{path}[{i}]")
+    _fail(violations)
+    return tuple(content_json(c) for c in contents)
+
+
+def _system_instruction(msg: Any, path: str) -> JSON | None:
+    if not msg.HasField("system_instruction"):
+        return None
+    _fail(_content_violations(msg.system_instruction, path, role_free=True))
+    # Role kept as sent: it is part of the canonical prefix both services hash.
+    return content_json(msg.system_instruction)
+
+
+def _tools(msg: Any) -> tuple[tuple[JSON, ...], JSON | None]:
+    tools = tuple(tool_json(t) for t in msg.tools)
+    config = tool_config_json(msg.tool_config) if msg.HasField("tool_config") else None
+    return tools, config
+
+
+def prefix_from_proto(p: pb.CachePrefix, model: str) -> Prefix:
+    tools, tool_config = _tools(p)
+    return Prefix(
+        model=model,
+        system_instruction=_system_instruction(p, "prefix.system_instruction"),
+        tools=tools,
+        tool_config=tool_config,
+        history=_contents(p.history, "prefix.history"),
+    )
+
+
+def _generation_config(g: generation_pb2.GenerationConfig) -> JSON:
+    out: JSON = {}
+    for field, key in (("temperature", "temperature"), ("top_p", "topP"), ("top_k", "topK"),
+                       ("max_output_tokens", "maxOutputTokens"), ("seed", "seed")):
+        if g.HasField(field):
+            out[key] = getattr(g, field)
+    if g.stop_sequences:
+        out["stopSequences"] = list(g.stop_sequences)
+    if g.response_mime_type:
+        out["responseMimeType"] = g.response_mime_type
+    return out
+
+
+def call_from_proto(r: generation_pb2.ModelRequest) -> ModelCall:
+    if not r.model:
+        raise InvalidArgument.fields([FieldViolation("request.model", "is required")])
+    if not r.contents:
+        raise InvalidArgument.fields([FieldViolation("request.contents", "must not be empty")])
+    tools, tool_config = _tools(r)
+    return ModelCall(
+        model=r.model,
+        contents=_contents(r.contents, "request.contents"),
+        system_instruction=_system_instruction(r, "request.system_instruction"),
+        tools=tools,
+        tool_config=tool_config,
+        generation_config=_generation_config(r.generation_config),
+    )
+
+
+def ttl_seconds(r: pb.AcquireLeaseRequest) -> float | None:
+    if not r.HasField("ttl"):
+        return None
+    seconds = r.ttl.ToNanoseconds() / 1e9
+    if seconds < 0:
+        raise InvalidArgument.fields([FieldViolation("ttl", "must not be negative")])
+    return seconds or None
+
+
+# --- replies ---------------------------------------------------------------------
+
+
+def _b64decode(text: str) -> bytes:
+    return base64.b64decode(text) if text else b""
+
+
+def _struct(value: Any) -> struct_pb2.Struct:
+    s = struct_pb2.Struct()
+    if isinstance(value, dict):
+        s.update(value)
+    return s
+
+
+def part_to_proto(d: JSON) -> content_pb2.Part:
+    p = content_pb2.Part()
+    if "text" in d:
+        p.text = d["text"]
+    elif "inlineData" in d:
+        p.inline_data.mime_type = d["inlineData"].get("mimeType", "")
+        p.inline_data.data = _b64decode(d["inlineData"].get("data", ""))
+    elif "fileData" in d:
+        p.file_data.mime_type = d["fileData"].get("mimeType", "")
+        p.file_data.file_uri = d["fileData"].get("fileUri", "")
+    elif "functionCall" in d:
+        fc = d["functionCall"]
+        p.function_call.id = fc.get("id") or ""
+        p.function_call.name = fc.get("name") or ""
+        p.function_call.args.CopyFrom(_struct(fc.get("args")))
+    elif "functionResponse" in d:
+        fr = d["functionResponse"]
+        p.function_response.id = fr.get("id") or ""
+        p.function_response.name = fr.get("name") or ""
+        p.function_response.response.CopyFrom(_struct(fr.get("response")))
+    if d.get("thought"):
+        p.thought = True
+    if d.get("thoughtSignature"):
+        p.thought_signature = _b64decode(d["thoughtSignature"])
+    return p
+
+
+def reply_to_proto(r: ModelReply, out: generation_pb2.ModelResponse) -> None:
+    if r.content is not None:
+        out.content.role = r.content.get("role") or "model"
+        out.content.parts.extend(part_to_proto(p) for p in r.content.get("parts", ()))
+    if r.finish_reason:
+        out.finish_reason = _FINISH.get(r.finish_reason, generation_pb2.FINISH_REASON_OTHER)
+    if r.usage is not None:
+        u = r.usage
+        out.usage.prompt_tokens = u.prompt_tokens
+        out.usage.cached_prompt_tokens = u.cached_prompt_tokens
+        out.usage.output_tokens = u.output_tokens
+        out.usage.thoughts_tokens = u.thoughts_tokens
+        out.usage.total_tokens = u.total_tokens
+    out.model_version = r.model_version
+
+
+def info_to_proto(i: CacheInfo, out: cache_pb2.CacheMetadata) -> None:
+    out.state = cache_pb2.CacheState.Value(f"CACHE_STATE_{i.state.value}")
+    out.bypass_reason = cache_pb2.CacheBypassReason.Value(f"CACHE_BYPASS_REASON_{i.bypass_reason.value}")
+    out.prefix_fingerprint = i.prefix_fingerprint
+    out.prefix_tokens = i.prefix_tokens
+    if i.expire_time is not None:
+        out.expire_time.FromNanoseconds(int(i.expire_time * 1e9))
+    out.scope_fingerprint = i.scope_fingerprint
+    out.uses = i.uses

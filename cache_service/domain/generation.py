@@ -1,0 +1,230 @@
+"""Model calls, with or without a lease.
+
+With a lease: the lease is checked (signature, scope, generation, expiry),
+the request's leading system instruction, tools, tool config and contents
+must equal the leased prefix (else FAILED_PRECONDITION
+LEASE_PREFIX_MISMATCH), and the provider receives a *new* request naming the
+cache and carrying only the uncached suffix, without system instruction,
+tools or tool config. The caller's request is never modified.
+
+A cache the provider no longer holds (CacheNotFound: 404, or 403 naming the
+cached content) is dropped from the registry and the original request is
+sent once more uncached (BYPASS CACHE_MISSING), but only if the provider
+has produced no output yet: once a stream has produced a chunk, the failure
+is returned (UNAVAILABLE, reason CACHE_MISSING) instead of a second answer.
+
+Provider errors map to statuses: rate limit -> RESOURCE_EXHAUSTED
+RATE_LIMITED with RetryInfo; context-window overflow -> INVALID_ARGUMENT
+CONTEXT_WINDOW_EXCEEDED (prompt_tokens, context_window); unavailable ->
+UNAVAILABLE with RetryInfo; timeout -> DEADLINE_EXCEEDED; bad request ->
+INVALID_ARGUMENT PROVIDER_INVALID_REQUEST; other denials -> PERMISSION_DENIED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from opentelemetry import trace
+
+from agentctx_common.errors import (
+    AgentCtxError,
+    DeadlineExceeded,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+)
+from cache_service.domain.keys import Scope, call_chain
+from cache_service.domain.leases import LeaseRejected
+from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
+from cache_service.domain.registry import Entry, Registry
+from cache_service.providers.base import (
+    CacheNotFound,
+    CacheTooSmall,
+    ContextWindowExceeded,
+    InvalidRequest,
+    ProviderError,
+    ProviderPermissionDenied,
+    ProviderTimeout,
+    RateLimited,
+)
+
+log = logging.getLogger("agentctx.cache.generate")
+_tracer = trace.get_tracer("agentctx.cache")
+
+
+def rewrite_for_cache(call: ModelCall, cached_len: int) -> ModelCall:
+    """A new request that names a cache of the first ``cached_len`` contents."""
+    return ModelCall(
+        model=call.model,
+        contents=tuple(call.contents[cached_len:]),
+        system_instruction=None,
+        tools=(),
+        tool_config=None,
+        generation_config=dict(call.generation_config),
+    )
+
+
+def provider_error_status(exc: ProviderError) -> AgentCtxError:
+    """The status a provider failure maps to. Messages are our own fixed text."""
+    if isinstance(exc, RateLimited):
+        return ResourceExhausted("the model provider rate-limited the call", reason="RATE_LIMITED",
+                                 retry_after=exc.retry_after if exc.retry_after is not None else 1.0)
+    if isinstance(exc, ContextWindowExceeded):
+        metadata = {k: v for k, v in (("prompt_tokens", exc.prompt_tokens), ("context_window", exc.context_window))
+                    if v is not None}
+        return InvalidArgument("the request exceeds the model's context window", reason="CONTEXT_WINDOW_EXCEEDED",
+                               metadata=metadata)
+    if isinstance(exc, ProviderTimeout):
+        return DeadlineExceeded("the model provider did not answer in time", reason="PROVIDER_TIMEOUT")
+    if isinstance(exc, (InvalidRequest, CacheTooSmall)):
+        return InvalidArgument("the model provider rejected the request", reason="PROVIDER_INVALID_REQUEST",
+                               metadata={"provider_status": exc.status or 0})
+    if isinstance(exc, ProviderPermissionDenied):
+        return PermissionDenied("the model provider denied the call", reason="PROVIDER_PERMISSION_DENIED")
+    if isinstance(exc, CacheNotFound):
+        return Unavailable("the provider lost the cache after output was sent; retry the call",
+                           reason="CACHE_MISSING", retry_after=0.0)
+    return Unavailable("the model provider is unavailable", reason="PROVIDER_UNAVAILABLE",
+                       retry_after=exc.retry_after if exc.retry_after is not None else 1.0)
+
+
+def lease_error(exc: LeaseRejected) -> FailedPrecondition:
+    return FailedPrecondition(f"the lease cannot be used ({exc.invalid_reason.lower()}); acquire a new one",
+                              reason="LEASE_INVALID", metadata={"invalid_reason": exc.invalid_reason})
+
+
+class Generator:
+    def __init__(self, registry: Registry, *, request_timeout_s: float = 60.0) -> None:
+        self.registry = registry
+        self.request_timeout_s = request_timeout_s
+
+    # --- unary --------------------------------------------------------------------
+
+    async def generate(self, scope: Scope, call: ModelCall, lease: str, timeout_s: float | None = None) -> tuple[ModelReply, CacheInfo]:
+        provider = self.registry.provider(scope.provider)
+        timeout = self._timeout(timeout_s)
+        with _tracer.start_as_current_span("cache.generate", attributes={
+            "cache.provider": scope.provider, "cache.leased": bool(lease), "cache.contents": len(call.contents),
+        }) as span:
+            if not lease:
+                reply = await self._call(lambda: provider.generate(call, None), timeout)
+                return reply, CacheInfo(scope_fingerprint=scope.fingerprint)
+            entry, state = self._leased(scope, call, lease)
+            try:
+                reply = await self._call(
+                    lambda: provider.generate(rewrite_for_cache(call, entry.history_len), entry.handle.name),
+                    timeout, passthrough=CacheNotFound,
+                )
+            except CacheNotFound:
+                span.set_attribute("cache.missing_retry", True)
+                info = self._drop(entry)
+                reply = await self._call(lambda: provider.generate(call, None), timeout)
+                return reply, info
+            return reply, self.registry.info(entry, state)
+
+    # --- streaming ----------------------------------------------------------------
+
+    async def stream(self, scope: Scope, call: ModelCall, lease: str,
+                     timeout_s: float | None = None) -> AsyncIterator[tuple[ModelReply, CacheInfo | None]]:
+        """Chunks; the last one carries the usage and the cache info."""
+        provider = self.registry.provider(scope.provider)
+        timeout = self._timeout(timeout_s)
+        info = CacheInfo(scope_fingerprint=scope.fingerprint)
+        entry: Entry | None = None
+        if lease:
+            entry, state = self._leased(scope, call, lease)
+            info = self.registry.info(entry, state)
+        deadline = asyncio.get_running_loop().time() + timeout
+        produced = False
+        held: ModelReply | None = None
+        try:
+            if entry is not None:
+                try:
+                    async for chunk in _bounded(
+                        provider.stream_generate(rewrite_for_cache(call, entry.history_len), entry.handle.name),
+                        deadline,
+                    ):
+                        produced = True
+                        if held is not None:
+                            yield held, None
+                        held = chunk
+                except CacheNotFound:
+                    if produced:
+                        self._drop(entry)
+                        raise
+                    info = self._drop(entry)
+                    entry = None
+            if entry is None:
+                async for chunk in _bounded(provider.stream_generate(call, None), deadline):
+                    produced = True
+                    if held is not None:
+                        yield held, None
+                    held = chunk
+        except ProviderError as exc:
+            raise provider_error_status(exc) from None
+        except TimeoutError:
+            raise provider_error_status(ProviderTimeout()) from None
+        if held is not None:
+            yield held, info
+
+    # --- helpers ------------------------------------------------------------------
+
+    def _leased(self, scope: Scope, call: ModelCall, lease: str) -> tuple[Entry, CacheState]:
+        try:
+            entry, claims = self.registry.resolve(lease, scope.fingerprint)
+        except LeaseRejected as exc:
+            raise lease_error(exc) from None
+        n = entry.history_len
+        if len(call.contents) <= n:
+            raise InvalidArgument(
+                "the request carries no contents after the leased prefix", reason="EMPTY_SUFFIX",
+                metadata={"contents": len(call.contents), "prefix_contents": n},
+                field_violations=[FieldViolation("request.contents", "must extend the leased prefix")],
+            )
+        if call_chain(call, n) != entry.digest:
+            raise FailedPrecondition(
+                "the request does not start with the leased prefix", reason="LEASE_PREFIX_MISMATCH",
+                metadata={"prefix_fingerprint": entry.prefix_fp, "prefix_contents": n},
+            )
+        return entry, CacheState(claims.state)
+
+    def _drop(self, entry: Entry) -> CacheInfo:
+        log.info("cache missing at the provider; sent uncached", extra={"entry": entry.id})
+        self.registry.drop_missing(entry)
+        info = self.registry.info(entry, CacheState.BYPASS)
+        return replace(info, bypass_reason=BypassReason.CACHE_MISSING, expire_time=None)
+
+    def _timeout(self, timeout_s: float | None) -> float:
+        return self.request_timeout_s if timeout_s is None else max(0.0, min(timeout_s, self.request_timeout_s))
+
+    @staticmethod
+    async def _call(fn, timeout: float, passthrough: type[ProviderError] | None = None) -> ModelReply:  # type: ignore[no-untyped-def]
+        try:
+            async with asyncio.timeout(timeout):
+                return await fn()
+        except ProviderError as exc:
+            if passthrough is not None and isinstance(exc, passthrough):
+                raise
+            raise provider_error_status(exc) from None
+        except TimeoutError:
+            raise provider_error_status(ProviderTimeout()) from None
+
+
+async def _bounded(chunks: AsyncIterator[ModelReply], deadline: float) -> AsyncIterator[ModelReply]:
+    """The provider's chunks, each awaited under the call's deadline. The
+    deadline scope never spans a yield, so it can only cancel provider I/O."""
+    async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            yield chunk

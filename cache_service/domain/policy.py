@@ -1,0 +1,90 @@
+"""The create policy: when a prefix is worth a provider cache.
+
+A cache costs money to write (its tokens at the input price) and to keep
+(token-hours), and pays back only when later calls read it. So:
+
+1. **Empty prefix** (no history, tools or system instruction): BYPASS
+   EMPTY_PREFIX. Nothing stable to cache.
+2. **Small prefix**: below ``floor`` estimated tokens, BYPASS
+   BELOW_MIN_TOKENS without any provider call. The floor is the largest of
+   ``min_prefix_tokens``, the provider's minimum for the model, and what
+   the provider taught us by refusing a smaller cache. It is compared with
+   the *prefix's* tokens, never the whole prompt's (adk-python #5847).
+3. **Reuse**: a live cache whose prefix is a leading part of this prefix
+   (same scope and TTL, not expiring within ``expiry_margin_s``) is a HIT;
+   the call then sends only what follows it. The longest such cache wins.
+4. **Grow**: if the part of this prefix that the cache does not hold exceeds
+   ``grow_share`` of the cache's tokens, a new cache over this whole prefix
+   is created (GROWN) and the old one is deleted once no lease needs it.
+5. **First sighting**: otherwise a prefix is cached only after
+   ``sightings_before_create`` earlier requests agreed with it: each request
+   records its prefix, and a later prefix *agrees* when a recorded one is a
+   leading part of it (the conversation grew) or equal to it. ADK compares a
+   fingerprint of the first N contents with the previous request only; here
+   any recorded length agrees, so an edit that rewrites the tail of the
+   history still finds its stable head. A first sighting is BYPASS
+   FIRST_SIGHTING and costs nothing.
+6. **Create**: a new cache over this whole prefix (CREATED).
+
+Expired caches leave their sighting behind, so a conversation that resumes
+after a pause re-creates its cache at once rather than waiting again.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from cache_service.domain.model import BypassReason
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    min_prefix_tokens: int = 1024
+    sightings_before_create: int = 1
+    grow_share: float = 0.25
+
+
+class Action(enum.Enum):
+    BYPASS = "BYPASS"
+    HIT = "HIT"
+    CREATE = "CREATE"
+    GROW = "GROW"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: BypassReason = BypassReason.UNSPECIFIED
+
+
+@dataclass(frozen=True)
+class CachedPrefix:
+    """What the policy needs to know of the best matching live cache."""
+
+    tokens: int
+    history_len: int
+
+
+def decide(
+    *,
+    empty: bool,
+    tokens: int,
+    history_len: int,
+    floor: int,
+    match: CachedPrefix | None,
+    agreeing_sightings: int,
+    settings: PolicySettings,
+) -> Decision:
+    if empty:
+        return Decision(Action.BYPASS, BypassReason.EMPTY_PREFIX)
+    if match is not None:
+        uncached = tokens - match.tokens
+        if match.history_len < history_len and uncached > settings.grow_share * match.tokens:
+            return Decision(Action.GROW)
+        return Decision(Action.HIT)
+    if tokens < max(floor, settings.min_prefix_tokens):
+        return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
+    if agreeing_sightings >= settings.sightings_before_create:
+        return Decision(Action.CREATE)
+    return Decision(Action.BYPASS, BypassReason.FIRST_SIGHTING)

@@ -1,0 +1,85 @@
+"""Builders and checks shared by the cache tests."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from cache_service.domain.cleanup import Janitor
+from cache_service.domain.clock import ManualClock
+from cache_service.domain.keys import Prefix, PrefixView, Scope
+from cache_service.domain.model import ModelCall
+from cache_service.domain.registry import AcquireResult, Registry
+from cache_service.journal import FileJournal
+from cache_service.providers.local import LocalProvider
+
+MODEL = "local-sim-1"
+SYSTEM = {"role": "", "parts": [{"text": "You are a careful assistant. " * 12}]}
+TOOLS = ({"functionDeclarations": [{"name": "lookup", "description": "Looks a thing up.",
+                                    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]},)
+
+
+def scope(app: str = "app", user: str = "user-1", model: str = MODEL, policy: dict[str, Any] | None = None,
+          provider: str = "local") -> Scope:
+    return Scope(provider, app, user, model, policy or {})
+
+
+def turn(i: int, words: int = 30) -> list[dict[str, Any]]:
+    """One exchange: a user message and the model's answer."""
+    return [
+        {"role": "user", "parts": [{"text": f"question {i}: " + "word " * words}]},
+        {"role": "model", "parts": [{"text": f"answer {i}: " + "reply " * words}]},
+    ]
+
+
+def history(turns: int, words: int = 30) -> tuple[dict[str, Any], ...]:
+    return tuple(c for i in range(turns) for c in turn(i, words))
+
+
+def prefix(turns: int, *, words: int = 30, model: str = MODEL, system: dict[str, Any] | None = SYSTEM,
+           tools: tuple[dict[str, Any], ...] = TOOLS) -> Prefix:
+    return Prefix(model, system, tools, None, history(turns, words))
+
+
+def view(turns: int, **kw: Any) -> PrefixView:
+    return PrefixView.of(prefix(turns, **kw))
+
+
+def call_over(p: Prefix, question: str = "and now?") -> ModelCall:
+    """The request whose leading part is ``p``, plus a new user input."""
+    return ModelCall(model=p.model, contents=(*p.history, {"role": "user", "parts": [{"text": question}]}),
+                     system_instruction=p.system_instruction, tools=p.tools, tool_config=p.tool_config)
+
+
+@dataclass
+class Harness:
+    registry: Registry
+    provider: LocalProvider
+    journal: FileJournal
+    janitor: Janitor
+    clock: ManualClock
+
+    async def acquire(self, p: Prefix | PrefixView, s: Scope | None = None, *, ttl: float | None = None,
+                      deadline: float | None = None) -> AcquireResult:
+        v = p if isinstance(p, PrefixView) else PrefixView.of(p)
+        return await self.registry.acquire(s or scope(), v, ttl, deadline)
+
+    async def settle(self) -> None:
+        """Lets in-flight creates and queued deletes finish."""
+        await self.registry.idle()
+        await self.janitor.drain()
+        await asyncio.sleep(0)
+
+    async def assert_in_step(self) -> None:
+        """The provider holds exactly the caches the registry knows, and the
+        journal names exactly those as pending."""
+        await self.settle()
+        held = {e.handle.name for e in self.registry.entries()}
+        assert self.provider.live_names() == held
+        assert {r.name for r in self.journal.pending()} == held
+
+    async def close(self) -> None:
+        await self.registry.close()
+        await self.janitor.close(1.0)
+        await self.journal.close()

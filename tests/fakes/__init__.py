@@ -1,0 +1,1 @@
+"""Fakes of external services (never of our own code)."""
