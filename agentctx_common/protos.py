@@ -23,11 +23,59 @@ def unknown_field_violations(msg: _message.Message, path: str) -> list[FieldViol
         if field.type != field.TYPE_MESSAGE:
             continue
         child = f"{path}.{field.name}" if path else field.name
-        if field.label == field.LABEL_REPEATED:
+        if field.is_repeated:
             if field.message_type.GetOptions().map_entry:
                 continue
             for i, item in enumerate(value):
                 violations += unknown_field_violations(item, f"{child}[{i}]")
         else:
             violations += unknown_field_violations(value, child)
+    return violations
+
+
+_TIMESTAMP = "google.protobuf.Timestamp"
+_DURATION = "google.protobuf.Duration"
+# JSON values: any content is valid, and walking them would cost per event.
+_SKIP = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"})
+# 0001-01-01T00:00:00Z .. 9999-12-31T23:59:58Z: the protobuf range, less the
+# last second, which float rounding turns into year 10000 in Python.
+_MIN_SECONDS, _MAX_SECONDS = -62135596800, 253402300798
+_MAX_DURATION_SECONDS = 315576000000
+
+
+def value_violations(msg: _message.Message, path: str) -> list[FieldViolation]:
+    """Unknown enum numbers and out-of-range Timestamps and Durations at
+    any depth of ``msg``.
+
+    proto3 keeps enum numbers it does not know and lets a Timestamp hold any
+    int64; converting either to Python values fails, so requests are checked
+    first and such values become field violations instead of INTERNAL.
+    """
+    name = msg.DESCRIPTOR.full_name
+    if name == _TIMESTAMP:
+        ok = _MIN_SECONDS <= msg.seconds <= _MAX_SECONDS and 0 <= msg.nanos < 1_000_000_000  # type: ignore[attr-defined]
+        return [] if ok else [FieldViolation(path, "is not a valid timestamp")]
+    if name == _DURATION:
+        seconds, nanos = msg.seconds, msg.nanos  # type: ignore[attr-defined]
+        ok = abs(seconds) <= _MAX_DURATION_SECONDS and abs(nanos) < 1_000_000_000 and seconds * nanos >= 0
+        return [] if ok else [FieldViolation(path, "is not a valid duration")]
+    if name in _SKIP:
+        return []
+    violations: list[FieldViolation] = []
+    for field, value in msg.ListFields():
+        child = f"{path}.{field.name}" if path else field.name
+        repeated = field.is_repeated
+        if field.type == field.TYPE_ENUM:
+            for i, number in enumerate(value if repeated else [value]):
+                if field.enum_type.values_by_number.get(number) is None:
+                    where = f"{child}[{i}]" if repeated else child
+                    violations.append(FieldViolation(where, f"unknown enum value {number}"))
+        elif field.type == field.TYPE_MESSAGE:
+            if repeated and field.message_type.GetOptions().map_entry:
+                continue
+            if repeated:
+                for i, item in enumerate(value):
+                    violations += value_violations(item, f"{child}[{i}]")
+            else:
+                violations += value_violations(value, child)
     return violations

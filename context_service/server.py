@@ -12,19 +12,27 @@ from agentctx_common.telemetry import configure_telemetry
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp
 from context_service.settings import ContextSettings
+from context_service.storage.sql_store import open_from_settings
 
 SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
 
 
 async def build_server(settings: ContextSettings) -> GrpcServer:
-    app = ContextApp(settings=settings)
+    # Refuses (ConfigError) a database whose schema is not this code's.
+    store = await open_from_settings(settings)
+    app = ContextApp(settings=settings, store=store)
     servicer = ContextServicer(app)
-    server = new_server(
-        settings,
-        service_names=[SERVICE_NAME],
-        register=lambda s: context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, s),
-        telemetry_name="context-service",
-    )
+    try:
+        server = new_server(
+            settings,
+            service_names=[SERVICE_NAME],
+            register=lambda s: context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, s),
+            telemetry_name="context-service",
+        )
+    except BaseException:
+        await store.close()
+        raise
+    server.closers.append(store.close)
     return server
 
 

@@ -4,11 +4,25 @@ the ``[context]`` table of the config file."""
 from __future__ import annotations
 
 import pathlib
+import re
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agentctx_common.settings import ServerSettings
+from agentctx_common.settings import ServerSettings, _is_loopback
+from context_service.domain.sessions import config_from_defaults
+
+
+class BearerToken(BaseModel):
+    """A bearer token grant. Only the token's SHA-256 is configured:
+    ``printf %s "$TOKEN" | sha256sum``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, description="Safe to log; names the caller.")
+    sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$", description="SHA-256 (hex) of the token.")
+    apps: list[str] = Field(min_length=1, description="Apps the token may use; '*' = all.")
 
 
 class ContextSettings(ServerSettings):
@@ -44,6 +58,66 @@ class ContextSettings(ServerSettings):
     compaction_job_lease_s: float = Field(30.0, gt=0, description="A claimed job is retaken after this without a heartbeat.")
     compaction_job_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for jobs.")
     compaction_job_max_attempts: int = Field(3, ge=1, description="Attempts before a failing job is given up.")
+
+    # Sessions and events: input limits. A violation is INVALID_ARGUMENT
+    # naming the field.
+    max_event_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest event AppendEvent accepts (encoded).")
+    max_parts_per_event: int = Field(256, ge=1, description="Most parts in one event's content.")
+    max_state_bytes: int = Field(1024 * 1024, ge=2, description="Largest session state (encoded).")
+    id_pattern: str = Field(r"[A-Za-z0-9._:-]{1,128}", description="Regex session and event ids must match.")
+    owner_id_pattern: str = Field(r"[A-Za-z0-9._:@+-]{1,128}", description="Regex app and user ids must match.")
+    default_session_page_size: int = Field(50, ge=1, description="ListSessions page size when none is asked.")
+    default_event_page_size: int = Field(100, ge=1, description="ListEvents page size when none is asked.")
+    max_page_size: int = Field(1000, ge=1, description="Largest page size a request may ask for.")
+    max_event_clock_skew_s: float = Field(86400.0, ge=0, description="How far ahead a client-set event time may be.")
+    session_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Server-wide context config defaults, the JSON form of ContextConfig "
+        "(model, selection, compaction, cache); a session's own config overrides them.",
+    )
+
+    # Session storage.
+    sqlite_synchronous: Literal["FULL", "EXTRA", "NORMAL"] = Field(
+        "FULL", description="SQLite synchronous mode; FULL: an append is on disk when the RPC returns."
+    )
+    sqlite_busy_timeout_ms: int = Field(5000, ge=0, description="How long SQLite waits for another process's lock.")
+    db_pool_size: int = Field(10, ge=1, le=200, description="Database connections kept open.")
+    db_create_if_empty: bool = Field(
+        True, description="Create the schema in a brand-new embedded SQLite database at start (never PostgreSQL)."
+    )
+    append_batch_max: int = Field(256, ge=1, le=10000, description="Most appends committed in one transaction.")
+
+    # Authorization: which apps each caller may use ("*" = every app).
+    app_grants: dict[str, list[str]] = Field(
+        default_factory=dict, description="Client certificate identity (URI or DNS SAN) -> apps it may use."
+    )
+    bearer_tokens: list[BearerToken] = Field(
+        default_factory=list, description="Bearer tokens (by SHA-256) for callers without client certificates."
+    )
+    dev_anonymous_apps: list[str] = Field(
+        default_factory=list,
+        description="Apps callers without an identity may use; loopback hosts only (development and tests).",
+    )
+
+    @model_validator(mode="after")
+    def _check_sessions(self) -> ContextSettings:
+        for name in ("id_pattern", "owner_id_pattern"):
+            try:
+                re.compile(getattr(self, name))
+            except re.error as exc:
+                raise ValueError(f"{name} is not a valid regular expression: {exc}") from None
+        if max(self.default_session_page_size, self.default_event_page_size) > self.max_page_size:
+            raise ValueError("default page sizes must not exceed max_page_size")
+        try:
+            config_from_defaults(self.session_defaults)
+        except ValueError as exc:
+            raise ValueError(f"session_defaults: {exc}") from None
+        for identity, apps in self.app_grants.items():
+            if not apps:
+                raise ValueError(f"app_grants[{identity!r}] is empty; remove it or name apps ('*' = all)")
+        if self.dev_anonymous_apps and not _is_loopback(self.host):
+            raise ValueError("dev_anonymous_apps is allowed only on a loopback host (development and tests)")
+        return self
 
     @property
     def resolved_database_url(self) -> str:

@@ -22,6 +22,7 @@ from agentctx_common.errors import AgentCtxError, ConfigError  # noqa: E402
 # command only loads what it needs.
 COMMANDS = (
     "agentctx_common.cli.certs_cmd",
+    "agentctx_common.cli.db_cmd",
     "agentctx_common.cli.serve_cmd",
     "agentctx_common.cli.up_cmd",
 )

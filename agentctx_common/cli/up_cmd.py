@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from agentctx_common.certs import SAMPLE_AGENT_ID
 from agentctx_common.errors import ConfigError
 
 CONFIG_TEMPLATE = """\
@@ -33,6 +34,8 @@ cache_target = "127.0.0.1:{cache_port}"
 cache_ca = "{certs}/ca.pem"
 cache_cert = "{certs}/context-client.pem"
 cache_key = "{certs}/context-client.key"
+require_client_cert = true
+app_grants = {{ "{sample_agent}" = ["*"] }}
 
 [cache]
 host = "127.0.0.1"
@@ -67,7 +70,9 @@ def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> path
     (home / "logs").mkdir(parents=True, exist_ok=True)
     config = home / "agentctx.toml"
     config.write_text(
-        CONFIG_TEMPLATE.format(home=home, certs=certs, context_port=context_port, cache_port=cache_port)
+        CONFIG_TEMPLATE.format(
+            home=home, certs=certs, context_port=context_port, cache_port=cache_port, sample_agent=SAMPLE_AGENT_ID,
+        )
     )
     return config
 

@@ -1,32 +1,193 @@
-"""SessionRpcs: not implemented yet; arrives with issue #3 (sessions and events)."""
+"""SessionRpcs: sessions and their events.
+
+Each RPC authenticates the caller first, then parses the resource name,
+then checks the caller may use the app (so another app's sessions are
+PERMISSION_DENIED before anything about them is looked up), validates, and
+calls the store. Conversion is in api.convert; rules are in
+domain.sessions.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import TYPE_CHECKING
 
-from agentctx_common.errors import Unimplemented
+import grpc
+from google.protobuf import empty_pb2, struct_pb2
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import policy_pb2, session_pb2
+from agentctx_common.errors import FieldViolation
+from agentctx_common.protos import unknown_field_violations, value_violations
+from context_service.api.convert import (
+    config_from_proto,
+    config_to_proto,
+    dict_to_struct,
+    dt_to_ts,
+    event_from_proto,
+    event_to_proto,
+    struct_to_dict,
+)
+from context_service.domain.config import ContextConfig
+from context_service.domain.model import JsonObject, SessionKey
+from context_service.domain.sessions import (
+    ALL,
+    SessionQuery,
+    SessionRecord,
+    check_event,
+    check_session_id,
+    decode_page_token,
+    encode_page_token,
+    new_id,
+    only_config_fields,
+    page_size,
+    parse_session_name,
+    parse_update_mask,
+    parse_user_parent,
+    prepare_event,
+    raise_if,
+    state_violations,
+)
+from context_service.domain.validation import check_config
+
+if TYPE_CHECKING:
+    from context_service.app import ContextApp
+
+# Room left in a ListEvents response for framing and the page token.
+_RESPONSE_MARGIN_BYTES = 64 * 1024
+
+
+def session_to_proto(record: SessionRecord, out: session_pb2.Session | None = None) -> session_pb2.Session:
+    out = out if out is not None else session_pb2.Session()
+    out.name = record.key.name
+    dict_to_struct(record.state, out.state)
+    config_to_proto(record.config, out.config)
+    out.etag = record.etag
+    dt_to_ts(record.create_time, out.create_time)
+    dt_to_ts(record.update_time, out.update_time)
+    out.event_count = record.event_count
+    out.last_sequence = record.last_sequence
+    return out
 
 
 class SessionRpcs:
-    app: Any
+    app: ContextApp
 
-    async def CreateSession(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("CreateSession is not implemented yet (issue #3 (sessions and events))")
+    # --- validation of request parts ------------------------------------------------
 
-    async def GetSession(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("GetSession is not implemented yet (issue #3 (sessions and events))")
+    def _state(self, state: struct_pb2.Struct, path: str) -> JsonObject:
+        value = struct_to_dict(state)
+        raise_if(state_violations(value, state.ByteSize(), self.app.limits, path), "INVALID_STATE")
+        return value
 
-    async def ListSessions(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("ListSessions is not implemented yet (issue #3 (sessions and events))")
+    def _config(self, config: policy_pb2.ContextConfig, path: str, fields: tuple[str, ...] | None = None) -> ContextConfig:
+        """The client's config; only ``fields`` (default all) are validated,
+        but unknown fields anywhere in it are rejected."""
+        raise_if(unknown_field_violations(config, path) + value_violations(config, path), "INVALID_CONTEXT_CONFIG")
+        value = config_from_proto(config)
+        check_config(value if fields is None else only_config_fields(value, fields), path)
+        return value
 
-    async def UpdateSession(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("UpdateSession is not implemented yet (issue #3 (sessions and events))")
+    # --- sessions ----------------------------------------------------------------------
 
-    async def DeleteSession(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("DeleteSession is not implemented yet (issue #3 (sessions and events))")
+    async def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext) -> session_pb2.Session:
+        caller = self.app.caller(context)
+        limits = self.app.limits
+        app, user = parse_user_parent(request.parent, limits, "parent")
+        caller.require(app)
+        if request.session_id:
+            check_session_id(request.session_id, limits)
+        key = SessionKey(app, user, request.session_id or new_id())
+        state = self._state(request.session.state, "session.state")
+        config = self._config(request.session.config, "session.config")
+        record = await self.app.sessions.create_session(key, state=state, config=config)
+        return session_to_proto(record)
 
-    async def AppendEvent(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("AppendEvent is not implemented yet (issue #3 (sessions and events))")
+    async def GetSession(self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext) -> session_pb2.Session:
+        caller = self.app.caller(context)
+        key = parse_session_name(request.name, self.app.limits, "name")
+        caller.require(key.app)
+        return session_to_proto(await self.app.sessions.get_session(key))
 
-    async def ListEvents(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("ListEvents is not implemented yet (issue #3 (sessions and events))")
+    async def ListSessions(self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
+        caller = self.app.caller(context)
+        limits = self.app.limits
+        app, user = parse_user_parent(request.parent, limits, "parent", wildcards=True)
+        # "apps/-" lists only the apps this caller may use.
+        query = SessionQuery(caller.visible_apps(None if app == ALL else app), None if user == ALL else user)
+        size = page_size(request.page_size, limits.default_session_page_size, limits)
+        page = await self.app.sessions.list_sessions(query, page_size=size, page_token=request.page_token)
+        response = pb.ListSessionsResponse(next_page_token=page.next_page_token)
+        for record in page.sessions:
+            session_to_proto(record, response.sessions.add())
+        return response
+
+    async def UpdateSession(self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext) -> session_pb2.Session:
+        caller = self.app.caller(context)
+        session = request.session
+        key = parse_session_name(session.name, self.app.limits, "session.name")
+        caller.require(key.app)
+        change = parse_update_mask(request.update_mask.paths)
+        # Unknown config fields are refused even when the mask leaves config out.
+        config = self._config(session.config, "session.config", change.config_fields)
+        record = await self.app.sessions.update_session(
+            key,
+            state=self._state(session.state, "session.state") if change.state else None,
+            config=config if change.config_fields else None,
+            config_fields=change.config_fields,
+            expected_etag=session.etag or None,
+        )
+        return session_to_proto(record)
+
+    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext) -> empty_pb2.Empty:
+        caller = self.app.caller(context)
+        key = parse_session_name(request.name, self.app.limits, "name")
+        caller.require(key.app)
+        await self.app.sessions.delete_session(key, expected_etag=request.etag or None)
+        return empty_pb2.Empty()
+
+    # --- events ---------------------------------------------------------------------------
+
+    async def AppendEvent(self, request: pb.AppendEventRequest, context: grpc.aio.ServicerContext) -> pb.AppendEventResponse:
+        caller = self.app.caller(context)
+        limits = self.app.limits
+        key = parse_session_name(request.parent, limits, "parent")
+        caller.require(key.app)
+        raw = request.event
+        raise_if(value_violations(raw, "event"), "INVALID_EVENT")
+        event = event_from_proto(raw)
+        check_event(event, limits, size_bytes=raw.ByteSize(), now=dt.datetime.now(dt.timezone.utc))
+        result = await self.app.sessions.append_event(
+            key, prepare_event(event), expected_etag=request.expected_etag or None
+        )
+        response = pb.AppendEventResponse(session_etag=result.session_etag, deduplicated=result.deduplicated)
+        event_to_proto(result.event, key, response.event)
+        return response
+
+    async def ListEvents(self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext) -> pb.ListEventsResponse:
+        caller = self.app.caller(context)
+        limits = self.app.limits
+        key = parse_session_name(request.parent, limits, "parent")
+        caller.require(key.app)
+        size = page_size(request.page_size, limits.default_event_page_size, limits)
+        if request.after_sequence < 0:
+            raise_if([FieldViolation("after_sequence", "must not be negative")])
+        scope = f"{key.name}|{request.include_compactions}|{request.after_sequence}"
+        after = max(request.after_sequence, decode_page_token(request.page_token, scope))
+        events = await self.app.sessions.list_events(
+            key, after_sequence=after, limit=size + 1, include_compactions=request.include_compactions
+        )
+        response = pb.ListEventsResponse()
+        budget = self.app.settings.max_message_bytes - _RESPONSE_MARGIN_BYTES
+        used = 0
+        for event in events[:size]:
+            item = event_to_proto(event, key)
+            used += item.ByteSize() + 16  # 16: field tag and length, generously
+            # Large events end a page early rather than exceed the message limit.
+            if response.events and used > budget:
+                break
+            response.events.append(item)
+        if len(response.events) < len(events):
+            response.next_page_token = encode_page_token(scope, response.events[-1].sequence)
+        return response
+

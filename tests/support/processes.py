@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agentctx_common.certs import SAMPLE_AGENT_ID
 from agentctx_common.tls import channel_credentials
 
 
@@ -54,6 +55,7 @@ def write_config(
         "tls_client_ca": certs / "ca.pem", "data_dir": data_dir,
         "cache_target": f"127.0.0.1:{cache_port}", "cache_ca": certs / "ca.pem",
         "cache_cert": certs / "context-client.pem", "cache_key": certs / "context-client.key",
+        "app_grants": {SAMPLE_AGENT_ID: ["*"]}, "dev_anonymous_apps": ["*"],
         **(context or {}),
     }
     cch: dict[str, Any] = {

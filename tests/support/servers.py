@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from agentctx_common.certs import SAMPLE_AGENT_ID
 from agentctx_common.server import GrpcServer
 from agentctx_common.tls import channel_credentials
 from cache_service.server import build_server as build_cache_server
@@ -41,6 +42,9 @@ def context_settings(certs: pathlib.Path, tmp: pathlib.Path, **overrides: Any) -
         cache_cert=certs / "context-client.pem",
         cache_key=certs / "context-client.key",
         log_format="text",
+        app_grants={SAMPLE_AGENT_ID: ["*"]},
+        # Without require_client_cert no certificate is requested: callers are anonymous.
+        dev_anonymous_apps=["*"],
     )
     values.update(overrides)
     return ContextSettings(**values)

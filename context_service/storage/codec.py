@@ -1,0 +1,217 @@
+"""Domain values <-> stored rows: events as indexed columns plus a JSON
+body, state and config as JSON text, etags.
+
+The body JSON is canonical (keys sorted, compact), so the fingerprint that
+makes appends idempotent is a hash of bytes we already produce.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+from typing import Any
+
+from context_service.domain import config as cfg
+from context_service.domain import model as m
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def etag(incarnation: str, version: int) -> str:
+    return f"{incarnation}.{version}"
+
+
+# --- state and config ---------------------------------------------------------
+
+
+def config_to_text(config: cfg.ContextConfig) -> str:
+    return dumps(cfg.to_json(config))
+
+
+def config_from_text(text: str) -> cfg.ContextConfig:
+    return cfg.config_from_json(json.loads(text))
+
+
+# --- events ---------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _time(value: dt.datetime | None) -> str | None:
+    return value.astimezone(dt.timezone.utc).isoformat() if value is not None else None
+
+
+def _parse_time(value: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value) if value is not None else None
+
+
+def _part_json(p: m.Part) -> dict[str, Any]:
+    out: dict[str, Any]
+    if p.text is not None:
+        out = {"text": p.text}
+    elif p.inline_data is not None:
+        out = {"inline_data": {"mime_type": p.inline_data.mime_type, "data": _b64(p.inline_data.data)}}
+    elif p.file_data is not None:
+        out = {"file_data": {"mime_type": p.file_data.mime_type, "file_uri": p.file_data.file_uri}}
+    elif p.function_call is not None:
+        fc = p.function_call
+        out = {"function_call": {"id": fc.id, "name": fc.name, "args": fc.args}}
+    elif p.function_response is not None:
+        fr = p.function_response
+        out = {"function_response": {"id": fr.id, "name": fr.name, "response": fr.response}}
+    else:
+        out = {}
+    if p.thought:
+        out["thought"] = True
+    if p.thought_signature:
+        out["thought_signature"] = _b64(p.thought_signature)
+    return out
+
+
+def _part(d: dict[str, Any]) -> m.Part:
+    common = {"thought": d.get("thought", False), "thought_signature": base64.b64decode(d.get("thought_signature", ""))}
+    if "text" in d:
+        return m.Part(text=d["text"], **common)
+    if "inline_data" in d:
+        b = d["inline_data"]
+        return m.Part(inline_data=m.Blob(b["mime_type"], base64.b64decode(b["data"])), **common)
+    if "file_data" in d:
+        f = d["file_data"]
+        return m.Part(file_data=m.FileData(f["mime_type"], f["file_uri"]), **common)
+    if "function_call" in d:
+        c = d["function_call"]
+        return m.Part(function_call=m.FunctionCall(c["id"], c["name"], c["args"]), **common)
+    if "function_response" in d:
+        r = d["function_response"]
+        return m.Part(function_response=m.FunctionResponse(r["id"], r["name"], r["response"]), **common)
+    return m.Part(**common)
+
+
+def _usage_json(u: m.Usage) -> dict[str, int]:
+    return {
+        "prompt_tokens": u.prompt_tokens, "cached_prompt_tokens": u.cached_prompt_tokens,
+        "output_tokens": u.output_tokens, "thoughts_tokens": u.thoughts_tokens, "total_tokens": u.total_tokens,
+    }
+
+
+def _cache_json(c: m.CacheInfo) -> dict[str, Any]:
+    return {
+        "state": c.state.value, "bypass_reason": c.bypass_reason, "prefix_fingerprint": c.prefix_fingerprint,
+        "prefix_tokens": c.prefix_tokens, "expire_time": _time(c.expire_time),
+        "scope_fingerprint": c.scope_fingerprint, "uses": c.uses,
+    }
+
+
+def _cache(d: dict[str, Any]) -> m.CacheInfo:
+    return m.CacheInfo(
+        state=m.CacheState(d["state"]), bypass_reason=d["bypass_reason"],
+        prefix_fingerprint=d["prefix_fingerprint"], prefix_tokens=d["prefix_tokens"],
+        expire_time=_parse_time(d["expire_time"]), scope_fingerprint=d["scope_fingerprint"], uses=d["uses"],
+    )
+
+
+def _checkpoint_json(c: m.Checkpoint) -> dict[str, Any]:
+    return {
+        "schema_version": c.schema_version, "checkpoint_id": c.checkpoint_id, "trigger": c.trigger.value,
+        "source_event_count": c.source_event_count, "source_first_event_id": c.source_first_event_id,
+        "source_last_event_id": c.source_last_event_id, "source_first_time": _time(c.source_first_time),
+        "source_last_time": _time(c.source_last_time), "source_fingerprint": c.source_fingerprint,
+        "retained_event_count": c.retained_event_count, "summary_bytes": c.summary_bytes,
+        "retained_user_turns": c.retained_user_turns, "compactor": c.compactor,
+        "retained_tokens": c.retained_tokens,
+    }
+
+
+def _checkpoint(d: dict[str, Any]) -> m.Checkpoint:
+    return m.Checkpoint(
+        **{**d, "trigger": m.CompactionTrigger(d["trigger"]),
+           "source_first_time": _parse_time(d["source_first_time"]),
+           "source_last_time": _parse_time(d["source_last_time"])}
+    )
+
+
+def _compaction_json(c: m.Compaction) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "start_sequence": c.start_sequence, "end_sequence": c.end_sequence,
+        "first_kept_event_id": c.first_kept_event_id, "first_kept_sequence": c.first_kept_sequence,
+        "summary": c.summary, "checkpoint": _checkpoint_json(c.checkpoint),
+    }
+    if c.summarizer_usage is not None:
+        out["summarizer_usage"] = _usage_json(c.summarizer_usage)
+    return out
+
+
+def _compaction(d: dict[str, Any]) -> m.Compaction:
+    usage = d.get("summarizer_usage")
+    return m.Compaction(
+        start_sequence=d["start_sequence"], end_sequence=d["end_sequence"],
+        first_kept_event_id=d["first_kept_event_id"], first_kept_sequence=d["first_kept_sequence"],
+        summary=d["summary"], checkpoint=_checkpoint(d["checkpoint"]),
+        summarizer_usage=m.Usage(**usage) if usage is not None else None,
+    )
+
+
+def event_body(e: m.Event) -> str:
+    """The JSON body: everything not stored in its own column."""
+    body: dict[str, Any] = {}
+    if e.content is not None:
+        body["content"] = {"role": e.content.role, "parts": [_part_json(p) for p in e.content.parts]}
+    if e.usage is not None:
+        body["usage"] = _usage_json(e.usage)
+    if e.cache is not None:
+        body["cache"] = _cache_json(e.cache)
+    if e.custom_metadata is not None:
+        body["custom_metadata"] = e.custom_metadata
+    if e.compaction is not None:
+        body["compaction"] = _compaction_json(e.compaction)
+    if e.long_running_tool_ids:
+        body["long_running_tool_ids"] = list(e.long_running_tool_ids)
+    return dumps(body)
+
+
+def event_fingerprint(e: m.Event, body: str) -> str:
+    """SHA-256 of the event as submitted (before the server sets its time)."""
+    header = dumps([
+        e.id, e.kind.value, e.author, e.invocation_id, e.branch, e.partial, e.turn_complete, _time(e.create_time),
+    ])
+    return hashlib.sha256(f"{header}\n{body}".encode()).hexdigest()
+
+
+def event_row(e: m.Event, *, session_pk: int, sequence: int, create_time: dt.datetime, body: str, fingerprint: str) -> dict[str, Any]:
+    return {
+        "session_pk": session_pk, "sequence": sequence, "event_id": e.id, "kind": e.kind.value,
+        "author": e.author, "invocation_id": e.invocation_id, "branch": e.branch, "partial": e.partial,
+        "turn_complete": e.turn_complete, "create_time": create_time, "fingerprint": fingerprint, "body_json": body,
+    }
+
+
+def event_from_row(row: Any) -> m.Event:
+    """An event from a row of ``tables.events`` (any mapping-like row)."""
+    body = json.loads(row.body_json)
+    content = body.get("content")
+    usage = body.get("usage")
+    cache = body.get("cache")
+    compaction = body.get("compaction")
+    return m.Event(
+        id=row.event_id,
+        author=row.author,
+        content=m.Content(content["role"], tuple(_part(p) for p in content["parts"])) if content is not None else None,
+        sequence=row.sequence,
+        invocation_id=row.invocation_id,
+        branch=row.branch,
+        partial=bool(row.partial),
+        turn_complete=bool(row.turn_complete),
+        create_time=row.create_time,
+        usage=m.Usage(**usage) if usage is not None else None,
+        cache=_cache(cache) if cache is not None else None,
+        custom_metadata=body.get("custom_metadata"),
+        kind=m.EventKind(row.kind),
+        compaction=_compaction(compaction) if compaction is not None else None,
+        long_running_tool_ids=tuple(body.get("long_running_tool_ids", ())),
+    )

@@ -1,0 +1,109 @@
+"""Async engines for SQLite (aiosqlite) and PostgreSQL (asyncpg), and the
+mapping of driver failures to service errors.
+
+SQLite: WAL, ``synchronous`` from settings (FULL: a commit is on disk when
+it returns), a busy timeout, foreign keys on, and SQLAlchemy emitting BEGIN
+itself so that write transactions start with BEGIN IMMEDIATE: they take the
+write lock up front and cannot deadlock on a lock upgrade.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from agentctx_common.errors import ConfigError, Unavailable
+
+# Execution option that makes a SQLite transaction BEGIN IMMEDIATE.
+WRITE_OPTION = "agentctx_write"
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    sqlite_synchronous: str = "FULL"
+    sqlite_busy_timeout_ms: int = 5000
+    pool_size: int = 10
+    connect_timeout_s: float = 10.0
+
+
+def normalize_url(url: str) -> sa.URL:
+    """The URL with its async driver: postgresql(+asyncpg) or sqlite(+aiosqlite)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError("database_url is not a valid SQLAlchemy URL") from None
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+asyncpg")
+    if backend == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise ConfigError("database_url: an in-memory SQLite database cannot be shared or kept; name a file")
+        return parsed.set(drivername="sqlite+aiosqlite")
+    raise ConfigError(f"database_url: unsupported database {backend!r}; use postgresql:// or sqlite:///FILE")
+
+
+def describe(url: sa.URL) -> str:
+    """The backend and database, never credentials or hosts: safe to log."""
+    return f"{url.get_backend_name()}:{pathlib.PurePath(url.database or '').name}"
+
+
+def create_engine(url: str | sa.URL, options: EngineOptions = EngineOptions()) -> AsyncEngine:
+    url = normalize_url(str(url) if isinstance(url, str) else url.render_as_string(hide_password=False))
+    if url.get_backend_name() == "sqlite":
+        pathlib.Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(
+            url, pool_size=options.pool_size, max_overflow=0,
+            connect_args={"timeout": options.sqlite_busy_timeout_ms / 1000},
+        )
+        _install_sqlite_hooks(engine, options)
+        return engine
+    return create_async_engine(
+        url, pool_size=options.pool_size, max_overflow=options.pool_size, pool_pre_ping=True,
+        connect_args={"timeout": options.connect_timeout_s},
+    )
+
+
+def _install_sqlite_hooks(engine: AsyncEngine, options: EngineOptions) -> None:
+    pragmas = (
+        "PRAGMA journal_mode=WAL",
+        f"PRAGMA synchronous={options.sqlite_synchronous}",
+        f"PRAGMA busy_timeout={int(options.sqlite_busy_timeout_ms)}",
+        "PRAGMA foreign_keys=ON",
+    )
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN, below
+        cursor = dbapi_connection.cursor()
+        for pragma in pragmas:
+            cursor.execute(pragma)
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "BEGIN")
+
+
+def is_sqlite(engine: AsyncEngine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def unavailable(exc: BaseException) -> Unavailable:
+    """A database failure as a retryable UNAVAILABLE, without its text (it
+    can name hosts or values)."""
+    text = str(getattr(exc, "orig", exc)).lower()
+    if "locked" in text or "busy" in text:
+        return Unavailable("the database is busy; retry", reason="DATABASE_BUSY", retry_after=0.2)
+    return Unavailable(
+        "the database is unavailable; retry",
+        reason="DATABASE_UNAVAILABLE",
+        retry_after=1.0,
+        metadata={"error_type": type(getattr(exc, "orig", exc)).__name__},
+    )

@@ -1,0 +1,448 @@
+"""SessionStore on SQLAlchemy Core (SQLite or PostgreSQL).
+
+Sequence numbers are assigned inside the write transaction while the
+session's row is locked (SELECT ... FOR UPDATE on PostgreSQL, BEGIN
+IMMEDIATE on SQLite), so appenders in any number of processes get 1, 2,
+3... with no gap or duplicate; the (session, sequence) primary key and the
+(session, event id) unique key back this up. A batch locks its sessions in
+key order, so two batches can never wait on each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import secrets
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agentctx_common.errors import Aborted, AlreadyExists, ConfigError, NotFound
+from context_service.domain.config import ContextConfig
+from context_service.domain.model import Event, EventKind, JsonObject, SessionKey
+from context_service.domain.sessions import (
+    AppendResult,
+    SessionPage,
+    SessionQuery,
+    SessionRecord,
+    apply_config_fields,
+    decode_page_token,
+    encode_page_token,
+    new_id,
+)
+from context_service.storage import codec, schema
+from context_service.storage.engine import WRITE_OPTION, EngineOptions, create_engine, describe, is_sqlite, unavailable
+from context_service.storage.group_commit import GroupCommitter
+from context_service.storage.tables import events, sessions
+
+if TYPE_CHECKING:
+    from context_service.settings import ContextSettings
+
+ALL_CONFIG_FIELDS = ("model", "selection", "compaction", "cache")
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _key_clause(key: SessionKey) -> sa.ColumnElement[bool]:
+    return sa.and_(sessions.c.app == key.app, sessions.c.user_id == key.user, sessions.c.session_id == key.session)
+
+
+def _not_found(key: SessionKey) -> NotFound:
+    return NotFound(f"session {key.name} not found", reason="SESSION_NOT_FOUND")
+
+
+def _check_etag(current: str, expected: str | None) -> None:
+    if expected is not None and expected != current:
+        raise _etag_mismatch(current)
+
+
+def _etag_mismatch(current: str) -> Aborted:
+    return Aborted(
+        "the session changed since the etag was read", reason="ETAG_MISMATCH", metadata={"current_etag": current}
+    )
+
+
+def _record(row: Any, **changes: Any) -> SessionRecord:
+    values = {**row._mapping, **changes}
+    return SessionRecord(
+        key=SessionKey(values["app"], values["user_id"], values["session_id"]),
+        state=json.loads(values["state_json"]),
+        config=codec.config_from_text(values["config_json"]),
+        etag=codec.etag(values["incarnation"], values["version"]),
+        create_time=values["create_time"],
+        update_time=values["update_time"],
+        event_count=values["event_count"],
+        last_sequence=values["last_sequence"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Append:
+    key: SessionKey
+    event: Event
+    expected_etag: str | None
+    body: str
+    fingerprint: str
+
+
+@dataclass(slots=True)
+class _Live:
+    """A locked session row while a batch changes it."""
+
+    pk: int
+    incarnation: str
+    version: int
+    last_sequence: int
+    event_count: int
+    touched: bool = False
+
+    @property
+    def etag(self) -> str:
+        return codec.etag(self.incarnation, self.version)
+
+
+# Session columns a batch needs (not the state and config JSON).
+_LIVE_COLUMNS = (
+    sessions.c.pk, sessions.c.app, sessions.c.user_id, sessions.c.session_id, sessions.c.incarnation,
+    sessions.c.version, sessions.c.last_sequence, sessions.c.event_count,
+)
+_UPDATE_LIVE = (
+    sa.update(sessions)
+    .where(sessions.c.pk == sa.bindparam("b_pk"))
+    .values(
+        version=sa.bindparam("b_version"),
+        last_sequence=sa.bindparam("b_last_sequence"),
+        event_count=sa.bindparam("b_event_count"),
+        update_time=sa.bindparam("b_update_time"),
+    )
+)
+
+
+class SqlSessionStore:
+    def __init__(
+        self, engine: AsyncEngine, *, max_batch: int = 256, clock: Callable[[], dt.datetime] = _utcnow
+    ) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**{WRITE_OPTION: True})
+        self._clock = clock
+        # SQLite has one writer at a time: this process's writers queue
+        # here instead of in SQLite's busy handler, which sleeps and polls.
+        self._write_lock = asyncio.Lock() if is_sqlite(engine) else contextlib.nullcontext()
+        self._appends: GroupCommitter[_Append, AppendResult] = GroupCommitter(self._append_batch, max_batch=max_batch)
+
+    async def close(self) -> None:
+        await self._appends.close()
+        await self.engine.dispose()
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        async with self._write_lock:
+            try:
+                async with self._writer.begin() as conn:
+                    yield conn
+            except IntegrityError:
+                raise
+            except (DBAPIError, OSError, TimeoutError) as exc:
+                raise unavailable(exc) from None
+
+    @contextlib.asynccontextmanager
+    async def _read(self) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with self.engine.connect() as conn:
+                yield conn
+        except (DBAPIError, OSError, TimeoutError) as exc:
+            raise unavailable(exc) from None
+
+    # --- sessions -------------------------------------------------------------
+
+    async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig) -> SessionRecord:
+        now = self._clock()
+        values = {
+            "app": key.app, "user_id": key.user, "session_id": key.session,
+            "incarnation": secrets.token_hex(6), "version": 1, "last_sequence": 0, "event_count": 0,
+            "state_json": codec.dumps(state), "config_json": codec.config_to_text(config),
+            "create_time": now, "update_time": now,
+        }
+        try:
+            async with self._write() as conn:
+                await conn.execute(sa.insert(sessions).values(values))
+        except IntegrityError:
+            raise AlreadyExists(f"session {key.name} already exists", reason="SESSION_ALREADY_EXISTS") from None
+        return SessionRecord(
+            key=key, state=state, config=config, etag=codec.etag(values["incarnation"], 1),
+            create_time=now, update_time=now, event_count=0, last_sequence=0,
+        )
+
+    async def get_session(self, key: SessionKey) -> SessionRecord:
+        async with self._read() as conn:
+            row = (await conn.execute(sa.select(sessions).where(_key_clause(key)))).first()
+        if row is None:
+            raise _not_found(key)
+        return _record(row)
+
+    async def list_sessions(self, query: SessionQuery, *, page_size: int, page_token: str = "") -> SessionPage:
+        after = decode_page_token(page_token, query.scope)
+        if query.apps is not None and not query.apps:
+            return SessionPage([], "")
+        stmt = sa.select(sessions).where(sessions.c.pk > after).order_by(sessions.c.pk).limit(page_size + 1)
+        if query.apps is not None:
+            stmt = stmt.where(sessions.c.app.in_(sorted(query.apps)))
+        if query.user is not None:
+            stmt = stmt.where(sessions.c.user_id == query.user)
+        async with self._read() as conn:
+            rows = (await conn.execute(stmt)).all()
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        token = encode_page_token(query.scope, rows[-1].pk) if more else ""
+        return SessionPage([_record(r) for r in rows], token)
+
+    async def update_session(
+        self,
+        key: SessionKey,
+        *,
+        state: JsonObject | None = None,
+        config: ContextConfig | None = None,
+        config_fields: Collection[str] = ALL_CONFIG_FIELDS,
+        expected_etag: str | None = None,
+    ) -> SessionRecord:
+        async with self._write() as conn:
+            row = (await conn.execute(sa.select(sessions).where(_key_clause(key)).with_for_update())).first()
+            if row is None:
+                raise _not_found(key)
+            _check_etag(codec.etag(row.incarnation, row.version), expected_etag)
+            values: dict[str, Any] = {"version": row.version + 1, "update_time": self._clock()}
+            if state is not None:
+                values["state_json"] = codec.dumps(state)
+            if config is not None:
+                merged = apply_config_fields(codec.config_from_text(row.config_json), config, config_fields)
+                values["config_json"] = codec.config_to_text(merged)
+            await conn.execute(sa.update(sessions).where(sessions.c.pk == row.pk).values(values))
+        return _record(row, **values)
+
+    async def delete_session(self, key: SessionKey, *, expected_etag: str | None = None) -> None:
+        async with self._write() as conn:
+            stmt = sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.version).where(_key_clause(key))
+            row = (await conn.execute(stmt.with_for_update())).first()
+            if row is None:
+                raise _not_found(key)
+            _check_etag(codec.etag(row.incarnation, row.version), expected_etag)
+            await conn.execute(sa.delete(events).where(events.c.session_pk == row.pk))
+            await conn.execute(sa.delete(sessions).where(sessions.c.pk == row.pk))
+
+    # --- events -------------------------------------------------------------------
+
+    async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None) -> AppendResult:
+        if not event.id:
+            event = dataclasses.replace(event, id=new_id())
+        body = codec.event_body(event)
+        return await self._appends.submit(
+            _Append(key, event, expected_etag, body, codec.event_fingerprint(event, body))
+        )
+
+    async def _append_batch(self, items: Sequence[_Append]) -> list[AppendResult | BaseException]:
+        now = self._clock()
+        results: list[AppendResult | BaseException | None] = []
+        # Retries of stored events: (result index, session, event id).
+        replays: list[tuple[int, SessionKey, str]] = []
+        async with self._write() as conn:
+            live = await self._lock_sessions(conn, {item.key for item in items})
+            stored = await self._stored_fingerprints(conn, live, items)
+            pending: dict[tuple[int, str], tuple[str, Event]] = {}
+            rows: list[dict[str, Any]] = []
+            for item in items:
+                s = live.get(item.key)
+                if s is None:
+                    results.append(_not_found(item.key))
+                    continue
+                ident = (s.pk, item.event.id)
+                earlier = pending.get(ident)
+                fingerprint = earlier[0] if earlier else stored.get(ident)
+                if fingerprint is not None:
+                    if fingerprint != item.fingerprint:
+                        results.append(AlreadyExists(
+                            f"event id {item.event.id} is already stored with different content",
+                            reason="EVENT_ID_CONFLICT",
+                        ))
+                    else:
+                        replays.append((len(results), item.key, item.event.id))
+                        results.append(None)
+                    continue
+                if item.expected_etag is not None and item.expected_etag != s.etag:
+                    results.append(_etag_mismatch(s.etag))
+                    continue
+                s.version += 1
+                s.last_sequence += 1
+                s.event_count += 1
+                s.touched = True
+                event = dataclasses.replace(
+                    item.event, sequence=s.last_sequence, create_time=item.event.create_time or now
+                )
+                rows.append(codec.event_row(
+                    event, session_pk=s.pk, sequence=s.last_sequence, create_time=event.create_time,
+                    body=item.body, fingerprint=item.fingerprint,
+                ))
+                pending[ident] = (item.fingerprint, event)
+                results.append(AppendResult(event, s.etag))
+            if rows:
+                await conn.execute(sa.insert(events), rows)
+                await conn.execute(_UPDATE_LIVE, [
+                    {"b_pk": s.pk, "b_version": s.version, "b_last_sequence": s.last_sequence,
+                     "b_event_count": s.event_count, "b_update_time": now}
+                    for s in live.values() if s.touched
+                ])
+            if replays:
+                found = await self._load_events(conn, live, replays, pending)
+                for index, key, event_id in replays:
+                    results[index] = AppendResult(found[(key, event_id)], live[key].etag, deduplicated=True)
+        return results  # type: ignore[return-value] - every None was replaced
+
+    async def _lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, _Live]:
+        stmt = sa.select(*_LIVE_COLUMNS)
+        if len(keys) == 1:
+            stmt = stmt.where(_key_clause(next(iter(keys))))
+        else:
+            wanted = sorted((k.app, k.user, k.session) for k in keys)
+            stmt = stmt.where(sa.tuple_(sessions.c.app, sessions.c.user_id, sessions.c.session_id).in_(wanted))
+        rows = await conn.execute(stmt.order_by(sessions.c.pk).with_for_update())
+        return {
+            SessionKey(r.app, r.user_id, r.session_id): _Live(r.pk, r.incarnation, r.version, r.last_sequence, r.event_count)
+            for r in rows
+        }
+
+    async def _stored_fingerprints(
+        self, conn: AsyncConnection, live: dict[SessionKey, _Live], items: Sequence[_Append]
+    ) -> dict[tuple[int, str], str]:
+        wanted = {(live[i.key].pk, i.event.id) for i in items if i.key in live}
+        if not wanted:
+            return {}
+        pks = sorted({pk for pk, _ in wanted})
+        ids = sorted({event_id for _, event_id in wanted})
+        stmt = sa.select(events.c.session_pk, events.c.event_id, events.c.fingerprint).where(
+            events.c.session_pk.in_(pks) if len(pks) > 1 else events.c.session_pk == pks[0],
+            events.c.event_id.in_(ids),
+        )
+        return {(r.session_pk, r.event_id): r.fingerprint for r in await conn.execute(stmt)}
+
+    async def _load_events(
+        self,
+        conn: AsyncConnection,
+        live: dict[SessionKey, _Live],
+        replays: list[tuple[int, SessionKey, str]],
+        pending: dict[tuple[int, str], tuple[str, Event]],
+    ) -> dict[tuple[SessionKey, str], Event]:
+        found: dict[tuple[SessionKey, str], Event] = {}
+        for _, key, event_id in replays:
+            ident = (live[key].pk, event_id)
+            if ident in pending:
+                found[(key, event_id)] = pending[ident][1]
+            elif (key, event_id) not in found:
+                stmt = sa.select(events).where(events.c.session_pk == ident[0], events.c.event_id == event_id)
+                found[(key, event_id)] = codec.event_from_row((await conn.execute(stmt)).one())
+        return found
+
+    async def get_event(self, key: SessionKey, event_id: str) -> Event | None:
+        stmt = (
+            sa.select(events)
+            .join(sessions, events.c.session_pk == sessions.c.pk)
+            .where(_key_clause(key), events.c.event_id == event_id)
+        )
+        async with self._read() as conn:
+            row = (await conn.execute(stmt)).first()
+            if row is None:
+                await self._require_session(conn, key)
+                return None
+        return codec.event_from_row(row)
+
+    async def list_events(
+        self,
+        key: SessionKey,
+        *,
+        after_sequence: int = 0,
+        limit: int | None = None,
+        include_compactions: bool = True,
+    ) -> list[Event]:
+        stmt = (
+            sa.select(events)
+            .join(sessions, events.c.session_pk == sessions.c.pk)
+            .where(_key_clause(key), events.c.sequence > after_sequence)
+            .order_by(events.c.sequence)
+        )
+        if not include_compactions:
+            stmt = stmt.where(events.c.kind == EventKind.MESSAGE.value)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        async with self._read() as conn:
+            rows = (await conn.execute(stmt)).all()
+            if not rows:
+                await self._require_session(conn, key)
+        return [codec.event_from_row(r) for r in rows]
+
+    async def _require_session(self, conn: AsyncConnection, key: SessionKey) -> None:
+        if (await conn.execute(sa.select(sessions.c.pk).where(_key_clause(key)))).first() is None:
+            raise _not_found(key)
+
+
+async def open_store(
+    url: str,
+    *,
+    options: EngineOptions = EngineOptions(),
+    max_batch: int = 256,
+    create_if_empty: bool = False,
+    config_hint: str = "--config FILE",
+) -> SqlSessionStore:
+    """Opens the store after checking the schema is exactly this code's.
+
+    A database with no tables at all is migrated when ``create_if_empty``;
+    anything else that is not current is a ConfigError naming the fix.
+    """
+    engine = create_engine(url, options)
+    where = describe(engine.url)
+    try:
+        status = await schema.schema_status(engine)
+        if status.state is schema.SchemaState.EMPTY and create_if_empty:
+            await schema.upgrade(engine)
+        elif status.state is schema.SchemaState.AHEAD:
+            raise ConfigError(
+                f"database {where} has schema revision {status.revision}, newer than this code ({status.head}); "
+                "upgrade agentctx or use another database"
+            )
+        elif status.state is not schema.SchemaState.CURRENT:
+            raise ConfigError(
+                f"database {where} schema is older than this code (at {status.revision or 'no revision'}, "
+                f"needs {status.head}): run `{schema.UPGRADE_COMMAND} {config_hint}`"
+            )
+    except ConfigError:
+        await engine.dispose()
+        raise
+    except (DBAPIError, OSError, TimeoutError) as exc:
+        await engine.dispose()
+        raise ConfigError(f"cannot open database {where}: {type(getattr(exc, 'orig', exc)).__name__}") from None
+    return SqlSessionStore(engine, max_batch=max_batch)
+
+
+def engine_options(settings: ContextSettings) -> EngineOptions:
+    return EngineOptions(
+        sqlite_synchronous=settings.sqlite_synchronous,
+        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        pool_size=settings.db_pool_size,
+    )
+
+
+async def open_from_settings(settings: ContextSettings) -> SqlSessionStore:
+    """The store the settings describe; only the embedded SQLite default
+    (no database_url) may create its schema on first start."""
+    return await open_store(
+        settings.resolved_database_url,
+        options=engine_options(settings),
+        max_batch=settings.append_batch_max,
+        create_if_empty=settings.db_create_if_empty and not settings.database_url,
+    )

@@ -1,0 +1,93 @@
+"""The schema as SQLAlchemy Core tables. Alembic migrations create it; a
+new column or table needs a new revision under ``migrations/versions``.
+
+JSON is stored as text written by ``codec`` (compact, keys sorted), which
+keeps one code path for both backends; on PostgreSQL cast with ``::jsonb``
+to query it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# BIGINT on PostgreSQL; INTEGER on SQLite so that the key is the rowid.
+BigIntKey = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class UtcDateTime(sa.TypeDecorator[dt.datetime]):
+    """Aware UTC datetimes on both backends (SQLite keeps no time zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        value = value.astimezone(dt.timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    # Monotonic (AUTOINCREMENT on SQLite): listing pages by key never skips
+    # a session created while paging.
+    sa.Column("pk", BigIntKey, primary_key=True, autoincrement=True),
+    sa.Column("app", sa.String(128), nullable=False),
+    sa.Column("user_id", sa.String(128), nullable=False),
+    sa.Column("session_id", sa.String(128), nullable=False),
+    # Random per creation: a re-created session never matches an old etag.
+    sa.Column("incarnation", sa.String(32), nullable=False),
+    # Bumped on every append and update; the etag is incarnation + version.
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("last_sequence", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("event_count", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("state_json", sa.Text, nullable=False),
+    sa.Column("config_json", sa.Text, nullable=False),
+    sa.Column("create_time", UtcDateTime, nullable=False),
+    sa.Column("update_time", UtcDateTime, nullable=False),
+    sa.UniqueConstraint("app", "user_id", "session_id"),
+    sa.Index(None, "app", "pk"),
+    sa.Index(None, "app", "user_id", "pk"),
+    sqlite_autoincrement=True,
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("session_pk", BigIntKey, sa.ForeignKey("sessions.pk", ondelete="CASCADE"), primary_key=True),
+    # 1, 2, 3... per session, assigned under the session's row lock.
+    sa.Column("sequence", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("event_id", sa.String(128), nullable=False),
+    # MESSAGE or COMPACTION; a compaction's body is JSON like any other.
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("author", sa.String(128), nullable=False),
+    sa.Column("invocation_id", sa.String(128), nullable=False, server_default=""),
+    sa.Column("branch", sa.String(512), nullable=False, server_default=""),
+    sa.Column("partial", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("turn_complete", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("create_time", UtcDateTime, nullable=False),
+    # SHA-256 of the event as the client sent it: a retry with the same id
+    # must carry the same fingerprint to count as the same event.
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("body_json", sa.Text, nullable=False),
+    sa.UniqueConstraint("session_pk", "event_id"),
+)

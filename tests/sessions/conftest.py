@@ -1,0 +1,55 @@
+"""Fixtures for the session tests: a database on each backend (SQLite file,
+PostgreSQL database), the store on it, and a real context server with
+channels presenting the dev certificates."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from agentctx.context.v1 import context_service_pb2_grpc
+from agentctx_common.server import GrpcServer
+from context_service.storage.sql_store import SqlSessionStore, open_store
+from tests.sessions.helpers import migrate
+from tests.support.servers import context_settings, secure_channel, start_context
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
+    """An empty database of each backend, without a schema."""
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_url")
+    return f"sqlite:///{tmp_path / 'context.db'}"
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[SqlSessionStore]:
+    await migrate(db_url)
+    opened = await open_store(db_url)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def server(db_url: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[GrpcServer]:
+    await migrate(db_url)
+    started = await start_context(context_settings(certs_dir, tmp_path, database_url=db_url))
+    yield started
+    await started.stop(0)
+
+
+@pytest.fixture
+async def channel(server: GrpcServer, certs_dir: pathlib.Path) -> AsyncIterator[grpc.aio.Channel]:
+    async with secure_channel(server.port, certs_dir) as ch:
+        yield ch
+
+
+@pytest.fixture
+def stub(channel: grpc.aio.Channel) -> context_service_pb2_grpc.ContextServiceStub:
+    """A client with the sample agent's certificate (allowed every app)."""
+    return context_service_pb2_grpc.ContextServiceStub(channel)
