@@ -19,15 +19,17 @@ A cache costs money to write (its tokens at the input price) and to keep
 5. **First sighting**: otherwise a prefix is cached only after
    ``sightings_before_create`` earlier requests agreed with it: each request
    records its prefix, and a later prefix *agrees* when a recorded one is a
-   leading part of it (the conversation grew) or equal to it. ADK compares a
-   fingerprint of the first N contents with the previous request only; here
-   any recorded length agrees, so an edit that rewrites the tail of the
-   history still finds its stable head. A first sighting is BYPASS
-   FIRST_SIGHTING and costs nothing.
+   leading part of it (the conversation grew) or equal to it. ADK keeps one
+   fingerprint per agent on the session, over the previous request's first
+   N contents; here the registry keeps a bounded, most-recently-used set of
+   recorded prefixes per scope, so interleaved conversations of one scope
+   do not overwrite each other's record, and a missing or expired cache
+   does not send its prefix back to a first sighting. A first sighting is
+   BYPASS FIRST_SIGHTING and costs nothing.
 6. **Create**: a new cache over this whole prefix (CREATED).
 
-Expired caches leave their sighting behind, so a conversation that resumes
-after a pause re-creates its cache at once rather than waiting again.
+Expired and missing caches leave their sighting behind, so a conversation
+that resumes after a pause re-creates its cache at once.
 """
 
 from __future__ import annotations

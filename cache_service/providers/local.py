@@ -17,10 +17,12 @@ benchmarks.
   reply calls it: id ``call-<8 hex of the request hash>``, args
   ``{"query": <that text, first 64 chars>}``. If the last content holds a
   function response, the reply is text naming the function. Otherwise the
-  reply is ``local-sim reply <8 hex>`` (a hash of the request). Streams send
+  reply is ``local-sim reply <8 hex>`` (a hash of the model and the whole
+  conversation, cached part included, so a cache never changes the
+  answer). Streams send
   the same reply in up to three chunks, usage on the last.
-- Test knobs: ``fail_next(op, error)``, ``latency_s``, ``create_gate``,
-  ``lose_caches()``, and call counters.
+- Test knobs: ``fail_next(op, error)``, ``fail_stream_after(n, error)``,
+  ``latency_s``, ``create_gate``, ``lose_caches()``, and call counters.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class LocalProvider:
         self._gone: list[_SimCache] = []
         self._ids = itertools.count(1)
         self._failures: dict[str, list[ProviderError]] = {}
+        self._stream_failure: tuple[int, ProviderError] | None = None
         self._bill = Bill()
 
     # --- knobs and views ------------------------------------------------------
@@ -95,6 +98,10 @@ class LocalProvider:
         """The next ``times`` calls of ``op`` (create, update, delete, list,
         generate, stream) raise ``error``."""
         self._failures.setdefault(op, []).extend([error] * times)
+
+    def fail_stream_after(self, chunks: int, error: ProviderError) -> None:
+        """The next stream sends ``chunks`` chunks, then raises ``error``."""
+        self._stream_failure = (chunks, error)
 
     def lose_caches(self) -> None:
         """Forget every cache, as a provider does at an expiry we missed."""
@@ -177,7 +184,10 @@ class LocalProvider:
             chunks = [{"role": "model", "parts": [{"text": p}]} for p in pieces]
         else:
             chunks = [content]
+        failure, self._stream_failure = self._stream_failure, None
         for i, chunk in enumerate(chunks):
+            if failure is not None and i == failure[0]:
+                raise failure[1]
             last = i == len(chunks) - 1
             if self.latency_s:
                 await asyncio.sleep(self.latency_s / 10)
@@ -216,6 +226,7 @@ class LocalProvider:
             raise InvalidRequest("contents must not be empty", status=400)
         cached_tokens = 0
         tools = call.tools
+        history = call.contents
         if cached is not None:
             if call.system_instruction is not None or call.tools or call.tool_config is not None:
                 raise InvalidRequest("a request naming a cache must not set system instruction, tools or tool config",
@@ -223,12 +234,13 @@ class LocalProvider:
             cache = self._live(cached)
             cached_tokens = cache.tokens
             tools = cache.spec.tools
+            history = (*cache.spec.contents, *call.contents)
             prompt = cached_tokens + self._tokens(list(call.contents))
         else:
             prompt = self._tokens(Prefix.of_call(call, len(call.contents)).json())
         if prompt > self.context_window:
             raise ContextWindowExceeded(prompt_tokens=prompt, context_window=self.context_window, status=400)
-        content = _reply(call, tools)
+        content = _reply(call.model, history, tools)
         output = self._tokens(content)
         self._bill.calls += 1
         self._bill.input_tokens += prompt - cached_tokens
@@ -238,9 +250,11 @@ class LocalProvider:
                               total_tokens=prompt + output)
 
 
-def _reply(call: ModelCall, tools: tuple[JSON, ...]) -> JSON:
-    digest = hashlib.sha256(canonical_json([call.model, list(call.contents)])).hexdigest()
-    last = call.contents[-1]
+def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...]) -> JSON:
+    # Over the whole conversation, cached part included: a cache never
+    # changes the answer.
+    digest = hashlib.sha256(canonical_json([model, list(history)])).hexdigest()
+    last = history[-1]
     for part in last.get("parts", ()):
         if "functionResponse" in part:
             name = part["functionResponse"].get("name", "")

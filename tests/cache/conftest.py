@@ -5,7 +5,8 @@ mTLS certificates, and span capture that cooperates with other modules."""
 from __future__ import annotations
 
 import pathlib
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,8 +20,10 @@ from cache_service.domain.clock import ManualClock
 from cache_service.domain.policy import PolicySettings
 from cache_service.domain.registry import Registry, RegistrySettings
 from cache_service.journal import FileJournal
+from cache_service.providers.gemini import GeminiProvider
 from cache_service.providers.local import LocalProvider
 from tests.cache.support import Harness
+from tests.fakes.gemini_server import FakeGemini
 
 
 @pytest.fixture(scope="session")
@@ -49,15 +52,18 @@ async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock) -> AsyncIt
     local simulator (minimum cache size 64 tokens) and a journal in tmp_path."""
     made: list[Harness] = []
 
-    async def make(*, min_cache_tokens: int = 64, policy: PolicySettings | None = None, **overrides: Any) -> Harness:
-        provider = LocalProvider(clock=clock, min_cache_tokens=min_cache_tokens)
+    async def make(*, min_cache_tokens: int = 64, policy: PolicySettings | None = None, provider: Any = None,
+                   live: Callable[[], set[str]] | None = None, harness_clock: ManualClock | None = None,
+                   **overrides: Any) -> Harness:
+        c = harness_clock or clock
+        provider = provider or LocalProvider(clock=c, min_cache_tokens=min_cache_tokens)
         journal = await FileJournal.open(tmp_path / f"data-{len(made)}")
-        providers = {"local": provider}
+        providers = {provider.name: provider}
         janitor = Janitor(providers, journal, workers=2, delete_timeout_s=1.0, attempts=2, backoff_s=0.01)
         janitor.start()
         settings = RegistrySettings(policy=policy or PolicySettings(min_prefix_tokens=64), **overrides)
-        registry = Registry(providers, journal, janitor, clock, settings)
-        h = Harness(registry, provider, journal, janitor, clock)
+        registry = Registry(providers, journal, janitor, c, settings)
+        h = Harness(registry, provider, journal, janitor, c, live)
         made.append(h)
         return h
 
@@ -69,3 +75,23 @@ async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock) -> AsyncIt
 @pytest.fixture
 async def harness(harness_factory: Callable[..., Any]) -> Harness:
     return await harness_factory()
+
+
+@pytest.fixture
+def fake_gemini() -> Iterator[FakeGemini]:
+    """The fake Gemini REST server (minimum cache size 64 tokens)."""
+    with FakeGemini(min_cache_tokens=64) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def gemini_harness(harness_factory: Callable[..., Any], fake_gemini: FakeGemini) -> AsyncIterator[Harness]:
+    """A registry whose only provider is the real google-genai SDK pointed at
+    the fake server; its clock starts at real time (the fake's expiry clock)."""
+    provider = GeminiProvider(api_key=fake_gemini.api_key, base_url=fake_gemini.base_url, request_timeout_s=10,
+                              min_cache_tokens=64)
+    h = await harness_factory(provider=provider, live=fake_gemini.live_names,
+                              harness_clock=ManualClock(start_wall=time.time()),
+                              policy=PolicySettings(min_prefix_tokens=64, sightings_before_create=0))
+    yield h
+    await provider.close()

@@ -127,7 +127,8 @@ class FakeGemini:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-gemini", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-gemini",
+                                        daemon=True)
         self._thread.start()
         return self.base_url
 

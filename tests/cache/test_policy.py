@@ -1,0 +1,159 @@
+"""The create policy: the pure decision, then a scripted conversation
+through the registry and the local simulator (first sighting, agreement,
+reuse, growth, expiry) with the exact provider calls each step makes."""
+
+from __future__ import annotations
+
+import pytest
+
+from cache_service.domain.generation import Generator
+from cache_service.domain.model import BypassReason, CacheState
+from cache_service.domain.policy import Action, CachedPrefix, PolicySettings, decide
+from cache_service.providers.base import CacheTooSmall
+from tests.cache.support import call_over, prefix, scope, view
+
+SETTINGS = PolicySettings(min_prefix_tokens=100, sightings_before_create=1, grow_share=0.25)
+
+
+def _decide(**kw: object) -> Action | BypassReason:
+    args = dict(empty=False, tokens=1000, history_len=4, floor=0, match=None, agreeing_sightings=0, settings=SETTINGS)
+    args.update(kw)
+    d = decide(**args)  # type: ignore[arg-type]
+    return d.reason if d.action is Action.BYPASS else d.action
+
+
+def test_decision_table() -> None:
+    assert _decide(empty=True) is BypassReason.EMPTY_PREFIX
+    assert _decide(tokens=99) is BypassReason.BELOW_MIN_TOKENS
+    assert _decide(tokens=500, floor=501) is BypassReason.BELOW_MIN_TOKENS
+    assert _decide() is BypassReason.FIRST_SIGHTING
+    assert _decide(agreeing_sightings=1) is Action.CREATE
+    assert _decide(match=CachedPrefix(tokens=900, history_len=3)) is Action.HIT
+    # 1000 - 700 = 300 uncached > 0.25 * 700 = 175: grow.
+    assert _decide(match=CachedPrefix(tokens=700, history_len=2)) is Action.GROW
+    # The same prefix exactly: never grows, whatever the numbers.
+    assert _decide(match=CachedPrefix(tokens=10, history_len=4)) is Action.HIT
+
+
+def test_sightings_before_create_is_configurable() -> None:
+    eager = PolicySettings(min_prefix_tokens=100, sightings_before_create=0)
+    cautious = PolicySettings(min_prefix_tokens=100, sightings_before_create=2)
+    assert _decide(settings=eager) is Action.CREATE
+    assert _decide(settings=cautious, agreeing_sightings=1) is BypassReason.FIRST_SIGHTING
+    assert _decide(settings=cautious, agreeing_sightings=2) is Action.CREATE
+
+
+async def test_scripted_conversation_first_sighting_agreement_reuse_growth_expiry(harness) -> None:
+    h = harness
+    p = h.provider
+    # Turn 1: first sighting, nothing written.
+    r = await h.acquire(prefix(2))
+    assert (r.info.state, r.info.bypass_reason, r.lease) == (CacheState.BYPASS, BypassReason.FIRST_SIGHTING, "")
+    assert p.counts["create"] == 0
+    # Turn 2: the prefix grew from the recorded one: it agrees, so create.
+    r = await h.acquire(prefix(3))
+    assert r.info.state is CacheState.CREATED and r.lease
+    assert p.counts["create"] == 1
+    created_fp, created_lease = r.info.prefix_fingerprint, r.lease
+    assert created_fp == view(3).fingerprint
+    # Turn 3: one more exchange (below the growth share): reuse the cache of turn 2.
+    r = await h.acquire(prefix(4))
+    assert r.info.state is CacheState.HIT
+    assert r.info.prefix_fingerprint == created_fp and r.info.uses == 2
+    assert p.counts["create"] == 1
+    first_lease = r.lease
+    # Turn 4: two exchanges past the cache: over 25% uncached, grow.
+    r = await h.acquire(prefix(5))
+    assert r.info.state is CacheState.GROWN
+    assert p.counts["create"] == 2
+    grown_fp = r.info.prefix_fingerprint
+    # The old cache is still named by two live leases, so it is kept ...
+    await h.settle()
+    assert p.counts["delete"] == 0 and len(p.live_names()) == 2
+    assert h.registry.release(first_lease)
+    await h.settle()
+    assert p.counts["delete"] == 0
+    # ... until the last of them is released.
+    assert h.registry.release(created_lease)
+    await h.settle()
+    assert p.counts["delete"] == 1 and len(p.live_names()) == 1
+    # Turn 5 reuses the grown cache.
+    r = await h.acquire(prefix(5))
+    assert r.info.state is CacheState.HIT and r.info.prefix_fingerprint == grown_fp
+    # After expiry the cache is deleted, and the next agreeing turn creates
+    # again at once: its prefix was seen before.
+    h.clock.advance(301)
+    h.registry.sweep()
+    await h.assert_in_step()
+    assert not p.live_names()
+    r = await h.acquire(prefix(6))
+    assert r.info.state is CacheState.CREATED
+    assert p.counts["create"] == 3
+    await h.assert_in_step()
+
+
+async def test_a_changed_prefix_is_a_first_sighting_again(harness) -> None:
+    await harness.acquire(prefix(2))
+    assert (await harness.acquire(prefix(3))).info.state is CacheState.CREATED
+    other = prefix(3, system={"role": "", "parts": [{"text": "A different instruction. " * 10}]})
+    r = await harness.acquire(other)
+    assert r.info.bypass_reason is BypassReason.FIRST_SIGHTING
+    assert harness.provider.counts["create"] == 1
+
+
+async def test_gate_uses_prefix_tokens_not_prompt_tokens(harness_factory) -> None:
+    """adk-python #5847: the gate compared the whole prompt with the minimum,
+    so creates of a small prefix failed forever. Here a small prefix is
+    bypassed without any provider call, however large the request."""
+    h = await harness_factory(policy=PolicySettings(min_prefix_tokens=10_000))
+    small = prefix(1)
+    for _ in range(3):
+        r = await h.acquire(small)
+        assert r.info.bypass_reason is BypassReason.BELOW_MIN_TOKENS
+        assert r.info.prefix_tokens == view(1).tokens
+    assert h.provider.counts["create"] == 0
+
+
+async def test_empty_prefix_bypasses_and_the_call_still_works(harness) -> None:
+    """adk-python #6363: an empty prefix made every turn fail."""
+    empty = prefix(0, system=None, tools=())
+    r = await harness.acquire(empty)
+    assert r.info.bypass_reason is BypassReason.EMPTY_PREFIX
+    reply, info = await Generator(harness.registry).generate(scope(), call_over(empty), r.lease)
+    assert reply.content and info.state is CacheState.UNSPECIFIED
+    assert harness.provider.counts["create"] == 0
+
+
+async def test_provider_minimum_is_learned_from_a_too_small_refusal(harness) -> None:
+    harness.provider.fail_next("create", CacheTooSmall(min_tokens=50_000))
+    await harness.acquire(prefix(2))
+    r = await harness.acquire(prefix(3))
+    assert r.info.bypass_reason is BypassReason.BELOW_MIN_TOKENS
+    assert harness.provider.counts["create"] == 1
+    # The refusal taught the floor: no second doomed create.
+    r = await harness.acquire(prefix(4))
+    assert r.info.bypass_reason is BypassReason.BELOW_MIN_TOKENS
+    assert harness.provider.counts["create"] == 1
+    assert harness.journal.pending() == []
+
+
+@pytest.mark.parametrize("turns", [60])
+async def test_sixty_turn_conversation_reads_most_prompt_tokens_from_cache(harness_factory, turns: int) -> None:
+    """The economics the context service will measure (issue 7): over a long
+    conversation most prompt tokens come from the cache."""
+    h = await harness_factory(min_cache_tokens=1024, policy=PolicySettings(min_prefix_tokens=1024))
+    gen = Generator(h.registry)
+    prompt = cached = 0
+    for t in range(1, turns + 1):
+        p = prefix(t - 1, words=40)
+        r = await h.acquire(p)
+        reply, _ = await gen.generate(scope(), call_over(p, f"turn {t}"), r.lease)
+        if r.lease:
+            h.registry.release(r.lease)
+        assert reply.usage is not None
+        prompt += reply.usage.prompt_tokens
+        cached += reply.usage.cached_prompt_tokens
+    assert cached / prompt >= 0.75
+    creates = h.provider.counts["create"]
+    assert creates < turns / 3
+    await h.assert_in_step()
