@@ -13,6 +13,7 @@ from agentctx_common.errors import Unavailable
 from context_service.authz import Authorizer, Caller, TokenGrant
 from context_service.domain.config import ContextConfig, overlay
 from context_service.domain.sessions import Limits, config_from_defaults
+from context_service.history import HistoryCache
 from context_service.settings import ContextSettings
 from context_service.storage.base import SessionStore
 
@@ -22,6 +23,8 @@ class ContextApp:
     settings: ContextSettings
     # Sessions and events: the store is opened by build_server.
     store: SessionStore | None = None
+    # BuildContext's per-process cache of pruned, canonical event records.
+    history: HistoryCache = dataclasses.field(default_factory=HistoryCache)
 
     @property
     def sessions(self) -> SessionStore:

@@ -1,14 +1,177 @@
-"""SelectionRpcs: not implemented yet; arrives with issue #4 (context selection)."""
+"""SelectionRpcs: BuildContext, the bounded, secret-pruned request for one
+model call. Read-only.
+
+The servicer only converts and orchestrates: authorize, read the session,
+overlay and validate the policy, load the cached history records, then the
+pure pipeline in ``context_service.domain.selection`` (select, optionally
+compress, account). The response reuses the records' ready-made proto
+Contents, so a large history costs copies in C, not Python conversions.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Any
 
-from agentctx_common.errors import Unimplemented
+from google.protobuf import json_format
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.type.v1 import content_pb2
+from agentctx_common import canonical
+from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.protos import unknown_field_violations, value_violations
+from context_service.api.convert import content_from_proto, content_to_proto, selection_from_proto
+from context_service.domain import selection as sel
+from context_service.domain.config import SelectionPolicy
+from context_service.domain.selection import telemetry
+from context_service.domain.selection.errors import compress_not_available
+from context_service.domain.sessions import content_violations, parse_session_name
+from context_service.domain.validation import selection_violations
+
+log = logging.getLogger("agentctx.context.selection")
 
 
 class SelectionRpcs:
     app: Any
 
-    async def BuildContext(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("BuildContext is not implemented yet (issue #4 (context selection))")
+    async def BuildContext(self, request: pb.BuildContextRequest, context: Any) -> pb.BuildContextResponse:
+        app = self.app
+        key = parse_session_name(request.session, app.limits, "session")
+        await app.authorize(context, key.app)
+        session = await app.sessions.get_session(key)
+        return await build_context(app, session, request, remaining=context.time_remaining())
+
+
+async def build_context(
+    app: Any, session: Any, request: pb.BuildContextRequest, *, remaining: float | None = None
+) -> pb.BuildContextResponse:
+    """BuildContext for an authorized caller and a session record already
+    read (Generate calls this with the session it just appended to; only
+    ``request.session`` is not read). ``remaining``: seconds left for an
+    overflow COMPRESS summary."""
+    call_policy = _call_policy(request)
+    _check_contents(request, app.limits)
+    config = app.effective_config(session.config)
+    policy = sel.effective_policy(config.selection, call_policy)
+    violations = selection_violations(policy, "policy")
+    if violations:
+        raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
+    keys = sel.secret_keys(policy)
+    view = await app.history.load(app.sessions, session, keys)
+
+    with telemetry.build_span(policy) as build_span:
+        inputs = [_record(c, keys) for c in request.input]
+        selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index)
+        if selection.pending is not None:
+            # Compaction provides the summarizer; without it COMPRESS is unavailable.
+            compaction = getattr(app, "compaction_service", None)
+            if compaction is None:
+                raise compress_not_available()
+            compressor = await compaction.compressor(session.key, config, remaining=remaining)
+            summary = await compressor(selection.pending)
+            selection = sel.finish_compression(selection, summary, keys, content_to_proto)
+        with telemetry.envelope_span() as envelope_span:
+            si = _record(request.system_instruction, keys) if request.HasField("system_instruction") else None
+            parts = sel.RequestParts(
+                model=request.model or config.model,
+                system_instruction=si,
+                tools=[canonical.canonical_json(canonical.tool_json(t)) for t in request.tools],
+                tool_config=_json_bytes(canonical.tool_config_json, request, "tool_config"),
+                generation_config=_json_bytes(_generation_json, request, "generation_config"),
+                memory=[_record(c, keys) for c in request.memory],
+                inputs=inputs,
+            )
+            accounting = sel.account(selection, parts, policy)
+            telemetry.record(build_span, envelope_span, accounting)
+    log.debug(
+        "context built",
+        extra={
+            "events_selected": accounting.events_selected, "request_bytes": accounting.request.bytes,
+            "envelope_fingerprint": accounting.envelope_fingerprint,
+        },
+    )
+    return _response(request, parts, selection, accounting)
+
+
+def _call_policy(request: pb.BuildContextRequest) -> SelectionPolicy | None:
+    """The per-call override, or None. Unknown fields (from a newer or
+    different schema), unknown enum numbers and impossible timestamps are
+    INVALID_ARGUMENT: ignoring them would change what the caller asked for."""
+    violations = unknown_field_violations(request, "") + value_violations(request, "")
+    if violations:
+        raise InvalidArgument.fields(violations, reason="INVALID_BUILD_CONTEXT_REQUEST")
+    if not request.HasField("policy"):
+        return None
+    call = selection_from_proto(request.policy)
+    violations = selection_violations(call, "policy")
+    if violations:
+        raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
+    return call
+
+
+def _check_contents(request: pb.BuildContextRequest, limits: Any) -> None:
+    violations: list[FieldViolation] = []
+    for name in ("input", "memory"):
+        for i, c in enumerate(getattr(request, name)):
+            violations += content_violations(content_from_proto(c), limits, f"{name}[{i}]")
+    if violations:
+        raise InvalidArgument.fields(violations, reason="INVALID_CONTENT")
+
+
+def _record(c: content_pb2.Content, keys: sel.SecretKeys) -> sel.ContentRecord:
+    """A request content as a record; its proto is reused as sent unless
+    pruning changed it."""
+    content = content_from_proto(c)
+    return sel.content_record(content, keys, lambda pruned: c if pruned is content else content_to_proto(pruned))
+
+
+def _generation_json(message: Any) -> Any:
+    return json_format.MessageToDict(message)
+
+
+def _json_bytes(to_json: Any, request: Any, field: str) -> bytes | None:
+    if not request.HasField(field):
+        return None
+    return canonical.canonical_json(to_json(getattr(request, field)))
+
+
+def _response(
+    request: pb.BuildContextRequest, parts: sel.RequestParts, selection: sel.Selection, a: sel.Accounting
+) -> pb.BuildContextResponse:
+    response = pb.BuildContextResponse()
+    out = response.request
+    out.model = parts.model
+    if parts.system_instruction is not None:
+        out.system_instruction.CopyFrom(parts.system_instruction.rendered)
+    contents: Sequence[Any] = [
+        *(c.rendered for c in parts.memory),
+        *(c.rendered for c in selection.history),
+        *(c.rendered for c in parts.inputs),
+    ]
+    out.contents.extend(contents)
+    out.tools.extend(request.tools)
+    if request.HasField("tool_config"):
+        out.tool_config.CopyFrom(request.tool_config)
+    if request.HasField("generation_config"):
+        out.generation_config.CopyFrom(request.generation_config)
+    _accounting_to_proto(a, response.accounting)
+    return response
+
+
+_SECTIONS = ("instructions", "settings", "history", "memory", "input", "tools", "framing", "request")
+_SCALARS = (
+    "events_seen", "events_filtered", "events_selected", "units_selected", "units_dropped", "secrets_pruned",
+    "bytes_per_token", "calibrated", "prefix_fingerprint", "selection_fingerprint", "envelope_fingerprint",
+    "compaction_sequence", "last_sequence", "compressed",
+)
+
+
+def _accounting_to_proto(a: sel.Accounting, out: pb.ContextAccounting) -> None:
+    for name in _SCALARS:
+        setattr(out, name, getattr(a, name))
+    for name in _SECTIONS:
+        section = getattr(a, name)
+        target = getattr(out, name)
+        target.bytes = section.bytes
+        target.tokens = section.tokens

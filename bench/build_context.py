@@ -1,0 +1,219 @@
+"""BuildContext latency through gRPC for sessions of 100, 1,000 and 10,000
+events, against an empty unary RPC (grpc.health.v1 Check) on the same
+server, in the same run, over the same mTLS channel.
+
+Bars: at 100 events, p50 within 2x the floor's p50; from 1,000 to 10,000
+events, p50 grows no more than 11x. Also reported: the selection pipeline
+in-process (no gRPC) over the same cached records, and google-adk's own
+in-process content building over the same events when google-adk is
+importable (it is not installable against this project's google-genai pin).
+
+Run: ``.venv/bin/python -m bench.build_context`` from the repository root.
+The last line is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import context_service_pb2_grpc
+from agentctx.type.v1 import content_pb2, generation_pb2
+from agentctx_common.certs import SAMPLE_AGENT_ID, init_dev_certs
+from context_service.domain import model as m
+from context_service.domain import selection as sel
+from context_service.domain.config import ContextConfig
+from context_service.domain.model import SessionKey
+from context_service.storage.sql_store import open_store
+from tests.support.servers import context_settings, secure_channel, start_context
+
+SIZES = (100, 1_000, 10_000)
+# Samples per size, gathered in interleaved rounds so drift hits all alike.
+SAMPLES = {0: 3000, 100: 3000, 1_000: 600, 10_000: 80}
+ROUNDS = 10
+APP = "bench"
+
+
+def session_events(n: int) -> list[m.Event]:
+    """A realistic mix: user question, tool call, tool result, answer."""
+    events: list[m.Event] = []
+    prompt = 900
+    for i in range(n):
+        step = i % 4
+        if step == 0:
+            content = m.Content("user", (m.Part(text=f"Question {i}: what changed in module {i % 17} and why? " * 2),))
+            author = "user"
+            usage = None
+        elif step == 1:
+            args = {"path": f"src/module_{i % 17}.py", "limit": 200, "api_key": "sk-not-sent", "flags": ["a", "b"]}
+            content = m.Content("model", (m.Part(function_call=m.FunctionCall(f"call{i}", "read_file", args)),))
+            author, usage = "agent", None
+        elif step == 2:
+            result = {"lines": [f"line {j}: value = {j * i}" for j in range(6)], "token": "t", "ok": True}
+            content = m.Content("user", (m.Part(function_response=m.FunctionResponse(f"call{i - 1}", "read_file", result)),))
+            author, usage = "agent", None
+        else:
+            content = m.Content("model", (m.Part(text=f"Module {i % 17} now validates its input before use. " * 3),))
+            author = "agent"
+            prompt += 180
+            usage = m.Usage(prompt_tokens=prompt, output_tokens=40, total_tokens=prompt + 40)
+        events.append(m.Event(id=f"e{i}", author=author, content=content, invocation_id=f"inv{i // 4}", usage=usage))
+    return events
+
+
+def request(n: int) -> pb.BuildContextRequest:
+    tool = generation_pb2.Tool(function_declarations=[generation_pb2.FunctionDeclaration(name="read_file", description="Reads a file.")])
+    tool.function_declarations[0].parameters.update({"type": "object", "properties": {"path": {"type": "string"}}})
+    return pb.BuildContextRequest(
+        session=f"apps/{APP}/users/u/sessions/s{n}",
+        input=[content_pb2.Content(role="user", parts=[content_pb2.Part(text="And what should I do next?")])],
+        system_instruction=content_pb2.Content(parts=[content_pb2.Part(text="You are a careful coding assistant.")]),
+        tools=[tool],
+        generation_config=generation_pb2.GenerationConfig(temperature=0.2, max_output_tokens=1024),
+    )
+
+
+async def populate(db_url: str) -> dict[int, list[m.Event]]:
+    store = await open_store(db_url, create_if_empty=True)
+    made = {}
+    try:
+        for n in SIZES:
+            key = SessionKey(APP, "u", f"s{n}")
+            await store.create_session(key, state={}, config=ContextConfig())
+            events = session_events(n)
+            for e in events:
+                await store.append_event(key, e)
+            made[n] = await store.list_events(key)
+    finally:
+        await store.close()
+    return made
+
+
+async def timed(call: Callable[[], Awaitable[Any]], count: int, into: list[float]) -> None:
+    for _ in range(count):
+        start = time.perf_counter()
+        await call()
+        into.append(time.perf_counter() - start)
+
+
+def quantiles(samples: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return cuts[49] * 1e6, cuts[98] * 1e6
+
+
+def inprocess(events: list[m.Event], req: pb.BuildContextRequest, count: int) -> float:
+    """Median seconds of the pure pipeline over cached records (no I/O)."""
+    keys = sel.DEFAULT_SECRET_KEYS
+    records = [sel.event_record(e, keys) for e in events]
+    policy = sel.effective_policy(None, None)
+    inputs = [sel.content_record(m.Content("user", (m.Part(text=req.input[0].parts[0].text),)), keys)]
+    parts = sel.RequestParts("local-sim-1", None, [], None, None, [], inputs)
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        selection = sel.select(records, inputs, policy)
+        sel.account(selection, parts, policy)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def adk_peer(events: list[m.Event], count: int) -> float | str:
+    """Median seconds of google-adk's own content building over the same
+    events, or why it could not run."""
+    try:
+        from google.adk.events import Event as AdkEvent  # type: ignore[import-not-found]
+        from google.adk.flows.llm_flows import contents as adk_contents  # type: ignore[import-not-found]
+        from google.genai import types
+    except ImportError:
+        return "unavailable: google-adk needs google-genai<3 and this project pins google-genai 3.x"
+    try:
+        adk_events = []
+        for e in events:
+            parts = []
+            for p in e.content.parts:
+                if p.text is not None:
+                    parts.append(types.Part(text=p.text))
+                elif p.function_call is not None:
+                    fc = p.function_call
+                    parts.append(types.Part(function_call=types.FunctionCall(id=fc.id, name=fc.name, args=fc.args)))
+                elif p.function_response is not None:
+                    fr = p.function_response
+                    parts.append(types.Part(function_response=types.FunctionResponse(id=fr.id, name=fr.name, response=fr.response)))
+            adk_events.append(AdkEvent(author=e.author, invocation_id=e.invocation_id, content=types.Content(role=e.content.role, parts=parts)))
+        samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            adk_contents._get_contents(None, adk_events, "agent")
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+    except Exception as exc:  # noqa: BLE001 - a peer's private API may move
+        return f"failed: {type(exc).__name__}"
+
+
+async def main() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = pathlib.Path(tmp_name)
+        certs = tmp / "certs"
+        init_dev_certs(certs)
+        settings = context_settings(certs, tmp, app_grants={SAMPLE_AGENT_ID: [APP]}, log_level="WARNING")
+        made = await populate(settings.resolved_database_url)
+        server = await start_context(settings)
+        channel = secure_channel(server.port, certs)
+        try:
+            stub = context_service_pb2_grpc.ContextServiceStub(channel)
+            health = health_pb2_grpc.HealthStub(channel)
+            ping = health_pb2.HealthCheckRequest()
+            requests = {n: request(n) for n in SIZES}
+            response_bytes = {}
+            for n in SIZES:  # warm up: the first call per session fills the history cache
+                for _ in range(3):
+                    reply = await stub.BuildContext(requests[n])
+                response_bytes[n] = reply.ByteSize()
+                assert len(reply.request.contents) == n + 1, "every event and the input are sent"
+            for _ in range(200):
+                await health.Check(ping)
+            samples: dict[int, list[float]] = {k: [] for k in SAMPLES}
+            for _ in range(ROUNDS):
+                await timed(lambda: health.Check(ping), SAMPLES[0] // ROUNDS, samples[0])
+                for n in SIZES:
+                    await timed(lambda n=n: stub.BuildContext(requests[n]), SAMPLES[n] // ROUNDS, samples[n])
+        finally:
+            await channel.close()
+            await server.stop(None)
+
+    figures: dict[str, Any] = {}
+    floor_p50, floor_p99 = quantiles(samples[0])
+    figures["floor_p50_us"], figures["floor_p99_us"] = round(floor_p50, 1), round(floor_p99, 1)
+    p50 = {}
+    for n in SIZES:
+        p50[n], p99 = quantiles(samples[n])
+        figures[f"p50_us_{n}"], figures[f"p99_us_{n}"] = round(p50[n], 1), round(p99, 1)
+        figures[f"response_bytes_{n}"] = response_bytes[n]
+    figures["floor_ratio_100"] = round(p50[100] / floor_p50, 3)
+    figures["growth_1k_to_10k"] = round(p50[10_000] / p50[1_000], 3)
+    for n in SIZES:
+        figures[f"inprocess_p50_us_{n}"] = round(inprocess(made[n], requests[n], 50 if n == 10_000 else 300) * 1e6, 1)
+    peer = {n: adk_peer(made[n], 20 if n == 10_000 else 100) for n in SIZES}
+    for n in SIZES:
+        figures[f"adk_peer_p50_us_{n}"] = round(peer[n] * 1e6, 1) if isinstance(peer[n], float) else peer[n]
+    figures["bar_floor_ratio_100_max"] = 2.0
+    figures["bar_growth_1k_to_10k_max"] = 11.0
+    figures["bars_met"] = figures["floor_ratio_100"] <= 2.0 and figures["growth_1k_to_10k"] <= 11.0
+    return figures
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main())
+    for key, value in result.items():
+        print(f"{key:>28}: {value}", file=sys.stderr)
+    print(json.dumps(result))

@@ -1,0 +1,123 @@
+"""The read-through history cache over a real SQLite store: records are
+built once per event, refreshed by fetching only newer events, and dropped
+when a session is deleted or recreated."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from context_service.domain.config import ContextConfig
+from context_service.domain.model import Event, SessionKey
+from context_service.domain.selection import DEFAULT_SECRET_KEYS, SecretKeys
+from context_service.history import HistoryCache
+from context_service.storage.sql_store import SqlSessionStore, open_store
+from tests.selection.builders import call, text
+
+KEY = SessionKey("app", "u", "s1")
+
+
+class CountingStore:
+    """The real store, counting list_events calls and what they asked for."""
+
+    def __init__(self, store: SqlSessionStore) -> None:
+        self.store = store
+        self.fetches: list[int] = []
+
+    async def list_events(self, key: SessionKey, **kw: Any) -> list[Event]:
+        self.fetches.append(kw.get("after_sequence", 0))
+        return await self.store.list_events(key, **kw)
+
+
+@pytest.fixture
+async def store(tmp_path: pathlib.Path) -> AsyncIterator[SqlSessionStore]:
+    s = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'ctx.db'}", create_if_empty=True)
+    yield s
+    await s.close()
+
+
+async def append(store: SqlSessionStore, key: SessionKey, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        content = text("user", f"m{i}") if i % 3 else call((f"c{i}", "f", {"api_key": "k", "q": i}))
+        await store.append_event(key, Event(id=f"e{i}", author="user" if i % 3 else "agent", content=content))
+
+
+async def test_records_are_built_once_and_refreshed_incrementally(store: SqlSessionStore) -> None:
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    await append(store, KEY, 5)
+    spy, cache = CountingStore(store), HistoryCache()
+    view = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    assert [r.sequence for r in view.records] == [1, 2, 3, 4, 5]
+    first = view.records[0]
+    assert first.body.secrets_pruned == 1 and b"api_key" not in first.body.canonical
+    assert first.body.rendered.parts[0].function_call.name == "f"  # a ready-made proto
+
+    again = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    assert spy.fetches == [0] and again.records[0] is first and cache.hits == 1
+
+    await append(store, KEY, 2, start=5)
+    grown = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    assert spy.fetches == [0, 5]
+    assert [r.sequence for r in grown.records] == list(range(1, 8)) and grown.records[0] is first
+
+
+async def test_a_recreated_session_is_read_afresh(store: SqlSessionStore) -> None:
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    await append(store, KEY, 3)
+    spy, cache = CountingStore(store), HistoryCache()
+    await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    await store.delete_session(KEY)
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    await store.append_event(KEY, Event(id="new", author="user", content=text("user", "fresh")))
+    await append(store, KEY, 2, start=10)
+    view = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    assert [r.event_id for r in view.records] == ["new", "e10", "e11"]
+    assert spy.fetches == [0, 0]
+
+
+async def test_key_sets_have_separate_records(store: SqlSessionStore) -> None:
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    await store.append_event(KEY, Event(id="e", author="a", content=call(("c", "f", {"q": 1, "Tenant": "t"}))))
+    cache = HistoryCache()
+    session = await store.get_session(KEY)
+    plain = await cache.load(store, session, DEFAULT_SECRET_KEYS)
+    strict = await cache.load(store, session, SecretKeys.with_extra(["tenant"]))
+    assert b"Tenant" in plain.records[0].body.canonical
+    assert b"Tenant" not in strict.records[0].body.canonical
+    assert len(cache) == 2
+
+
+async def test_the_cache_is_bounded_least_recently_used_first(store: SqlSessionStore) -> None:
+    keys = [SessionKey("app", "u", f"s{i}") for i in range(4)]
+    for k in keys:
+        await store.create_session(k, state={}, config=ContextConfig())
+        await append(store, k, 10)
+    cache = HistoryCache(max_bytes=1)
+    for k in keys:
+        await cache.load(store, await store.get_session(k), DEFAULT_SECRET_KEYS)
+    assert len(cache) == 0 and cache.size == 0  # nothing fits: nothing is kept, nothing breaks
+    one = HistoryCache()
+    await one.load(store, await store.get_session(keys[0]), DEFAULT_SECRET_KEYS)
+    cache = HistoryCache(max_bytes=int(one.size * 2.5))
+    for k in keys:
+        await cache.load(store, await store.get_session(k), DEFAULT_SECRET_KEYS)
+    assert len(cache) == 2 and cache.size <= cache.max_bytes
+    await cache.load(store, await store.get_session(keys[2]), DEFAULT_SECRET_KEYS)  # touch: now newest
+    await cache.load(store, await store.get_session(keys[0]), DEFAULT_SECRET_KEYS)
+    assert cache.hits >= 1 and len(cache) == 2
+
+
+async def test_compaction_position_is_tracked(store: SqlSessionStore) -> None:
+    from tests.selection.builders import compaction
+
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    await append(store, KEY, 3)
+    c = compaction(0, "summary", first_kept=2)
+    await store.append_event(KEY, Event(id="c", author="compactor", kind=c.kind, compaction=c.compaction))
+    cache = HistoryCache()
+    view = await cache.load(store, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    assert view.compaction_index == 3 and view.records[3].is_compaction
+    assert view.records[3].body.rendered.parts[0].text.endswith("summary")
