@@ -11,6 +11,7 @@ import grpc
 
 from agentctx_common.errors import Unavailable
 from context_service.authz import Authorizer, Caller, TokenGrant
+from context_service.compaction.service import CompactionService
 from context_service.domain.config import ContextConfig, overlay
 from context_service.domain.sessions import Limits, config_from_defaults
 from context_service.history import HistoryCache
@@ -23,6 +24,9 @@ class ContextApp:
     settings: ContextSettings
     # Sessions and events: the store is opened by build_server.
     store: SessionStore | None = None
+    # Compaction (CompactSession, the Generate entry points, COMPRESS):
+    # built by build_server.
+    compaction_service: CompactionService | None = None
     # BuildContext's per-process cache of pruned, canonical event records.
     history: HistoryCache = dataclasses.field(default_factory=HistoryCache)
 
@@ -31,6 +35,12 @@ class ContextApp:
         if self.store is None:
             raise Unavailable("the session store is not open", reason="STORE_NOT_OPEN", retry_after=1.0)
         return self.store
+
+    @property
+    def compaction(self) -> CompactionService:
+        if self.compaction_service is None:
+            raise Unavailable("compaction is not running", reason="COMPACTION_NOT_RUNNING", retry_after=1.0)
+        return self.compaction_service
 
     @functools.cached_property
     def limits(self) -> Limits:

@@ -11,6 +11,7 @@ from agentctx_common.server import GrpcServer, new_server, serve_until_signal
 from agentctx_common.telemetry import configure_telemetry
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp
+from context_service.compaction.runtime import start_compaction
 from context_service.settings import ContextSettings
 from context_service.storage.sql_store import open_from_settings
 
@@ -33,6 +34,10 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
         await store.close()
         raise
     server.closers.append(store.close)
+    # Closers run in reverse: compaction's worker and channels stop before the store closes.
+    compaction = start_compaction(settings, store, app.session_defaults)
+    app.compaction_service = compaction.service
+    server.closers.append(compaction.close)
     return server
 
 

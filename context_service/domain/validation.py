@@ -11,6 +11,7 @@ import enum
 import math
 
 from agentctx_common.errors import FieldViolation, InvalidArgument
+from context_service.domain.compaction import policy as compaction_defaults
 from context_service.domain.config import (
     CachePolicy,
     CompactionPolicy,
@@ -90,6 +91,25 @@ def compaction_violations(p: CompactionPolicy, path: str) -> list[FieldViolation
         and p.background_tokens > p.context_window
     ):
         v.append(FieldViolation(f"{path}.background_tokens", "must not exceed context_window"))
+    v += _compaction_headroom(p, path)
+    return v
+
+
+def _compaction_headroom(p: CompactionPolicy, path: str) -> list[FieldViolation]:
+    """A compaction must leave the history below what triggers the next one,
+    or every turn compacts again. Unset fields count at their defaults."""
+    v: list[FieldViolation] = []
+    keep = p.keep_recent_tokens if p.keep_recent_tokens is not None else compaction_defaults.KEEP_RECENT_TOKENS
+    reserve = p.reserve_tokens if p.reserve_tokens is not None else compaction_defaults.RESERVE_TOKENS
+    if p.context_window is not None and keep + reserve >= p.context_window:
+        v.append(FieldViolation(
+            f"{path}.keep_recent_tokens",
+            f"keep_recent_tokens + reserve_tokens ({keep} + {reserve}) must be smaller than context_window",
+        ))
+    if p.background_tokens is not None and p.background_tokens <= keep:
+        v.append(FieldViolation(f"{path}.background_tokens", f"must exceed keep_recent_tokens ({keep})"))
+    if p.overflow_keep_recent_tokens is not None and p.overflow_keep_recent_tokens > keep:
+        v.append(FieldViolation(f"{path}.overflow_keep_recent_tokens", f"must not exceed keep_recent_tokens ({keep})"))
     return v
 
 

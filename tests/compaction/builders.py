@@ -14,19 +14,22 @@ T0 = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def user(text: str, **kw) -> Event:
-    return Event(id="", author="user", content=Content("user", (Part(text=text),)), **kw)
+    kw.setdefault("id", "")
+    return Event(author="user", content=Content("user", (Part(text=text),)), **kw)
 
 
 def model(text: str = "", calls: Iterable[tuple[str, str]] = (), usage: Usage | None = None, **kw) -> Event:
     parts = ([Part(text=text)] if text else []) + [
         Part(function_call=FunctionCall(cid, name, {"path": f"src/{name}.py"})) for cid, name in calls
     ]
-    return Event(id="", author="model", content=Content("model", tuple(parts)), usage=usage, **kw)
+    kw.setdefault("id", "")
+    return Event(author="model", content=Content("model", tuple(parts)), usage=usage, **kw)
 
 
 def tool(call_id: str, name: str, result: str = "ok", **kw) -> Event:
     part = Part(function_response=FunctionResponse(call_id, name, {"result": result}))
-    return Event(id="", author="user", content=Content("user", (part,)), **kw)
+    kw.setdefault("id", "")
+    return Event(author="user", content=Content("user", (part,)), **kw)
 
 
 def numbered(events: Iterable[Event], start: int = 1) -> list[Event]:

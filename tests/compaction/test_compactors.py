@@ -273,3 +273,19 @@ async def test_model_cache_errors_keep_their_reason(scripted_cache):
     with pytest.raises(AgentCtxError) as exc:
         await run(ModelCompactor(client), make_request(), call(), policy(compactor=CompactorKind.MODEL))
     assert exc.value.code is Code.RESOURCE_EXHAUSTED
+
+
+async def test_model_compactor_through_the_real_cache_service(certs_dir, tmp_path):
+    """End to end: mTLS to the cache service, its local simulator answers."""
+    from tests.support.servers import cache_settings, start_cache
+
+    cache = await start_cache(cache_settings(certs_dir, tmp_path))
+    client = CacheClient(context_settings(certs_dir, tmp_path, cache_target=f"127.0.0.1:{cache.port}"))
+    try:
+        result = await run(ModelCompactor(client), make_request(), call(model_name="local-sim-1"),
+                           policy(compactor=CompactorKind.MODEL))
+        assert result.summary.strip()
+        assert result.usage is not None and result.usage.prompt_tokens > 0
+    finally:
+        await client.close()
+        await cache.stop()

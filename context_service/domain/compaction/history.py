@@ -24,6 +24,9 @@ class History:
     visible: tuple[Event, ...]
     latest_compaction: Event | None = None
     last_sequence: int = 0
+    # Opaque identity of the session's incarnation: a session deleted and
+    # created again under the same name is another session.
+    generation: str = ""
 
     @property
     def previous_summary(self) -> str:

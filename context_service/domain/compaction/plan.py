@@ -60,6 +60,7 @@ class CompactionPlan:
     fingerprint: str
     request: SummaryRequest
     bytes_per_token: float
+    generation: str = ""
 
     @property
     def start_sequence(self) -> int:
@@ -138,6 +139,7 @@ def plan_compaction(
         fingerprint=source_fingerprint(source, history.previous_summary),
         request=request,
         bytes_per_token=policy.bytes_per_token,
+        generation=history.generation,
     )
 
 
@@ -207,12 +209,21 @@ def check_commit(
     event: Event,
     latest_compaction_now: int,
     appended: Sequence[Event],
+    *,
+    generation_now: str = "",
+    source_ids_now: Sequence[tuple[int, str]] | None = None,
 ) -> Event:
     """Inside the commit transaction: refuse (ABORTED, nothing written) when
-    another compaction committed since the plan was read, or when a result
-    for a summarized call arrived meanwhile (it would be kept without its
-    call). Returns the event with retained counts as of the commit; events
-    appended meanwhile stay and are kept verbatim."""
+    the session is another incarnation, the summarized range no longer holds
+    the events that were read (``source_ids_now``: (sequence, id) of the
+    MESSAGE events in start..end), another compaction committed since the
+    plan was read, or a result for a summarized call arrived meanwhile (it
+    would be kept without its call). Returns the event with retained counts
+    as of the commit; events appended meanwhile stay and are kept verbatim."""
+    if generation_now != plan.generation:
+        raise errors.conflict("the session was deleted and created again")
+    if source_ids_now is not None and list(source_ids_now) != [(e.sequence, e.id) for e in plan.source]:
+        raise errors.conflict("the summarized range changed", start_sequence=plan.start_sequence)
     if latest_compaction_now != plan.based_on_compaction:
         raise errors.conflict(
             "another compaction committed",

@@ -1,0 +1,120 @@
+"""Compaction on the session store's tables: the view compaction plans on,
+and the atomic commit of a COMPACTION event.
+
+The commit runs in the session store's write transaction with the session
+row locked (FOR UPDATE on PostgreSQL, BEGIN IMMEDIATE on SQLite), so it is
+serialized with every append and every other compaction of the session,
+in any process. Inside it ``check_commit`` re-checks what the plan read;
+if anything changed, nothing is written (ABORTED, COMPACTION_CONFLICT).
+
+A compaction commit takes the next sequence but leaves the session's etag
+alone: it changes nothing a client wrote, so an agent's optimistic appends
+(expected_etag) are not failed by a background compaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from context_service.domain.compaction.history import History
+from context_service.domain.compaction.plan import CompactionPlan, check_commit
+from context_service.domain.model import Event, EventKind, SessionKey
+from context_service.storage import codec
+from context_service.storage.sql_store import SqlSessionStore, _key_clause, _not_found
+from context_service.storage.tables import events, sessions
+
+_COMPACTION = EventKind.COMPACTION.value
+_MESSAGE = EventKind.MESSAGE.value
+
+# Created by migration 0002_compaction; declared here so the table metadata
+# matches the database.
+latest_compaction_index = sa.Index("ix_events_session_pk_kind_sequence", events.c.session_pk, events.c.kind, events.c.sequence)
+
+
+async def _latest_compaction(conn: AsyncConnection, session_pk: int) -> Any:
+    stmt = (
+        sa.select(events)
+        .where(events.c.session_pk == session_pk, events.c.kind == _COMPACTION)
+        .order_by(events.c.sequence.desc())
+        .limit(1)
+    )
+    return (await conn.execute(stmt)).first()
+
+
+class SqlCompactionStore:
+    def __init__(self, store: SqlSessionStore) -> None:
+        self._store = store
+
+    async def load_history(self, key: SessionKey) -> History:
+        async with self._store._read() as conn:
+            session = (
+                await conn.execute(
+                    sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.last_sequence).where(_key_clause(key))
+                )
+            ).first()
+            if session is None:
+                raise _not_found(key)
+            latest_row = await _latest_compaction(conn, session.pk)
+            latest = codec.event_from_row(latest_row) if latest_row is not None else None
+            first_kept = latest.compaction.first_kept_sequence if latest and latest.compaction else 0
+            rows = await conn.execute(
+                sa.select(events)
+                .where(events.c.session_pk == session.pk, events.c.kind == _MESSAGE, events.c.sequence >= first_kept)
+                .order_by(events.c.sequence)
+            )
+            visible = tuple(codec.event_from_row(r) for r in rows)
+        last = max(session.last_sequence, visible[-1].sequence if visible else 0)
+        return History(visible, latest, last, generation=session.incarnation)
+
+    async def commit(self, key: SessionKey, plan: CompactionPlan, event: Event) -> Event:
+        async with self._store._write() as conn:
+            live = (await self._store._lock_sessions(conn, {key})).get(key)
+            if live is None:
+                raise _not_found(key)
+            latest_row = await _latest_compaction(conn, live.pk)
+            source_ids = (
+                await conn.execute(
+                    sa.select(events.c.sequence, events.c.event_id)
+                    .where(
+                        events.c.session_pk == live.pk,
+                        events.c.kind == _MESSAGE,
+                        events.c.sequence.between(plan.start_sequence, plan.end_sequence),
+                    )
+                    .order_by(events.c.sequence)
+                )
+            ).all()
+            appended_rows = await conn.execute(
+                sa.select(events)
+                .where(events.c.session_pk == live.pk, events.c.sequence > plan.read_last_sequence)
+                .order_by(events.c.sequence)
+            )
+            appended = [codec.event_from_row(r) for r in appended_rows]
+            event = check_commit(
+                plan,
+                event,
+                latest_row.sequence if latest_row is not None else 0,
+                appended,
+                generation_now=live.incarnation,
+                source_ids_now=[(r.sequence, r.event_id) for r in source_ids],
+            )
+            sequence = live.last_sequence + 1
+            now = self._store._clock()
+            stored = dataclasses.replace(event, sequence=sequence, create_time=event.create_time or now)
+            body = codec.event_body(stored)
+            await conn.execute(
+                sa.insert(events),
+                [codec.event_row(
+                    stored, session_pk=live.pk, sequence=sequence, create_time=stored.create_time,
+                    body=body, fingerprint=codec.event_fingerprint(stored, body),
+                )],
+            )
+            await conn.execute(
+                sa.update(sessions)
+                .where(sessions.c.pk == live.pk)
+                .values(last_sequence=sequence, event_count=live.event_count + 1, update_time=now)
+            )
+        return stored
