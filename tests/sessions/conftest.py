@@ -5,7 +5,8 @@ channels presenting the dev certificates."""
 from __future__ import annotations
 
 import pathlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -35,12 +36,29 @@ async def store(db_url: str) -> AsyncIterator[SqlSessionStore]:
     await opened.close()
 
 
+ServerFactory = Callable[..., Awaitable[GrpcServer]]
+
+
 @pytest.fixture
-async def server(db_url: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[GrpcServer]:
+async def server_factory(db_url: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[ServerFactory]:
+    """Starts context servers on the test database with settings overrides;
+    all are stopped at the end of the test."""
     await migrate(db_url)
-    started = await start_context(context_settings(certs_dir, tmp_path, database_url=db_url))
-    yield started
-    await started.stop(0)
+    started: list[GrpcServer] = []
+
+    async def start(**overrides: Any) -> GrpcServer:
+        server = await start_context(context_settings(certs_dir, tmp_path, database_url=db_url, **overrides))
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        await server.stop(0)
+
+
+@pytest.fixture
+async def server(server_factory: ServerFactory) -> GrpcServer:
+    return await server_factory()
 
 
 @pytest.fixture
