@@ -13,7 +13,9 @@ fsynced after every record:
 - ``deleted``: the cache is gone (deleted, expired, or never created).
 
 On open, a torn last line (a crash mid-write) is ignored, and the file is
-rewritten with only the records still pending. ``pending()`` lists them.
+rewritten with only the records still pending; it is also rewritten every
+512 records and emptied whenever nothing is pending. ``pending()`` lists
+the pending records.
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ class FileJournal:
         if self._records.pop(entry_id, None) is None:
             return
         await self._append({"op": "deleted", "id": entry_id})
+        if not self._records:
+            # Nothing pending: keep no resource names on disk longer than needed.
+            async with self._lock:
+                if not self._records:
+                    await asyncio.to_thread(self._rewrite, [])
 
     async def close(self) -> None:
         async with self._lock:

@@ -15,6 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from agentctx.cache.v1 import cache_service_pb2_grpc
+from cache_service.app import CacheApp
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.policy import PolicySettings
@@ -22,8 +24,10 @@ from cache_service.domain.registry import Registry, RegistrySettings
 from cache_service.journal import FileJournal
 from cache_service.providers.gemini import GeminiProvider
 from cache_service.providers.local import LocalProvider
+from cache_service.server import build_server
 from tests.cache.support import Harness
 from tests.fakes.gemini_server import FakeGemini
+from tests.support.servers import cache_settings, secure_channel
 
 
 @pytest.fixture(scope="session")
@@ -95,3 +99,27 @@ async def gemini_harness(harness_factory: Callable[..., Any], fake_gemini: FakeG
                               policy=PolicySettings(min_prefix_tokens=64, sightings_before_create=0))
     yield h
     await provider.close()
+
+
+@pytest.fixture
+async def cache_rpc(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[Callable[..., Any]]:
+    """``await cache_rpc(clock=..., providers=..., **settings)``: a real cache
+    server on 127.0.0.1:0 (mTLS, dev certificates) and a stub presenting the
+    context service's client certificate. Returns (stub, app, server)."""
+    started: list[tuple[Any, Any]] = []
+
+    async def start(*, clock: Any = None, providers: Any = None, client: str = "context-client",
+                    **overrides: Any) -> tuple[cache_service_pb2_grpc.CacheServiceStub, CacheApp, Any]:
+        settings = cache_settings(certs_dir, tmp_path, **{"sightings_before_create": 0, "min_prefix_tokens": 64,
+                                                          "local_min_cache_tokens": 64, **overrides})
+        app = await CacheApp.create(settings, clock=clock, providers=providers)
+        server = await build_server(settings, app=app)
+        await server.start()
+        channel = secure_channel(server.port, certs_dir, client=client)
+        started.append((server, channel))
+        return cache_service_pb2_grpc.CacheServiceStub(channel), app, server
+
+    yield start
+    for server, channel in started:
+        await channel.close()
+        await server.stop(grace=1)
