@@ -216,7 +216,12 @@ class LocalProvider:
 
     def _live(self, name: ResourceName) -> _SimCache:
         cache = self._caches.get(name)
-        if cache is None or cache.expire <= self.clock.wall():
+        if cache is not None and cache.expire <= self.clock.wall():
+            # Expired: gone, as on a real provider.
+            cache.deleted_at = cache.expire
+            self._gone.append(self._caches.pop(name))
+            cache = None
+        if cache is None:
             raise CacheNotFound(status=404)
         return cache
 
