@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import math
 from collections.abc import Sequence
@@ -47,11 +48,11 @@ class Scope:
         return {"provider": self.provider, "app": self.app, "user": self.user, "model": self.model,
                 "policy": self.policy}
 
-    @property
+    @functools.cached_property
     def size_bytes(self) -> int:
         return len(canonical_json(self.json()))
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         return fingerprint(self.json())
 

@@ -284,3 +284,20 @@ async def test_invalidate_removes_every_entry_of_the_scope_across_prefixes_and_t
     assert h.provider.counts["delete"] == 3
     assert h.registry.status(scope(user="someone-else")).entry_count == 1
     await h.assert_in_step()
+
+
+async def test_a_cancelled_caller_leaves_no_cache_behind(harness_factory) -> None:
+    """The caller's RPC is cancelled while the create is in flight: the cache
+    that arrives later has nobody waiting and is deleted, not leaked."""
+    h = await harness_factory(policy=EAGER)
+    h.provider.create_gate = asyncio.Event()
+    caller = asyncio.create_task(h.acquire(view(3)))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert h.registry.status(scope()).waiter_count == 0
+    h.provider.create_gate.set()
+    await h.settle()
+    assert (h.provider.counts["create"], h.provider.counts["delete"]) == (1, 1)
+    await h.assert_in_step()
