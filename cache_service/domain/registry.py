@@ -203,7 +203,7 @@ class Registry:
     def normalize_ttl(self, ttl_s: float | None) -> float:
         if not ttl_s:
             return self.settings.default_ttl_s
-        return min(float(ttl_s), self.settings.max_ttl_s)
+        return max(1.0, min(float(ttl_s), self.settings.max_ttl_s))
 
     def provider(self, name: str) -> Provider:
         provider = self.providers.get(name)
@@ -610,7 +610,8 @@ class Registry:
     # --- matching and sightings ---------------------------------------------------
 
     def _usable(self, entry: Entry) -> bool:
-        return entry.handle.expire_time - self.settings.expiry_margin_s > self.clock.wall()
+        margin = min(self.settings.expiry_margin_s, entry.ttl_s / 10)
+        return entry.handle.expire_time - margin > self.clock.wall()
 
     def _match(self, state: _ScopeState, view: PrefixView, ttl: float) -> Entry | None:
         """The live cache over the longest leading part of ``view``."""
