@@ -15,6 +15,7 @@ dropped: their text can echo prompts, resource names or keys.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import logging
 import re
@@ -155,8 +156,10 @@ class GeminiProvider:
             stream = await self._client.aio.models.generate_content_stream(
                 model=call.model, contents=[_content(c) for c in call.contents], config=_config(call, cached)
             )
-            async for response in stream:
-                yield _reply(response, last=False)
+            # Closed even when our consumer stops early, releasing the connection.
+            async with contextlib.aclosing(stream):  # type: ignore[type-var]
+                async for response in stream:
+                    yield _reply(response, last=False)
         except Exception as exc:  # noqa: BLE001
             raise _classify(exc, cached=cached is not None) from None
 
