@@ -34,6 +34,7 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
         await store.close()
         raise
     server.closers.append(store.close)
+    server.closers.append(app.history.close)
     # Closers run in reverse: compaction's worker and channels stop before the store closes.
     compaction = start_compaction(settings, store, app.session_defaults)
     app.compaction_service = compaction.service

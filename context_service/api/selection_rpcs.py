@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
@@ -23,7 +24,7 @@ from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
 from context_service.api.convert import content_from_proto, content_to_proto, selection_from_proto
 from context_service.domain import selection as sel
-from context_service.domain.config import SelectionPolicy
+from context_service.domain.config import ContextConfig, SelectionPolicy
 from context_service.domain.selection import telemetry
 from context_service.domain.selection.errors import compress_not_available
 from context_service.domain.sessions import content_violations, parse_session_name
@@ -39,30 +40,25 @@ class SelectionRpcs:
         app = self.app
         key = parse_session_name(request.session, app.limits, "session")
         await app.authorize(context, key.app)
-        session = await app.sessions.get_session(key)
+        session = await app.history.head(app.sessions, key)
         return await build_context(app, session, request, remaining=context.time_remaining())
 
 
 async def build_context(
     app: Any, session: Any, request: pb.BuildContextRequest, *, remaining: float | None = None
 ) -> pb.BuildContextResponse:
-    """BuildContext for an authorized caller and a session record already
-    read (Generate calls this with the session it just appended to; only
-    ``request.session`` is not read). ``remaining``: seconds left for an
-    overflow COMPRESS summary."""
+    """BuildContext for an authorized caller and a session already read: a
+    ``history.SessionHead`` (Generate can pass ``head_of(record)`` for the
+    record it just wrote). ``request.session`` is not read. ``remaining``:
+    seconds left for an overflow COMPRESS summary."""
     call_policy = _call_policy(request)
     _check_contents(request, app.limits)
-    config = app.effective_config(session.config)
-    policy = sel.effective_policy(config.selection, call_policy)
-    violations = selection_violations(policy, "policy")
-    if violations:
-        raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
-    keys = sel.secret_keys(policy)
+    config, policy, keys = _effective(app, session.config, call_policy)
     view = await app.history.load(app.sessions, session, keys)
 
     with telemetry.build_span(policy) as build_span:
         inputs = [_record(c, keys) for c in request.input]
-        selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index)
+        selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)
         if selection.pending is not None:
             # Compaction provides the summarizer; without it COMPRESS is unavailable.
             compaction = getattr(app, "compaction_service", None)
@@ -76,7 +72,7 @@ async def build_context(
             parts = sel.RequestParts(
                 model=request.model or config.model,
                 system_instruction=si,
-                tools=[canonical.canonical_json(canonical.tool_json(t)) for t in request.tools],
+                tools=[_tool_bytes(t) for t in request.tools],
                 tool_config=_json_bytes(canonical.tool_config_json, request, "tool_config"),
                 generation_config=_json_bytes(_generation_json, request, "generation_config"),
                 memory=[_record(c, keys) for c in request.memory],
@@ -95,10 +91,15 @@ async def build_context(
 
 
 def _call_policy(request: pb.BuildContextRequest) -> SelectionPolicy | None:
-    """The per-call override, or None. Unknown fields (from a newer or
-    different schema), unknown enum numbers and impossible timestamps are
-    INVALID_ARGUMENT: ignoring them would change what the caller asked for."""
-    violations = unknown_field_violations(request, "") + value_violations(request, "")
+    """The per-call override, or None. Unknown fields in the policy (from a
+    newer or different schema), unknown enum numbers and impossible
+    timestamps are INVALID_ARGUMENT: ignoring them would change what the
+    caller asked for."""
+    violations = []
+    if request.HasField("tool_config"):
+        violations += value_violations(request.tool_config, "tool_config")
+    if request.HasField("policy"):
+        violations += unknown_field_violations(request.policy, "policy") + value_violations(request.policy, "policy")
     if violations:
         raise InvalidArgument.fields(violations, reason="INVALID_BUILD_CONTEXT_REQUEST")
     if not request.HasField("policy"):
@@ -108,6 +109,56 @@ def _call_policy(request: pb.BuildContextRequest) -> SelectionPolicy | None:
     if violations:
         raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
     return call
+
+
+@dataclass(frozen=True, slots=True)
+class _Effective:
+    app: Any
+    stored: ContextConfig
+    config: ContextConfig
+    policy: SelectionPolicy
+    keys: sel.SecretKeys
+
+
+# Effective policies by (app, stored config, per-call override): the session
+# head reader hands back the same config object until the config changes, so
+# the overlay, validation and key set are worked out once, not per call.
+_EFFECTIVE: dict[tuple[int, int, SelectionPolicy | None], _Effective] = {}
+_EFFECTIVE_MAX = 512
+
+
+def _effective(
+    app: Any, stored: ContextConfig, call: SelectionPolicy | None
+) -> tuple[ContextConfig, SelectionPolicy, sel.SecretKeys]:
+    slot = (id(app), id(stored), call)
+    hit = _EFFECTIVE.get(slot)
+    if hit is not None and hit.app is app and hit.stored is stored:
+        return hit.config, hit.policy, hit.keys
+    config = app.effective_config(stored)
+    policy = sel.effective_policy(config.selection, call)
+    violations = selection_violations(policy, "policy")
+    if violations:
+        raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
+    keys = sel.secret_keys(policy)
+    if len(_EFFECTIVE) >= _EFFECTIVE_MAX:
+        _EFFECTIVE.clear()
+    _EFFECTIVE[slot] = _Effective(app, stored, config, policy, keys)
+    return config, policy, keys
+
+
+_TOOLS: dict[bytes, bytes] = {}
+
+
+def _tool_bytes(tool: Any) -> bytes:
+    """Canonical JSON of a tool declaration; agents send the same few tools
+    on every call, so it is remembered by the declaration's wire bytes."""
+    wire = tool.SerializeToString(deterministic=True)
+    cached = _TOOLS.get(wire)
+    if cached is None:
+        if len(_TOOLS) >= _EFFECTIVE_MAX:
+            _TOOLS.clear()
+        cached = _TOOLS[wire] = canonical.canonical_json(canonical.tool_json(tool))
+    return cached
 
 
 def _check_contents(request: pb.BuildContextRequest, limits: Any) -> None:
@@ -155,7 +206,7 @@ def _response(
         out.tool_config.CopyFrom(request.tool_config)
     if request.HasField("generation_config"):
         out.generation_config.CopyFrom(request.generation_config)
-    _accounting_to_proto(a, response.accounting)
+    response.accounting.CopyFrom(_accounting_to_proto(a))
     return response
 
 
@@ -167,11 +218,9 @@ _SCALARS = (
 )
 
 
-def _accounting_to_proto(a: sel.Accounting, out: pb.ContextAccounting) -> None:
-    for name in _SCALARS:
-        setattr(out, name, getattr(a, name))
+def _accounting_to_proto(a: sel.Accounting) -> pb.ContextAccounting:
+    fields: dict[str, Any] = {name: getattr(a, name) for name in _SCALARS}
     for name in _SECTIONS:
         section = getattr(a, name)
-        target = getattr(out, name)
-        target.bytes = section.bytes
-        target.tokens = section.tokens
+        fields[name] = pb.BudgetSection(bytes=section.bytes, tokens=section.tokens)
+    return pb.ContextAccounting(**fields)

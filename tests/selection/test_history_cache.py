@@ -13,7 +13,7 @@ import pytest
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.selection import DEFAULT_SECRET_KEYS, SecretKeys
-from context_service.history import HistoryCache
+from context_service.history import HistoryCache, head_of
 from context_service.storage.sql_store import SqlSessionStore, open_store
 from tests.selection.builders import call, text
 
@@ -49,17 +49,17 @@ async def test_records_are_built_once_and_refreshed_incrementally(store: SqlSess
     await store.create_session(KEY, state={}, config=ContextConfig())
     await append(store, KEY, 5)
     spy, cache = CountingStore(store), HistoryCache()
-    view = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    view = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert [r.sequence for r in view.records] == [1, 2, 3, 4, 5]
     first = view.records[0]
     assert first.body.secrets_pruned == 1 and b"api_key" not in first.body.canonical
     assert first.body.rendered.parts[0].function_call.name == "f"  # a ready-made proto
 
-    again = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    again = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert spy.fetches == [0] and again.records[0] is first and cache.hits == 1
 
     await append(store, KEY, 2, start=5)
-    grown = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    grown = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert spy.fetches == [0, 5]
     assert [r.sequence for r in grown.records] == list(range(1, 8)) and grown.records[0] is first
 
@@ -68,12 +68,12 @@ async def test_a_recreated_session_is_read_afresh(store: SqlSessionStore) -> Non
     await store.create_session(KEY, state={}, config=ContextConfig())
     await append(store, KEY, 3)
     spy, cache = CountingStore(store), HistoryCache()
-    await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     await store.delete_session(KEY)
     await store.create_session(KEY, state={}, config=ContextConfig())
     await store.append_event(KEY, Event(id="new", author="user", content=text("user", "fresh")))
     await append(store, KEY, 2, start=10)
-    view = await cache.load(spy, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    view = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert [r.event_id for r in view.records] == ["new", "e10", "e11"]
     assert spy.fetches == [0, 0]
 
@@ -82,7 +82,7 @@ async def test_key_sets_have_separate_records(store: SqlSessionStore) -> None:
     await store.create_session(KEY, state={}, config=ContextConfig())
     await store.append_event(KEY, Event(id="e", author="a", content=call(("c", "f", {"q": 1, "Tenant": "t"}))))
     cache = HistoryCache()
-    session = await store.get_session(KEY)
+    session = head_of(await store.get_session(KEY))
     plain = await cache.load(store, session, DEFAULT_SECRET_KEYS)
     strict = await cache.load(store, session, SecretKeys.with_extra(["tenant"]))
     assert b"Tenant" in plain.records[0].body.canonical
@@ -97,16 +97,16 @@ async def test_the_cache_is_bounded_least_recently_used_first(store: SqlSessionS
         await append(store, k, 10)
     cache = HistoryCache(max_bytes=1)
     for k in keys:
-        await cache.load(store, await store.get_session(k), DEFAULT_SECRET_KEYS)
+        await cache.load(store, head_of(await store.get_session(k)), DEFAULT_SECRET_KEYS)
     assert len(cache) == 0 and cache.size == 0  # nothing fits: nothing is kept, nothing breaks
     one = HistoryCache()
-    await one.load(store, await store.get_session(keys[0]), DEFAULT_SECRET_KEYS)
+    await one.load(store, head_of(await store.get_session(keys[0])), DEFAULT_SECRET_KEYS)
     cache = HistoryCache(max_bytes=int(one.size * 2.5))
     for k in keys:
-        await cache.load(store, await store.get_session(k), DEFAULT_SECRET_KEYS)
+        await cache.load(store, head_of(await store.get_session(k)), DEFAULT_SECRET_KEYS)
     assert len(cache) == 2 and cache.size <= cache.max_bytes
-    await cache.load(store, await store.get_session(keys[2]), DEFAULT_SECRET_KEYS)  # touch: now newest
-    await cache.load(store, await store.get_session(keys[0]), DEFAULT_SECRET_KEYS)
+    await cache.load(store, head_of(await store.get_session(keys[2])), DEFAULT_SECRET_KEYS)  # touch: now newest
+    await cache.load(store, head_of(await store.get_session(keys[0])), DEFAULT_SECRET_KEYS)
     assert cache.hits >= 1 and len(cache) == 2
 
 
@@ -118,6 +118,42 @@ async def test_compaction_position_is_tracked(store: SqlSessionStore) -> None:
     c = compaction(0, "summary", first_kept=2)
     await store.append_event(KEY, Event(id="c", author="compactor", kind=c.kind, compaction=c.compaction))
     cache = HistoryCache()
-    view = await cache.load(store, await store.get_session(KEY), DEFAULT_SECRET_KEYS)
+    view = await cache.load(store, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert view.compaction_index == 3 and view.records[3].is_compaction
     assert view.records[3].body.rendered.parts[0].text.endswith("summary")
+
+
+async def test_session_heads_read_the_same_as_the_store(store: SqlSessionStore) -> None:
+    from agentctx_common.errors import NotFound
+    from context_service.domain.config import OverflowMode, SelectionPolicy
+    from context_service.history import SessionHeads
+
+    config = ContextConfig(model="m1", selection=SelectionPolicy(max_bytes=99, overflow=OverflowMode.TRUNCATE))
+    await store.create_session(KEY, state={"a": 1}, config=config)
+    heads = SessionHeads(store)
+    try:
+        assert await heads.get(KEY) == head_of(await store.get_session(KEY))
+        await append(store, KEY, 2)
+        head = await heads.get(KEY)
+        assert head.last_sequence == 2 and head.config == config
+        assert head == head_of(await store.get_session(KEY))
+        await store.delete_session(KEY)
+        with pytest.raises(NotFound):
+            await heads.get(KEY)
+        await store.create_session(KEY, state={}, config=ContextConfig())
+        assert (await heads.get(KEY)).incarnation != head.incarnation
+    finally:
+        await heads.close()
+
+
+async def test_session_heads_fall_back_to_the_store_elsewhere(store: SqlSessionStore) -> None:
+    from context_service.history import SessionHeads
+
+    class Plain:  # a store with no SQLite engine: the generic path
+        async def get_session(self, key: SessionKey):  # type: ignore[no-untyped-def]
+            return await store.get_session(key)
+
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    heads = SessionHeads(Plain())
+    assert await heads.get(KEY) == head_of(await store.get_session(KEY))
+    await heads.close()

@@ -226,3 +226,14 @@ def test_compress_asks_for_a_bounded_summary_of_what_was_dropped() -> None:
 def test_compress_with_everything_fitting_needs_no_compressor() -> None:
     s = select(records(ten_messages()), [], policy(overflow=OverflowMode.COMPRESS))
     assert s.pending is None and not s.compressed
+
+
+def test_a_memo_reuses_the_grouping_for_the_same_window_filter_and_input() -> None:
+    recs = records(ten_messages())
+    memo: dict = {}
+    first = select(recs, inputs(text("user", "a")), policy(), memo=memo)
+    again = select(recs, inputs(text("user", "different text, same ids")), policy(max_bytes=10_000), memo=memo)
+    assert again.grouping is first.grouping and seqs(again) == seqs(first)
+    other = select(recs, inputs(response(("x", "f", {}))), policy(), memo=memo)
+    assert other.grouping is not first.grouping  # the input's response ids are part of the key
+    assert len(memo) == 2

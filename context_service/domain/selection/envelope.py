@@ -30,6 +30,7 @@ from agentctx_common.canonical import canonical_json
 from context_service.domain.config import SelectionPolicy
 from context_service.domain.selection import errors
 from context_service.domain.selection.records import ContentRecord
+from context_service.domain.selection.grouping import Grouping
 from context_service.domain.selection.select import Selection
 from context_service.domain.selection.tokens import estimate
 
@@ -87,35 +88,60 @@ def _join(items: Sequence[bytes]) -> bytes:
     return b",".join(items)
 
 
+def _tail(parts: RequestParts) -> tuple[bytes, bytes, bytes]:
+    """The canonical pieces after the contents: model, system instruction,
+    tool config (tools come last in both shapes)."""
+    si = parts.system_instruction.canonical if parts.system_instruction is not None else b"null"
+    tool_config = parts.tool_config if parts.tool_config is not None else b"null"
+    return canonical_json(parts.model), si, tool_config
+
+
+def _prefix_chunks(parts: RequestParts, history: bytes) -> tuple[bytes, ...]:
+    model, si, tool_config = _tail(parts)
+    return (
+        b'{"history":[', history, b'],"model":', model, b',"systemInstruction":', si,
+        b',"toolConfig":', tool_config, b',"tools":[', _join(parts.tools), b"]}",
+    )
+
+
+def _envelope_chunks(parts: RequestParts, contents: bytes) -> tuple[bytes, ...]:
+    model, si, tool_config = _tail(parts)
+    generation = parts.generation_config if parts.generation_config is not None else b"null"
+    return (
+        b'{"contents":[', contents, b'],"generationConfig":', generation, b',"model":', model,
+        b',"systemInstruction":', si, b',"toolConfig":', tool_config, b',"tools":[', _join(parts.tools), b"]}",
+    )
+
+
 def prefix_bytes(parts: RequestParts, before_input: Sequence[ContentRecord]) -> bytes:
     """Byte-for-byte ``canonical_json(prefix_json(...))``: keys in sorted
     order, assembled from canonical pieces instead of re-encoding them."""
-    si = parts.system_instruction.canonical if parts.system_instruction is not None else b"null"
-    return b"".join((
-        b'{"history":[', _join([c.canonical for c in before_input]),
-        b'],"model":', canonical_json(parts.model),
-        b',"systemInstruction":', si,
-        b',"toolConfig":', parts.tool_config if parts.tool_config is not None else b"null",
-        b',"tools":[', _join(parts.tools), b"]}",
-    ))
+    return b"".join(_prefix_chunks(parts, _join([c.canonical for c in before_input])))
 
 
 def envelope_bytes(parts: RequestParts, contents: Sequence[ContentRecord]) -> bytes:
-    si = parts.system_instruction.canonical if parts.system_instruction is not None else b"null"
-    return b"".join((
-        b'{"contents":[', _join([c.canonical for c in contents]),
-        b'],"generationConfig":', parts.generation_config if parts.generation_config is not None else b"null",
-        b',"model":', canonical_json(parts.model),
-        b',"systemInstruction":', si,
-        b',"toolConfig":', parts.tool_config if parts.tool_config is not None else b"null",
-        b',"tools":[', _join(parts.tools), b"]}",
-    ))
+    return b"".join(_envelope_chunks(parts, _join([c.canonical for c in contents])))
+
+
+def _sha256(chunks: Sequence[bytes]) -> str:
+    h = hashlib.sha256()
+    for chunk in chunks:
+        h.update(chunk)
+    return h.hexdigest()
 
 
 def selection_fingerprint(history: Sequence[ContentRecord]) -> str:
     h = hashlib.sha256()
     for c in history:
         h.update(c.digest)
+    return h.hexdigest()
+
+
+def _selection_fingerprint(selection: Selection, g: Grouping) -> str:
+    h = hashlib.sha256()
+    if selection.summary is not None:
+        h.update(selection.summary.digest)
+    h.update(g.digests_from(selection.first_event))
     return h.hexdigest()
 
 
@@ -127,9 +153,12 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
     def section(size: int) -> Section:
         return Section(size, estimate(size, bpt))
 
-    history = selection.history
-    before_input = [*parts.memory, *history]
-    contents = [*before_input, *parts.inputs]
+    g = selection.grouping
+    assert g is not None, "selections come from select()"
+    opening = [c.canonical for c in parts.memory]
+    if selection.summary is not None:
+        opening.append(selection.summary.canonical)
+    n_contents = len(opening) + len(selection.events) + len(parts.inputs)
     si = parts.system_instruction
     sizes = {
         "instructions": si.size if si is not None else 0,
@@ -138,7 +167,7 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
         "memory": sum(c.size for c in parts.memory),
         "input": sum(c.size for c in parts.inputs),
         "tools": sum(len(t) for t in parts.tools),
-        "framing": FRAMING_PER_ITEM * (len(contents) + len(parts.tools) + (1 if si is not None else 0)) + FRAMING_BASE,
+        "framing": FRAMING_PER_ITEM * (n_contents + len(parts.tools) + (1 if si is not None else 0)) + FRAMING_BASE,
     }
     total = sum(sizes.values())
     total_tokens = estimate(total, bpt)
@@ -155,7 +184,11 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
             max_tokens=policy.max_request_tokens,
             bytes_per_token=bpt,
         )
-    pruned = sum(c.secrets_pruned for c in contents)
+    pruned = sum(c.secrets_pruned for c in (*parts.memory, *parts.inputs)) + g.pruned_from(selection.first_event)
+    pruned += selection.summary.secrets_pruned if selection.summary is not None else 0
+    # One join of the contents serves both fingerprints.
+    before_bytes = _join([b for b in (*opening, g.joined_from(selection.first_event)) if b])
+    contents_bytes = _join([b for b in (before_bytes, *(c.canonical for c in parts.inputs)) if b])
     return Accounting(
         events_seen=selection.events_seen,
         events_filtered=selection.events_filtered,
@@ -166,9 +199,9 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
         request=Section(total, total_tokens),
         bytes_per_token=bpt,
         calibrated=selection.calibrated,
-        prefix_fingerprint=hashlib.sha256(prefix_bytes(parts, before_input)).hexdigest(),
-        selection_fingerprint=selection_fingerprint(history),
-        envelope_fingerprint=hashlib.sha256(envelope_bytes(parts, contents)).hexdigest(),
+        prefix_fingerprint=_sha256(_prefix_chunks(parts, before_bytes)),
+        selection_fingerprint=_selection_fingerprint(selection, g),
+        envelope_fingerprint=_sha256(_envelope_chunks(parts, contents_bytes)),
         compaction_sequence=selection.compaction_sequence,
         last_sequence=selection.last_sequence,
         compressed=selection.compressed,

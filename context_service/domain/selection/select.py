@@ -24,7 +24,7 @@ from typing import Protocol
 from context_service.domain import model as m
 from context_service.domain.config import OverflowMode, SelectionPolicy
 from context_service.domain.selection import errors
-from context_service.domain.selection.filters import predicate
+from context_service.domain.selection.grouping import Grouping, grouping
 from context_service.domain.selection.records import (
     ContentRecord,
     EventRecord,
@@ -39,7 +39,6 @@ from context_service.domain.selection.tokens import (
     calibrate,
     estimate,
 )
-from context_service.domain.selection.units import flatten, group, unit_sizes
 
 _UNKNOWN = object()
 # Share of an overflowing budget left for the summary in COMPRESS mode.
@@ -78,6 +77,10 @@ class Selection:
     last_sequence: int
     compressed: bool = False
     pending: CompressionRequest | None = field(default=None, repr=False)
+    # Where ``events`` start in ``grouping.units.events``: the canonical
+    # bytes of the selection are a suffix of the grouping's layout.
+    grouping: Grouping | None = field(default=None, repr=False)
+    first_event: int = 0
 
     @property
     def history(self) -> list[ContentRecord]:
@@ -99,11 +102,12 @@ def select(
     policy: SelectionPolicy,
     *,
     compaction_index: int | None | object = _UNKNOWN,
+    memo: dict | None = None,
 ) -> Selection:
     """The history for one request. ``records``: every stored event in
     sequence order; ``compaction_index``: the position of the latest
-    COMPACTION record if the caller already knows it (None: there is none).
-    Raises ResourceExhausted for budgets."""
+    COMPACTION record if the caller already knows it (None: there is none);
+    ``memo``: see ``grouping``. Raises ResourceExhausted for budgets."""
     ci = latest_compaction(records) if compaction_index is _UNKNOWN else compaction_index
     assert ci is None or isinstance(ci, int)
     summary: EventRecord | None = None
@@ -112,18 +116,6 @@ def select(
         summary = records[ci]
         start = bisect.bisect_left(records, summary.kept_from, key=lambda r: r.sequence)
 
-    keep = predicate(policy.filter)
-    seen = filtered = 0
-    candidates: list[EventRecord] = []
-    for r in records[start:] if start else records:
-        if r.is_compaction:
-            continue
-        seen += 1
-        if r.body is None or not keep(r):
-            filtered += 1
-        else:
-            candidates.append(r)
-
     bpt = policy.bytes_per_token or DEFAULT_BYTES_PER_TOKEN
     calibrated = False
     if not policy.disable_calibration:
@@ -131,23 +123,25 @@ def select(
         if observed is not None:
             bpt, calibrated = observed, True
 
-    input_ids = [i for c in inputs for i in c.response_ids]
-    units = group(candidates, input_ids)
-    sizes = unit_sizes(units)
+    input_ids = tuple(i for c in inputs for i in c.response_ids)
+    grouped = grouping(records, start, policy.filter, input_ids, memo)
+    units = grouped.units
+    sizes = units.sizes
     summary_body = summary.body if summary is not None else None
     summary_size = summary_body.size if summary_body is not None else 0
     input_size = sum(c.size for c in inputs)
     n_units = len(sizes)
     base = dict(
-        events_seen=seen,
-        events_filtered=filtered + units.orphan_responses,
+        grouping=grouped,
+        events_seen=grouped.seen,
+        events_filtered=grouped.filtered,
         bytes_per_token=bpt,
         calibrated=calibrated,
         last_sequence=records[-1].sequence if records else 0,
     )
 
     allowance = byte_allowance(policy.max_bytes, policy.max_tokens, bpt)
-    total = input_size + summary_size + sum(sizes)
+    total = input_size + summary_size + grouped.total
     if allowance is None or total <= allowance:
         return Selection(
             summary=summary_body,
@@ -188,11 +182,13 @@ def select(
     keep_summary = first == 0 and summary_body is not None and used + summary_size <= room
     if keep_summary:
         used += summary_size
-    kept_events = flatten(units, first)
+    first_event = units.bounds[first][0] if first < n_units else len(units.events)
+    kept_events = units.events[first_event:]
     dropped_units = first + (1 if summary_body is not None and not keep_summary else 0)
     selection = Selection(
         summary=summary_body if keep_summary else None,
         events=kept_events,
+        first_event=first_event,
         units_selected=(n_units - first) + (1 if keep_summary else 0),
         units_dropped=dropped_units,
         history_bytes=used - input_size,
@@ -203,8 +199,7 @@ def select(
         dropped: list[m.Content] = []
         if summary_body is not None and not keep_summary:
             dropped.append(summary_body.content)
-        cut = units.bounds[first][0] if first < n_units else len(units.events)
-        dropped.extend(r.body.content for r in units.events[:cut])
+        dropped.extend(r.body.content for r in units.events[:first_event])
         empty = len(content_record(summary_content(""), SecretKeys(frozenset(), "")).canonical)
         selection = replace(selection, pending=CompressionRequest(dropped, max(0, allowance - used - empty)))
     return selection

@@ -18,7 +18,7 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from context_service.domain.config import ContentType
@@ -35,10 +35,13 @@ class Units:
     orphan_responses: int
     # True when the last unit is pinned by the current input.
     pinned: bool
+    # Budget bytes of each unit, in the order of ``bounds``.
+    sizes: list[int]
 
 
 def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ()) -> Units:
     kept: list[EventRecord] = []
+    sizes: list[int] = []
     reach: list[int] = []  # per position: the last position its unit must reach
     call_at: dict[str, int] = {}
     orphans = 0
@@ -53,6 +56,7 @@ def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ())
             for p in linked:
                 reach[p] = pos
         kept.append(r)
+        sizes.append(body.size)
         reach.append(pos)
         for call_id in body.call_ids:
             call_at[call_id] = pos
@@ -60,6 +64,7 @@ def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ())
     if pinned_from is not None:
         reach[pinned_from] = len(kept) - 1
     bounds: list[tuple[int, int]] = []
+    unit_sizes: list[int] = []
     i, n = 0, len(kept)
     while i < n:
         end = reach[i]
@@ -69,17 +74,6 @@ def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ())
             if reach[j] > end:
                 end = reach[j]
         bounds.append((i, end))
+        unit_sizes.append(sizes[i] if i == end else sum(sizes[i:end + 1]))
         i = end + 1
-    return Units(kept, bounds, orphans, pinned_from is not None)
-
-
-def unit_sizes(units: Units) -> list[int]:
-    events = units.events
-    return [sum(events[k].body.size for k in range(a, b + 1)) for a, b in units.bounds]
-
-
-def flatten(units: Units, first_unit: int) -> Sequence[EventRecord]:
-    """The events of units ``first_unit`` onwards."""
-    if first_unit >= len(units.bounds):
-        return []
-    return units.events[units.bounds[first_unit][0]:]
+    return Units(kept, bounds, orphans, pinned_from is not None, unit_sizes)
