@@ -14,35 +14,73 @@ cache is bounded by an estimate of its bytes, least recently used first out.
 
 Reading the session row is most of a warm BuildContext. ``SessionHeads``
 reads just what selection needs (incarnation, last sequence, config) with
-one query: on SQLite through a dedicated read connection, one thread hop
-instead of the several an SQLAlchemy session read takes; on other databases
-through the store's get_session.
+one query: on SQLite on a dedicated read connection, without the thread hops
+an SQLAlchemy session read takes; on other databases through the store's
+get_session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiosqlite
 
+from agentctx.type.v1 import content_pb2
 from agentctx_common.errors import NotFound
 from context_service.api.convert import content_to_proto
 from context_service.domain.config import ContextConfig
-from context_service.domain.model import Event, SessionKey
+from context_service.domain.model import Content, Event, SessionKey
 from context_service.domain.selection import EventRecord, SecretKeys, event_record
 from context_service.domain.sessions import SessionRecord
 from context_service.storage import codec
-from context_service.storage.engine import unavailable
 from context_service.storage.tables import sessions
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+# How long a head read on the loop thread may wait for a busy SQLite file
+# before it goes through the store instead.
+BUSY_TIMEOUT_MS = 20
 # Per-record overhead beyond its canonical bytes: the proto copy, the domain
 # content and the record itself, roughly.
 _RECORD_OVERHEAD = 600
+
+
+class Rendered:
+    """A content in its transport forms: the proto message, and its wire
+    bytes as one entry of ``ModelRequest.contents`` (field 3), so that a
+    response can be assembled by concatenating cached bytes."""
+
+    __slots__ = ("proto", "wire")
+
+    def __init__(self, proto: content_pb2.Content) -> None:
+        self.proto = proto
+        self.wire = wire_field(CONTENTS_FIELD, proto.SerializeToString())
+
+
+CONTENTS_FIELD = 3  # ModelRequest.contents
+
+
+def wire_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field: tag, length, payload."""
+    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def render(content: Content) -> Rendered:
+    return Rendered(content_to_proto(content))
 
 
 class EventSource(Protocol):
@@ -70,15 +108,21 @@ def head_of(record: SessionRecord) -> SessionHead:
 
 
 class SessionHeads:
-    """Reads session heads for one store; see the module docstring."""
+    """Reads session heads for one store; see the module docstring.
+
+    On SQLite the read runs on the event loop's own thread: a primary-key
+    lookup on an open WAL connection takes microseconds, less than handing
+    it to a worker thread and back. WAL readers do not wait for writers; if
+    the database is busy anyway (a checkpoint, recovery), the read goes
+    through the store instead of blocking the loop.
+    """
 
     def __init__(self, store: Any) -> None:
         self._store = store
         engine = getattr(store, "engine", None)
         url = getattr(engine, "url", None)
         self._sqlite_path = url.database if url is not None and url.get_backend_name() == "sqlite" else None
-        self._db: aiosqlite.Connection | None = None
-        self._opening = asyncio.Lock()
+        self._db: sqlite3.Connection | None = None
         self._configs: dict[str, ContextConfig] = {}
         t = sessions.c
         self._sql = (
@@ -91,13 +135,13 @@ class SessionHeads:
         if self._sqlite_path is None:
             return head_of(await self._store.get_session(key))
         try:
-            db = self._db or await self._open()
-            rows = await db.execute_fetchall(self._sql, (key.app, key.user, key.session))
-        except (aiosqlite.Error, OSError) as exc:
-            raise unavailable(exc) from None
-        if not rows:
+            db = self._db or self._open()
+            row = db.execute(self._sql, (key.app, key.user, key.session)).fetchone()
+        except sqlite3.Error:
+            return head_of(await self._store.get_session(key))
+        if row is None:
             raise NotFound(f"session {key.name} not found", reason="SESSION_NOT_FOUND")
-        incarnation, last_sequence, config_text = next(iter(rows))
+        incarnation, last_sequence, config_text = row
         config = self._configs.get(config_text)
         if config is None:
             if len(self._configs) > 1024:
@@ -105,19 +149,17 @@ class SessionHeads:
             config = self._configs[config_text] = codec.config_from_text(config_text)
         return SessionHead(key, incarnation, last_sequence, config)
 
-    async def _open(self) -> aiosqlite.Connection:
-        async with self._opening:
-            if self._db is None:
-                db = await aiosqlite.connect(self._sqlite_path)
-                await db.execute("PRAGMA query_only=1")
-                await db.execute("PRAGMA busy_timeout=5000")
-                self._db = db
-            return self._db
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._sqlite_path, isolation_level=None)
+        db.execute("PRAGMA query_only=1")
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self._db = db
+        return db
 
     async def close(self) -> None:
         db, self._db = self._db, None
         if db is not None:
-            await db.close()
+            db.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +192,7 @@ class _Entry:
         for event in events:
             if event.sequence <= self.last_sequence:
                 continue  # a concurrent refresh got it first
-            record = event_record(event, keys, content_to_proto)
+            record = event_record(event, keys, render)
             if record.is_compaction:
                 self.compaction_index = len(self.records)
             self.records.append(record)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
+
 from agentctx.context.v1 import context_service_pb2, context_service_pb2_grpc
 from agentctx_common.logs import configure_logging
 from agentctx_common.server import GrpcServer, new_server, serve_until_signal
 from agentctx_common.telemetry import configure_telemetry
+from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp
 from context_service.compaction.runtime import start_compaction
@@ -16,6 +19,11 @@ from context_service.settings import ContextSettings
 from context_service.storage.sql_store import open_from_settings
 
 SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
+
+
+def register_servicer(server: grpc.aio.Server, servicer: ContextServicer) -> None:
+    context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)
+    register_raw_build_context(server, servicer)
 
 
 async def build_server(settings: ContextSettings) -> GrpcServer:
@@ -27,7 +35,7 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
         server = new_server(
             settings,
             service_names=[SERVICE_NAME],
-            register=lambda s: context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, s),
+            register=lambda s: register_servicer(s, servicer),
             telemetry_name="context-service",
         )
     except BaseException:

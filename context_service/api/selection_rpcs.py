@@ -4,17 +4,23 @@ model call. Read-only.
 The servicer only converts and orchestrates: authorize, read the session,
 overlay and validate the policy, load the cached history records, then the
 pure pipeline in ``context_service.domain.selection`` (select, optionally
-compress, account). The response reuses the records' ready-made proto
-Contents, so a large history costs copies in C, not Python conversions.
+compress, account).
+
+The RPC answers with pre-serialized bytes: every stored content's wire
+encoding is cached with its record (``history.Rendered``), so a response is
+a concatenation, not a tree of messages built, copied and serialized again
+(``register_raw_build_context`` installs the pass-through serializer).
+In-process callers (Generate) use ``build_context``, which returns the
+message.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 from google.protobuf import json_format
 
 from agentctx.context.v1 import context_service_pb2 as pb
@@ -22,26 +28,47 @@ from agentctx.type.v1 import content_pb2
 from agentctx_common import canonical
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
-from context_service.api.convert import content_from_proto, content_to_proto, selection_from_proto
+from context_service.api.convert import content_from_proto, selection_from_proto
 from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig, SelectionPolicy
 from context_service.domain.selection import telemetry
 from context_service.domain.selection.errors import compress_not_available
 from context_service.domain.sessions import content_violations, parse_session_name
 from context_service.domain.validation import selection_violations
+from context_service.history import Rendered, render, wire_field
 
 log = logging.getLogger("agentctx.context.selection")
+
+
+SERVICE = pb.DESCRIPTOR.services_by_name["ContextService"].full_name
 
 
 class SelectionRpcs:
     app: Any
 
-    async def BuildContext(self, request: pb.BuildContextRequest, context: Any) -> pb.BuildContextResponse:
+    async def BuildContext(self, request: pb.BuildContextRequest, context: Any) -> bytes:
         app = self.app
         key = parse_session_name(request.session, app.limits, "session")
         await app.authorize(context, key.app)
         session = await app.history.head(app.sessions, key)
-        return await build_context(app, session, request, remaining=context.time_remaining())
+        built = await _build(app, session, request, context.time_remaining())
+        return built.wire()
+
+
+def register_raw_build_context(server: Any, servicer: SelectionRpcs) -> None:
+    """Serves BuildContext with a serializer that passes the handler's
+    pre-serialized bytes through. Call after the generated registration:
+    registered method handlers replace it by method name."""
+    handler = grpc.unary_unary_rpc_method_handler(
+        servicer.BuildContext,
+        request_deserializer=pb.BuildContextRequest.FromString,
+        response_serializer=_pass_through,
+    )
+    server.add_registered_method_handlers(SERVICE, {"BuildContext": handler})
+
+
+def _pass_through(response: Any) -> bytes:
+    return response if isinstance(response, bytes) else response.SerializeToString()
 
 
 async def build_context(
@@ -51,6 +78,83 @@ async def build_context(
     ``history.SessionHead`` (Generate can pass ``head_of(record)`` for the
     record it just wrote). ``request.session`` is not read. ``remaining``:
     seconds left for an overflow COMPRESS summary."""
+    return (await _build(app, session, request, remaining)).message()
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    request: pb.BuildContextRequest
+    parts: sel.RequestParts
+    selection: sel.Selection
+    accounting: sel.Accounting
+    memo: dict
+
+    def contents(self) -> list[Rendered]:
+        return [
+            *(c.rendered for c in self.parts.memory),
+            *(c.rendered for c in self.selection.history),
+            *(c.rendered for c in self.parts.inputs),
+        ]
+
+    def message(self) -> pb.BuildContextResponse:
+        request, parts = self.request, self.parts
+        response = pb.BuildContextResponse()
+        out = response.request
+        out.model = parts.model
+        if parts.system_instruction is not None:
+            out.system_instruction.CopyFrom(parts.system_instruction.rendered.proto)
+        out.contents.extend([r.proto for r in self.contents()])
+        out.tools.extend(request.tools)
+        if request.HasField("tool_config"):
+            out.tool_config.CopyFrom(request.tool_config)
+        if request.HasField("generation_config"):
+            out.generation_config.CopyFrom(request.generation_config)
+        response.accounting.CopyFrom(_accounting_to_proto(self.accounting))
+        return response
+
+    def wire(self) -> bytes:
+        """The serialized BuildContextResponse, the same message as
+        ``message()``, assembled from cached wire bytes."""
+        request, parts, selection = self.request, self.parts, self.selection
+        chunks: list[bytes | memoryview] = []
+        if parts.model:
+            chunks.append(wire_field(1, parts.model.encode()))
+        if parts.system_instruction is not None:
+            chunks.append(wire_field(2, parts.system_instruction.rendered.proto.SerializeToString()))
+        chunks += [c.rendered.wire for c in parts.memory]
+        if selection.summary is not None:
+            chunks.append(selection.summary.rendered.wire)
+        chunks.append(_events_wire(self.memo, selection))
+        chunks += [c.rendered.wire for c in parts.inputs]
+        chunks += [wire_field(4, t.SerializeToString()) for t in request.tools]
+        if request.HasField("tool_config"):
+            chunks.append(wire_field(5, request.tool_config.SerializeToString()))
+        if request.HasField("generation_config"):
+            chunks.append(wire_field(6, request.generation_config.SerializeToString()))
+        accounting = _accounting_to_proto(self.accounting).SerializeToString()
+        return wire_field(1, b"".join(chunks)) + wire_field(2, accounting)
+
+
+def _events_wire(memo: dict, selection: sel.Selection) -> bytes | memoryview:
+    """The selected events' cached wire bytes, laid out once per grouping
+    (the memo is emptied whenever the history changes)."""
+    g = selection.grouping
+    assert g is not None
+    slot = ("wire", id(g))
+    layout = memo.get(slot)
+    if layout is None or layout[0] is not g:
+        wires = [r.body.rendered.wire for r in g.units.events]
+        offsets, at = [], 0
+        for w in wires:
+            offsets.append(at)
+            at += len(w)
+        layout = memo[slot] = (g, b"".join(wires), offsets)
+    _, blob, offsets = layout
+    first = selection.first_event
+    return memoryview(blob)[offsets[first]:] if first < len(offsets) else b""
+
+
+async def _build(app: Any, session: Any, request: pb.BuildContextRequest, remaining: float | None) -> _Built:
     call_policy = _call_policy(request)
     _check_contents(request, app.limits)
     config, policy, keys = _effective(app, session.config, call_policy)
@@ -66,7 +170,7 @@ async def build_context(
                 raise compress_not_available()
             compressor = await compaction.compressor(session.key, config, remaining=remaining)
             summary = await compressor(selection.pending)
-            selection = sel.finish_compression(selection, summary, keys, content_to_proto)
+            selection = sel.finish_compression(selection, summary, keys, render)
         with telemetry.envelope_span() as envelope_span:
             si = _record(request.system_instruction, keys) if request.HasField("system_instruction") else None
             parts = sel.RequestParts(
@@ -87,7 +191,7 @@ async def build_context(
             "envelope_fingerprint": accounting.envelope_fingerprint,
         },
     )
-    return _response(request, parts, selection, accounting)
+    return _Built(request, parts, selection, accounting, view.memo)
 
 
 def _call_policy(request: pb.BuildContextRequest) -> SelectionPolicy | None:
@@ -174,7 +278,7 @@ def _record(c: content_pb2.Content, keys: sel.SecretKeys) -> sel.ContentRecord:
     """A request content as a record; its proto is reused as sent unless
     pruning changed it."""
     content = content_from_proto(c)
-    return sel.content_record(content, keys, lambda pruned: c if pruned is content else content_to_proto(pruned))
+    return sel.content_record(content, keys, lambda pruned: Rendered(c) if pruned is content else render(pruned))
 
 
 def _generation_json(message: Any) -> Any:
@@ -185,29 +289,6 @@ def _json_bytes(to_json: Any, request: Any, field: str) -> bytes | None:
     if not request.HasField(field):
         return None
     return canonical.canonical_json(to_json(getattr(request, field)))
-
-
-def _response(
-    request: pb.BuildContextRequest, parts: sel.RequestParts, selection: sel.Selection, a: sel.Accounting
-) -> pb.BuildContextResponse:
-    response = pb.BuildContextResponse()
-    out = response.request
-    out.model = parts.model
-    if parts.system_instruction is not None:
-        out.system_instruction.CopyFrom(parts.system_instruction.rendered)
-    contents: Sequence[Any] = [
-        *(c.rendered for c in parts.memory),
-        *(c.rendered for c in selection.history),
-        *(c.rendered for c in parts.inputs),
-    ]
-    out.contents.extend(contents)
-    out.tools.extend(request.tools)
-    if request.HasField("tool_config"):
-        out.tool_config.CopyFrom(request.tool_config)
-    if request.HasField("generation_config"):
-        out.generation_config.CopyFrom(request.generation_config)
-    response.accounting.CopyFrom(_accounting_to_proto(a))
-    return response
 
 
 _SECTIONS = ("instructions", "settings", "history", "memory", "input", "tools", "framing", "request")

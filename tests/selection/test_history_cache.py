@@ -53,7 +53,7 @@ async def test_records_are_built_once_and_refreshed_incrementally(store: SqlSess
     assert [r.sequence for r in view.records] == [1, 2, 3, 4, 5]
     first = view.records[0]
     assert first.body.secrets_pruned == 1 and b"api_key" not in first.body.canonical
-    assert first.body.rendered.parts[0].function_call.name == "f"  # a ready-made proto
+    assert first.body.rendered.proto.parts[0].function_call.name == "f"  # a ready-made proto
 
     again = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert spy.fetches == [0] and again.records[0] is first and cache.hits == 1
@@ -120,7 +120,7 @@ async def test_compaction_position_is_tracked(store: SqlSessionStore) -> None:
     cache = HistoryCache()
     view = await cache.load(store, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert view.compaction_index == 3 and view.records[3].is_compaction
-    assert view.records[3].body.rendered.parts[0].text.endswith("summary")
+    assert view.records[3].body.rendered.proto.parts[0].text.endswith("summary")
 
 
 async def test_session_heads_read_the_same_as_the_store(store: SqlSessionStore) -> None:
