@@ -43,8 +43,8 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 # How long a head read on the loop thread may wait for a busy SQLite file
 # before it goes through the store instead.
 BUSY_TIMEOUT_MS = 20
-# Per-record overhead beyond its canonical bytes: the proto copy, the domain
-# content and the record itself, roughly.
+# Per-record overhead beyond its content bytes (kept three times: canonical
+# JSON, wire encoding, proto), roughly: the domain content and the records.
 _RECORD_OVERHEAD = 600
 
 
@@ -196,7 +196,7 @@ class _Entry:
             if record.is_compaction:
                 self.compaction_index = len(self.records)
             self.records.append(record)
-            added += _RECORD_OVERHEAD + (2 * record.body.size if record.body is not None else 0)
+            added += _RECORD_OVERHEAD + (3 * record.body.size if record.body is not None else 0)
         self.size += added
         if added:
             self.memo = {}

@@ -26,7 +26,7 @@ from google.protobuf import json_format
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import content_pb2
 from agentctx_common import canonical
-from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.errors import FieldViolation, InvalidArgument, ResourceExhausted
 from agentctx_common.protos import unknown_field_violations, value_violations
 from context_service.api.convert import content_from_proto, selection_from_proto
 from context_service.domain import selection as sel
@@ -52,7 +52,16 @@ class SelectionRpcs:
         await app.authorize(context, key.app)
         session = await app.history.head(app.sessions, key)
         built = await _build(app, session, request, context.time_remaining())
-        return built.wire()
+        wire = built.wire()
+        if len(wire) > app.settings.max_message_bytes:
+            # Said with figures here rather than as a bare transport error.
+            raise ResourceExhausted(
+                "the built context is larger than the largest response this server sends; "
+                "set max_bytes or max_request_bytes",
+                reason="RESPONSE_TOO_LARGE",
+                metadata={"response_bytes": len(wire), "max_message_bytes": app.settings.max_message_bytes},
+            )
+        return wire
 
 
 def register_raw_build_context(server: Any, servicer: SelectionRpcs) -> None:

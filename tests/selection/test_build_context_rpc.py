@@ -151,19 +151,14 @@ async def test_budgets_and_overflow_modes(ctx: Context) -> None:
     assert err.reason == "CURRENT_INPUT_EXCEEDS_BUDGET"
 
 
-async def test_compress_is_unavailable_or_summarizes_within_the_budget(ctx: Context) -> None:
+async def test_compress_summarizes_what_does_not_fit_within_the_budget(ctx: Context) -> None:
     await conversation(ctx)
-    for i in range(6):
+    for i in range(12):
         await append(ctx, text("user", f"more detail number {i} " * 5))
     full = (await build(ctx)).accounting
     budget = (full.history.bytes + full.input.bytes) // 2
     policy = policy_pb2.SelectionPolicy(max_bytes=budget, overflow=policy_pb2.OVERFLOW_MODE_COMPRESS)
-    try:
-        reply = await build(ctx, policy=policy)
-    except grpc.aio.AioRpcError as exc:
-        err = error_from_rpc(exc)
-        assert err.code.value == "UNIMPLEMENTED" and err.reason == "COMPRESS_NOT_AVAILABLE"
-        return
+    reply = await build(ctx, policy=policy)
     a = reply.accounting
     assert a.compressed and a.units_dropped > 0 and a.history.bytes + a.input.bytes <= budget
     assert reply.request.contents[0].parts[0].text.startswith("Summary of the earlier conversation:")
@@ -296,3 +291,29 @@ async def test_token_estimate_is_calibrated_by_real_prompt_counts(ctx: Context) 
     assert a.request.tokens == math.ceil(a.request.bytes / a.bytes_per_token)
     off = (await build(ctx, policy=policy_pb2.SelectionPolicy(disable_calibration=True))).accounting
     assert not off.calibrated and off.bytes_per_token == 4.0
+
+
+async def test_a_context_larger_than_a_response_may_be_is_a_clear_error(certs_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from agentctx.context.v1 import context_service_pb2_grpc
+    from agentctx_common.certs import SAMPLE_AGENT_ID
+    from tests.support.servers import context_settings, secure_channel, start_context
+
+    settings = context_settings(
+        certs_dir, tmp_path, require_client_cert=True, app_grants={SAMPLE_AGENT_ID: [APP]},
+        dev_anonymous_apps=[], max_message_bytes=4096,
+    )
+    server = await start_context(settings)
+    channel = secure_channel(server.port, certs_dir)
+    try:
+        small = Context(context_service_pb2_grpc.ContextServiceStub(channel), server, settings, certs_dir)
+        await create(small)
+        for i in range(6):
+            await append(small, text("user", f"{i} " + "long text " * 120))
+        err = await failure(small)
+        assert err.code.value == "RESOURCE_EXHAUSTED" and err.reason == "RESPONSE_TOO_LARGE"
+        assert int(err.metadata["response_bytes"]) > 4096 and err.metadata["max_message_bytes"] == "4096"
+        reply = await build(small, policy=policy_pb2.SelectionPolicy(max_bytes=2000, overflow=policy_pb2.OVERFLOW_MODE_TRUNCATE))
+        assert reply.accounting.units_dropped >= 4
+    finally:
+        await channel.close()
+        await server.stop(None)

@@ -20,6 +20,7 @@ from context_service.domain.selection import (
     content_record,
     effective_policy,
     event_record,
+    finish_compression,
     secret_keys,
     select,
 )
@@ -56,6 +57,8 @@ args = st.tuples(
 ).map(lambda pair: {**pair[0], **pair[1]})
 text_part = st.text("abcdefgh ", min_size=1, max_size=40).map(lambda t: m.Part(text=t))
 blob_part = st.binary(max_size=64).map(lambda b: m.Part(inline_data=m.Blob("image/png", b)))
+file_part = st.sampled_from(["gs://b/a.pdf", "https://x.test/f.png"]).map(lambda u: m.Part(file_data=m.FileData("application/pdf", u)))
+media_part = st.one_of(text_part, blob_part, file_part)
 
 
 @st.composite
@@ -68,7 +71,7 @@ def histories(draw: st.DrawFn) -> tuple[list[m.Event], list[m.Content]]:
         seq = len(events) + 1
         kind = draw(st.sampled_from(["user", "model", "calls", "responses", "orphan", "compaction"]))
         if kind == "user":
-            parts = draw(st.lists(st.one_of(text_part, blob_part), min_size=1, max_size=3))
+            parts = draw(st.lists(media_part, min_size=1, max_size=3))
             events.append(event(seq, m.Content("user", tuple(parts)), partial=draw(st.booleans()) and draw(st.booleans())))
         elif kind == "model":
             events.append(event(seq, m.Content("model", (draw(text_part),)), partial=draw(st.booleans()) and draw(st.booleans())))
@@ -95,7 +98,7 @@ def histories(draw: st.DrawFn) -> tuple[list[m.Event], list[m.Content]]:
     if pending and draw(st.booleans()):
         answered = draw(st.lists(st.sampled_from(pending), min_size=1, max_size=2, unique=True))
         current.append(m.Content("user", tuple(m.Part(function_response=m.FunctionResponse(i, "tool", draw(args))) for i in answered)))
-    current.append(m.Content("user", tuple(draw(st.lists(st.one_of(text_part, blob_part), min_size=1, max_size=2)))))
+    current.append(m.Content("user", tuple(draw(st.lists(media_part, min_size=1, max_size=2)))))
     return events, current
 
 
@@ -103,21 +106,28 @@ policies = st.builds(
     SelectionPolicy,
     max_bytes=st.one_of(st.none(), st.integers(1, 3000)),
     max_tokens=st.one_of(st.none(), st.integers(1, 800)),
+    max_request_bytes=st.one_of(st.none(), st.integers(300, 6000)),
+    max_request_tokens=st.one_of(st.none(), st.integers(100, 1500)),
     bytes_per_token=st.sampled_from([None, 1.0, 2.5, 4.0]),
-    overflow=st.sampled_from([OverflowMode.TRUNCATE, OverflowMode.ERROR]),
+    overflow=st.sampled_from([OverflowMode.TRUNCATE, OverflowMode.ERROR, OverflowMode.COMPRESS]),
     extra_secret_keys=st.sampled_from([(), ("Path",)]),
     disable_calibration=st.just(True),
 )
 
-PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def build(events: list[m.Event], current: list[m.Content], call_policy: SelectionPolicy):  # type: ignore[no-untyped-def]
+    """Selection as the server runs it; COMPRESS answered by a compressor
+    that fills the room it is given."""
     p = effective_policy(None, call_policy)
     keys = secret_keys(p)
     records = [event_record(e, keys) for e in events]
     inputs = [content_record(c, keys) for c in current]
-    return p, records, inputs, select(records, inputs, p)
+    s = select(records, inputs, p)
+    if s.pending is not None:
+        s = finish_compression(s, "s" * s.pending.max_summary_bytes, keys)
+    return p, records, inputs, s
 
 
 def keys_in(value: Any) -> set[str]:
@@ -136,9 +146,11 @@ def test_results_respect_every_budget_or_fail_with_the_documented_error(history,
         p, records, inputs, s = build(events, current, call_policy)
     except ResourceExhausted as err:
         p = effective_policy(None, call_policy)
-        assert err.reason in {"CONTEXT_BUDGET_EXCEEDED", "CURRENT_INPUT_EXCEEDS_BUDGET"}
+        assert err.reason in {"CONTEXT_BUDGET_EXCEEDED", "CURRENT_INPUT_EXCEEDS_BUDGET", "COMPRESSED_CONTEXT_OVER_BUDGET"}
         if err.reason == "CONTEXT_BUDGET_EXCEEDED":
             assert p.overflow is OverflowMode.ERROR
+        if err.reason == "COMPRESSED_CONTEXT_OVER_BUDGET":
+            assert p.overflow is OverflowMode.COMPRESS
         allowed = byte_allowance(p.max_bytes, p.max_tokens, p.bytes_per_token)
         assert allowed is not None and int(err.metadata["measured_bytes"]) > allowed
         return
@@ -147,6 +159,20 @@ def test_results_respect_every_budget_or_fail_with_the_documented_error(history,
     assert s.history_bytes == sum(c.size for c in s.history)
     if allowed is not None:
         assert s.history_bytes + input_bytes <= allowed
+    assert s.compressed == (s.units_dropped > 0 and p.overflow is OverflowMode.COMPRESS)
+    parts = RequestParts("m", None, [b'{"functionDeclarations":[]}'], None, None, [], inputs)
+    try:
+        a = account(s, parts, p)
+    except ResourceExhausted as err:
+        assert err.reason == "REQUEST_CONTEXT_BUDGET_EXCEEDED"
+        over_bytes = p.max_request_bytes is not None and int(err.metadata["measured_bytes"]) > p.max_request_bytes
+        over_tokens = p.max_request_tokens is not None and int(err.metadata["measured_tokens"]) > p.max_request_tokens
+        assert over_bytes or over_tokens
+        return
+    if p.max_request_bytes is not None:
+        assert a.request.bytes <= p.max_request_bytes
+    if p.max_request_tokens is not None:
+        assert a.request.tokens <= p.max_request_tokens
 
 
 @PROPERTY_SETTINGS
@@ -164,7 +190,7 @@ def test_calls_stay_with_responses_and_truncation_keeps_the_newest_units(history
     kept = [r.sequence for r in s.events]
     assert kept == full_seqs[len(full_seqs) - len(kept):]
     assert kept == sorted(kept)
-    if s.summary is not None:
+    if s.summary is not None and not s.compressed:
         assert kept == full_seqs
     # A call is never separated from its responses.
     selected_calls = {i for r in s.events for i in r.body.call_ids}
@@ -202,7 +228,7 @@ def test_input_is_last_and_no_pruned_key_survives(history, call_policy) -> None:
     except ResourceExhausted:
         return
     parts = RequestParts("m", None, [], None, None, [], inputs)
-    a = account(s, parts, p)
+    a = account(s, parts, dataclasses.replace(p, max_request_bytes=None, max_request_tokens=None))
     contents = [*s.history, *inputs]
     assert contents[-len(inputs):] == inputs
     assert [c.content for c in contents[-len(current):]] == [_pruned(c, p) for c in current]

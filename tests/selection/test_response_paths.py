@@ -82,3 +82,13 @@ async def test_wire_and_message_paths_agree(app: ContextApp, request_index: int)
     assert await build_context(app, head, request) == message
     # Each shape exercises the summary or the truncated (suffix) layout.
     assert message.accounting.compaction_sequence == 7 or message.accounting.units_dropped > 0
+
+
+async def test_compress_without_a_compactor_is_unimplemented(app: ContextApp) -> None:
+    from agentctx_common.errors import Unimplemented
+
+    head = await app.history.head(app.sessions, KEY)
+    policy = policy_pb2.SelectionPolicy(max_bytes=200, overflow=policy_pb2.OVERFLOW_MODE_COMPRESS)
+    with pytest.raises(Unimplemented) as info:
+        await build_context(app, head, pb.BuildContextRequest(input=[_text("user", "now")], policy=policy))
+    assert info.value.reason == "COMPRESS_NOT_AVAILABLE"

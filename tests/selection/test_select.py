@@ -218,8 +218,18 @@ def test_compress_asks_for_a_bounded_summary_of_what_was_dropped() -> None:
     done = finish_compression(s, "x" * s.pending.max_summary_bytes, KEYS)
     assert done.compressed and done.pending is None and done.summary is not None
     assert done.history_bytes <= budget
+    escaped = finish_compression(s, '"\n' * (s.pending.max_summary_bytes // 2), KEYS)
+    assert escaped.history_bytes <= budget  # every character escaped still fits
     with pytest.raises(ResourceExhausted) as info:
-        finish_compression(s, "x" * (s.pending.max_summary_bytes + 1), KEYS)
+        finish_compression(s, "x" * (s.pending.room + 1), KEYS)
+    assert info.value.reason == "COMPRESSED_CONTEXT_OVER_BUDGET"
+
+
+def test_compress_without_room_for_a_summary_is_an_error() -> None:
+    recs = records(ten_messages())
+    current = inputs(text("user", "x" * 60))
+    with pytest.raises(ResourceExhausted) as info:
+        select(recs, current, policy(max_bytes=current[0].size + 20, overflow=OverflowMode.COMPRESS))
     assert info.value.reason == "COMPRESSED_CONTEXT_OVER_BUDGET"
 
 

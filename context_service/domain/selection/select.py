@@ -49,10 +49,14 @@ COMPRESS_SUMMARY_SHARE = 4
 class CompressionRequest:
     """What COMPRESS asks a compressor to summarize: the dropped contents
     (a dropped earlier summary first), and the UTF-8 bytes the summary text
-    may take."""
+    may take (half the room left, so that even a text whose every character
+    needs a two-byte JSON escape fits once rendered)."""
 
     contents: list[m.Content]
     max_summary_bytes: int
+    # Budget bytes left for the rendered summary content (text, role and
+    # JSON framing): what finish_compression checks.
+    room: int = 0
 
 
 class Compressor(Protocol):
@@ -201,7 +205,16 @@ def select(
             dropped.append(summary_body.content)
         dropped.extend(r.body.content for r in units.events[:first_event])
         empty = len(content_record(summary_content(""), SecretKeys(frozenset(), "")).canonical)
-        selection = replace(selection, pending=CompressionRequest(dropped, max(0, allowance - used - empty)))
+        room = allowance - used
+        if room < empty:
+            raise over(
+                errors.COMPRESSED_CONTEXT_OVER_BUDGET,
+                "the history budget leaves no room for a summary of what does not fit",
+                used + empty,
+            )
+        # Half the room for the text: JSON escapes (newlines, quotes) can
+        # double a text's encoded size, and the rendered content must fit.
+        selection = replace(selection, pending=CompressionRequest(dropped, (room - empty) // 2, room))
     return selection
 
 
@@ -213,19 +226,19 @@ def finish_compression(
     request = selection.pending
     if request is None:
         return selection
-    size = len(summary_text.encode())
-    if size > request.max_summary_bytes:
+    body = content_record(summary_content(summary_text), keys, render)
+    if body.size > request.room:
+        # JSON escaping can make a text within max_summary_bytes too large.
         raise errors.budget_exceeded(
             errors.COMPRESSED_CONTEXT_OVER_BUDGET,
             "the compressed summary does not fit in the history budget",
             kind="history",
-            measured_bytes=size,
-            measured_tokens=estimate(size, selection.bytes_per_token),
-            max_bytes=request.max_summary_bytes,
+            measured_bytes=body.size,
+            measured_tokens=estimate(body.size, selection.bytes_per_token),
+            max_bytes=request.room,
             max_tokens=None,
             bytes_per_token=selection.bytes_per_token,
         )
-    body = content_record(summary_content(summary_text), keys, render)
     return replace(
         selection,
         summary=body,
