@@ -212,6 +212,8 @@ class HistoryCache:
         self.misses = 0
 
         self._heads: SessionHeads | None = None
+        # The servicer's effective policies by (stored config, override).
+        self.policies: dict[Any, Any] = {}
 
     async def head(self, store: Any, key: SessionKey) -> SessionHead:
         """The session's head, read with one query (see SessionHeads)."""

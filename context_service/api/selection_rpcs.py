@@ -226,26 +226,25 @@ def _call_policy(request: pb.BuildContextRequest) -> SelectionPolicy | None:
 
 @dataclass(frozen=True, slots=True)
 class _Effective:
-    app: Any
     stored: ContextConfig
     config: ContextConfig
     policy: SelectionPolicy
     keys: sel.SecretKeys
 
 
-# Effective policies by (app, stored config, per-call override): the session
-# head reader hands back the same config object until the config changes, so
-# the overlay, validation and key set are worked out once, not per call.
-_EFFECTIVE: dict[tuple[int, int, SelectionPolicy | None], _Effective] = {}
-_EFFECTIVE_MAX = 512
+_MEMO_MAX = 512
 
 
 def _effective(
     app: Any, stored: ContextConfig, call: SelectionPolicy | None
 ) -> tuple[ContextConfig, SelectionPolicy, sel.SecretKeys]:
-    slot = (id(app), id(stored), call)
-    hit = _EFFECTIVE.get(slot)
-    if hit is not None and hit.app is app and hit.stored is stored:
+    """Effective config, policy and key set. The session head reader hands
+    back the same config object until the config changes, so the overlay,
+    validation and key set are worked out once per (config, override)."""
+    memo = app.history.policies
+    slot = (id(stored), call)
+    hit = memo.get(slot)
+    if hit is not None and hit.stored is stored:
         return hit.config, hit.policy, hit.keys
     config = app.effective_config(stored)
     policy = sel.effective_policy(config.selection, call)
@@ -253,9 +252,9 @@ def _effective(
     if violations:
         raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
     keys = sel.secret_keys(policy)
-    if len(_EFFECTIVE) >= _EFFECTIVE_MAX:
-        _EFFECTIVE.clear()
-    _EFFECTIVE[slot] = _Effective(app, stored, config, policy, keys)
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[slot] = _Effective(stored, config, policy, keys)
     return config, policy, keys
 
 
@@ -268,7 +267,7 @@ def _tool_bytes(tool: Any) -> bytes:
     wire = tool.SerializeToString(deterministic=True)
     cached = _TOOLS.get(wire)
     if cached is None:
-        if len(_TOOLS) >= _EFFECTIVE_MAX:
+        if len(_TOOLS) >= _MEMO_MAX:
             _TOOLS.clear()
         cached = _TOOLS[wire] = canonical.canonical_json(canonical.tool_json(tool))
     return cached
