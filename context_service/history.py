@@ -212,8 +212,8 @@ class HistoryCache:
         self.misses = 0
 
         self._heads: SessionHeads | None = None
-        # The servicer's effective policies by (stored config, override).
-        self.policies: dict[Any, Any] = {}
+        # The servicer's per-app memos (effective policies, request parts).
+        self.memo: dict[Any, Any] = {}
 
     async def head(self, store: Any, key: SessionKey) -> SessionHead:
         """The session's head, read with one query (see SessionHeads)."""

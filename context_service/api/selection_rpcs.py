@@ -91,9 +91,24 @@ async def build_context(
 
 
 @dataclass(frozen=True, slots=True)
+class _Static:
+    """What agents send unchanged call after call (instruction, tools, tool
+    config, generation config), worked out once: canonical forms for the
+    accounting and wire bytes for the response."""
+
+    system_instruction: sel.ContentRecord | None
+    tools: list[bytes]
+    tool_config: bytes | None
+    generation_config: bytes | None
+    wire_instruction: bytes
+    wire_settings: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class _Built:
     request: pb.BuildContextRequest
     parts: sel.RequestParts
+    static: _Static
     selection: sel.Selection
     accounting: sel.Accounting
     memo: dict
@@ -124,22 +139,17 @@ class _Built:
     def wire(self) -> bytes:
         """The serialized BuildContextResponse, the same message as
         ``message()``, assembled from cached wire bytes."""
-        request, parts, selection = self.request, self.parts, self.selection
+        parts, selection = self.parts, self.selection
         chunks: list[bytes | memoryview] = []
         if parts.model:
             chunks.append(wire_field(1, parts.model.encode()))
-        if parts.system_instruction is not None:
-            chunks.append(wire_field(2, parts.system_instruction.rendered.proto.SerializeToString()))
+        chunks.append(self.static.wire_instruction)
         chunks += [c.rendered.wire for c in parts.memory]
         if selection.summary is not None:
             chunks.append(selection.summary.rendered.wire)
         chunks.append(_events_wire(self.memo, selection))
         chunks += [c.rendered.wire for c in parts.inputs]
-        chunks += [wire_field(4, t.SerializeToString()) for t in request.tools]
-        if request.HasField("tool_config"):
-            chunks.append(wire_field(5, request.tool_config.SerializeToString()))
-        if request.HasField("generation_config"):
-            chunks.append(wire_field(6, request.generation_config.SerializeToString()))
+        chunks.append(self.static.wire_settings)
         accounting = _accounting_to_proto(self.accounting).SerializeToString()
         return wire_field(1, b"".join(chunks)) + wire_field(2, accounting)
 
@@ -165,12 +175,12 @@ def _events_wire(memo: dict, selection: sel.Selection) -> bytes | memoryview:
 
 async def _build(app: Any, session: Any, request: pb.BuildContextRequest, remaining: float | None) -> _Built:
     call_policy = _call_policy(request)
-    _check_contents(request, app.limits)
     config, policy, keys = _effective(app, session.config, call_policy)
+    inputs, memory = _contents(request, keys, app.limits)
+    static = _static(app, request, keys)
     view = await app.history.load(app.sessions, session, keys)
 
     with telemetry.build_span(policy) as build_span:
-        inputs = [_record(c, keys) for c in request.input]
         selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)
         if selection.pending is not None:
             # Compaction provides the summarizer; without it COMPRESS is unavailable.
@@ -181,14 +191,13 @@ async def _build(app: Any, session: Any, request: pb.BuildContextRequest, remain
             summary = await compressor(selection.pending)
             selection = sel.finish_compression(selection, summary, keys, render)
         with telemetry.envelope_span() as envelope_span:
-            si = _record(request.system_instruction, keys) if request.HasField("system_instruction") else None
             parts = sel.RequestParts(
                 model=request.model or config.model,
-                system_instruction=si,
-                tools=[_tool_bytes(t) for t in request.tools],
-                tool_config=_json_bytes(canonical.tool_config_json, request, "tool_config"),
-                generation_config=_json_bytes(_generation_json, request, "generation_config"),
-                memory=[_record(c, keys) for c in request.memory],
+                system_instruction=static.system_instruction,
+                tools=static.tools,
+                tool_config=static.tool_config,
+                generation_config=static.generation_config,
+                memory=memory,
                 inputs=inputs,
             )
             accounting = sel.account(selection, parts, policy)
@@ -200,7 +209,7 @@ async def _build(app: Any, session: Any, request: pb.BuildContextRequest, remain
             "envelope_fingerprint": accounting.envelope_fingerprint,
         },
     )
-    return _Built(request, parts, selection, accounting, view.memo)
+    return _Built(request, parts, static, selection, accounting, view.memo)
 
 
 def _call_policy(request: pb.BuildContextRequest) -> SelectionPolicy | None:
@@ -241,8 +250,8 @@ def _effective(
     """Effective config, policy and key set. The session head reader hands
     back the same config object until the config changes, so the overlay,
     validation and key set are worked out once per (config, override)."""
-    memo = app.history.policies
-    slot = (id(stored), call)
+    memo = app.history.memo
+    slot = ("policy", id(stored), call)
     hit = memo.get(slot)
     if hit is not None and hit.stored is stored:
         return hit.config, hit.policy, hit.keys
@@ -258,45 +267,61 @@ def _effective(
     return config, policy, keys
 
 
-_TOOLS: dict[bytes, bytes] = {}
+def _static(app: Any, request: pb.BuildContextRequest, keys: sel.SecretKeys) -> _Static:
+    """The request's unchanging parts, remembered per app by their wire
+    bytes (a different encoding of equal values only costs a miss)."""
+    si = request.system_instruction.SerializeToString() if request.HasField("system_instruction") else None
+    tools = tuple(t.SerializeToString() for t in request.tools)
+    tool_config = request.tool_config.SerializeToString() if request.HasField("tool_config") else None
+    generation = request.generation_config.SerializeToString() if request.HasField("generation_config") else None
+    memo = app.history.memo
+    slot = ("static", keys.fingerprint, si, tools, tool_config, generation)
+    hit = memo.get(slot)
+    if hit is not None:
+        return hit
+    instruction = _record(request.system_instruction, keys) if si is not None else None
+    settings = [wire_field(4, t) for t in tools]
+    if tool_config is not None:
+        settings.append(wire_field(5, tool_config))
+    if generation is not None:
+        settings.append(wire_field(6, generation))
+    static = _Static(
+        system_instruction=instruction,
+        tools=[canonical.canonical_json(canonical.tool_json(t)) for t in request.tools],
+        tool_config=canonical.canonical_json(canonical.tool_config_json(request.tool_config)) if tool_config is not None else None,
+        generation_config=canonical.canonical_json(json_format.MessageToDict(request.generation_config))
+        if generation is not None
+        else None,
+        wire_instruction=wire_field(2, instruction.rendered.proto.SerializeToString()) if instruction is not None else b"",
+        wire_settings=b"".join(settings),
+    )
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[slot] = static
+    return static
 
 
-def _tool_bytes(tool: Any) -> bytes:
-    """Canonical JSON of a tool declaration; agents send the same few tools
-    on every call, so it is remembered by the declaration's wire bytes."""
-    wire = tool.SerializeToString(deterministic=True)
-    cached = _TOOLS.get(wire)
-    if cached is None:
-        if len(_TOOLS) >= _MEMO_MAX:
-            _TOOLS.clear()
-        cached = _TOOLS[wire] = canonical.canonical_json(canonical.tool_json(tool))
-    return cached
-
-
-def _check_contents(request: pb.BuildContextRequest, limits: Any) -> None:
+def _contents(
+    request: pb.BuildContextRequest, keys: sel.SecretKeys, limits: Any
+) -> tuple[list[sel.ContentRecord], list[sel.ContentRecord]]:
+    """Validated, pruned records of the current input and the memory."""
     violations: list[FieldViolation] = []
-    for name in ("input", "memory"):
+    out: dict[str, list[sel.ContentRecord]] = {"input": [], "memory": []}
+    for name, records in out.items():
         for i, c in enumerate(getattr(request, name)):
-            violations += content_violations(content_from_proto(c), limits, f"{name}[{i}]")
+            content = content_from_proto(c)
+            violations += content_violations(content, limits, f"{name}[{i}]")
+            records.append(_record(c, keys, content))
     if violations:
         raise InvalidArgument.fields(violations, reason="INVALID_CONTENT")
+    return out["input"], out["memory"]
 
 
-def _record(c: content_pb2.Content, keys: sel.SecretKeys) -> sel.ContentRecord:
+def _record(c: content_pb2.Content, keys: sel.SecretKeys, content: Any = None) -> sel.ContentRecord:
     """A request content as a record; its proto is reused as sent unless
     pruning changed it."""
-    content = content_from_proto(c)
+    content = content if content is not None else content_from_proto(c)
     return sel.content_record(content, keys, lambda pruned: Rendered(c) if pruned is content else render(pruned))
-
-
-def _generation_json(message: Any) -> Any:
-    return json_format.MessageToDict(message)
-
-
-def _json_bytes(to_json: Any, request: Any, field: str) -> bytes | None:
-    if not request.HasField(field):
-        return None
-    return canonical.canonical_json(to_json(getattr(request, field)))
 
 
 _SECTIONS = ("instructions", "settings", "history", "memory", "input", "tools", "framing", "request")

@@ -62,6 +62,12 @@ def envelope_span() -> Iterator[Span]:
 
 
 def record(build: Span, envelope: Span, a: Accounting) -> None:
+    _builds.add(1, {"outcome": "OK"})
+    _request_bytes.record(a.request.bytes)
+    _request_tokens.record(a.request.tokens)
+    _history_bytes.record(a.history.bytes)
+    if not build.is_recording():
+        return
     build.set_attributes({
         "context.events_seen": a.events_seen,
         "context.events_filtered": a.events_filtered,
@@ -87,7 +93,3 @@ def record(build: Span, envelope: Span, a: Accounting) -> None:
     attributes["envelope.prefix_fingerprint"] = a.prefix_fingerprint
     attributes["envelope.envelope_fingerprint"] = a.envelope_fingerprint
     envelope.set_attributes(attributes)
-    _builds.add(1, {"outcome": "OK"})
-    _request_bytes.record(a.request.bytes)
-    _request_tokens.record(a.request.tokens)
-    _history_bytes.record(a.history.bytes)
