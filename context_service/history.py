@@ -1,7 +1,7 @@
 """A per-process, read-through cache of sessions' selection records.
 
 Events are immutable and append-only, so the decoded, pruned, canonical
-record of an event (with its ready-made proto Content) is computed once and
+record of an event (with its proto Content and wire bytes) is computed once and
 reused by every later BuildContext on the session. Each call reads the
 session row; when its ``last_sequence`` moved, only the newer events are
 fetched (one query). That stays correct with several replicas sharing one
