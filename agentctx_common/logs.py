@@ -42,3 +42,8 @@ def configure_logging(level: str = "INFO", fmt: str = "json", stream=None) -> No
         root.removeHandler(existing)
     root.addHandler(handler)
     root.setLevel(level)
+    # These log SQL parameters (event content) and HTTP URLs (provider
+    # resource names) at DEBUG: never let them below WARNING.
+    for noisy in ("aiosqlite", "sqlalchemy.engine", "sqlalchemy.pool", "asyncpg", "httpx", "httpcore",
+                  "google_genai", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
