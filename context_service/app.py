@@ -11,6 +11,7 @@ import grpc
 
 from agentctx_common.errors import Unavailable
 from context_service.authz import Authorizer, Caller, TokenGrant
+from context_service.cache_client import CacheClient
 from context_service.compaction.service import CompactionService
 from context_service.domain.config import ContextConfig, overlay
 from context_service.domain.sessions import Limits, config_from_defaults
@@ -29,6 +30,9 @@ class ContextApp:
     compaction_service: CompactionService | None = None
     # BuildContext's per-process cache of pruned, canonical event records.
     history: HistoryCache = dataclasses.field(default_factory=HistoryCache)
+    # The one mTLS client of the cache service (Generate, diagnostics and the
+    # model compactor share it): built by build_server.
+    cache_client: CacheClient | None = None
 
     @property
     def sessions(self) -> SessionStore:
@@ -41,6 +45,12 @@ class ContextApp:
         if self.compaction_service is None:
             raise Unavailable("compaction is not running", reason="COMPACTION_NOT_RUNNING", retry_after=1.0)
         return self.compaction_service
+
+    @property
+    def cache(self) -> CacheClient:
+        if self.cache_client is None:
+            raise Unavailable("the cache service client is not set up", reason="CACHE_CLIENT_NOT_READY", retry_after=1.0)
+        return self.cache_client
 
     @functools.cached_property
     def limits(self) -> Limits:

@@ -14,6 +14,7 @@ from agentctx_common.telemetry import configure_telemetry
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp
+from context_service.cache_client import CacheClient
 from context_service.compaction.runtime import start_compaction
 from context_service.settings import ContextSettings
 from context_service.storage.sql_store import open_from_settings
@@ -44,7 +45,8 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
     server.closers.append(store.close)
     server.closers.append(app.history.close)
     # Closers run in reverse: compaction's worker and channels stop before the store closes.
-    compaction = start_compaction(settings, store, app.session_defaults)
+    app.cache_client = CacheClient(settings)
+    compaction = start_compaction(settings, store, app.session_defaults, cache=app.cache_client)
     app.compaction_service = compaction.service
     server.closers.append(compaction.close)
     return server
