@@ -88,6 +88,11 @@ class CacheSettings(ServerSettings):
         0.25, gt=0, description="Grow a cache when the uncached part of the prefix exceeds this share of the cached part."
     )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
+    create_policy: Literal["agentctx", "adk"] = Field(
+        "agentctx", description="agentctx (grow by grow_share), or adk: adk-python's policy, for comparisons "
+        "(never grow a valid cache; re-create it after adk_cache_intervals uses).",
+    )
+    adk_cache_intervals: int = Field(10, ge=1, le=100, description="adk policy: uses before a cache is re-created.")
 
     @model_validator(mode="before")
     @classmethod

@@ -30,6 +30,14 @@ A cache costs money to write (its tokens at the input price) and to keep
 
 Expired and missing caches leave their sighting behind, so a conversation
 that resumes after a pause re-creates its cache at once.
+
+The ``adk`` variant (setting ``create_policy = "adk"``) reproduces
+adk-python's ContextCacheConfig for comparisons such as bench/economics:
+the same first-sighting rule, but a valid cache is never grown; after
+``refresh_after_uses`` uses (ADK's ``cache_intervals``) it is re-created
+over the current prefix. Read generously: ADK re-creates over the prefix it
+fingerprinted, which is never longer than the current one. ADK counts
+agent invocations, the registry counts leases; callers scale the interval.
 """
 
 from __future__ import annotations
@@ -40,11 +48,18 @@ from dataclasses import dataclass
 from cache_service.domain.model import BypassReason
 
 
+AGENTCTX = "agentctx"
+ADK = "adk"
+
+
 @dataclass(frozen=True)
 class PolicySettings:
     min_prefix_tokens: int = 1024
     sightings_before_create: int = 1
     grow_share: float = 0.25
+    variant: str = AGENTCTX
+    # adk only: uses of a cache before it is re-created.
+    refresh_after_uses: int = 10
 
 
 class Action(enum.Enum):
@@ -66,6 +81,7 @@ class CachedPrefix:
 
     tokens: int
     history_len: int
+    uses: int = 0
 
 
 def decide(
@@ -80,6 +96,8 @@ def decide(
 ) -> Decision:
     if empty:
         return Decision(Action.BYPASS, BypassReason.EMPTY_PREFIX)
+    if match is not None and settings.variant == ADK:
+        return Decision(Action.GROW if match.uses >= settings.refresh_after_uses else Action.HIT)
     if match is not None:
         uncached = tokens - match.tokens
         if match.history_len < history_len and uncached > settings.grow_share * match.tokens:

@@ -284,7 +284,7 @@ class Registry:
             tokens=view.tokens,
             history_len=view.history_len,
             floor=floor,
-            match=policy.CachedPrefix(match.tokens, match.history_len) if match else None,
+            match=policy.CachedPrefix(match.tokens, match.history_len, match.uses) if match else None,
             agreeing_sightings=self._agreeing(sfp, view),
             settings=self.settings.policy,
         )
