@@ -5,11 +5,18 @@ caller's remaining deadline (capped by ``cache_timeout_s``) and the trace
 context; a failed call is rebuilt into the AgentCtxError the cache service
 raised, so callers act on its reason (CONTEXT_WINDOW_EXCEEDED, ...).
 Cancelling the awaiting task cancels the RPC.
+
+A transport failure (the service down, restarting or unreachable) is
+UNAVAILABLE with reason CACHE_SERVICE_UNAVAILABLE and RetryInfo. The
+channel's reconnect backoff is capped at ``_MAX_RECONNECT_BACKOFF_MS``, so a
+restarted cache service is used again within about a second, without
+operator action (gRPC's default cap is two minutes).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -22,6 +29,9 @@ from agentctx_common.tls import channel_credentials
 from context_service.settings import ContextSettings
 
 CACHE_SERVICE_NOT_CONFIGURED = "CACHE_SERVICE_NOT_CONFIGURED"
+CACHE_SERVICE_UNAVAILABLE = "CACHE_SERVICE_UNAVAILABLE"
+_INITIAL_RECONNECT_BACKOFF_MS = 100
+_MAX_RECONNECT_BACKOFF_MS = 1000
 
 
 class CacheClient:
@@ -50,6 +60,9 @@ class CacheClient:
                         ("grpc.ssl_target_name_override", s.cache_server_name),
                         ("grpc.max_receive_message_length", s.max_message_bytes),
                         ("grpc.max_send_message_length", s.max_message_bytes),
+                        ("grpc.initial_reconnect_backoff_ms", _INITIAL_RECONNECT_BACKOFF_MS),
+                        ("grpc.min_reconnect_backoff_ms", _INITIAL_RECONNECT_BACKOFF_MS),
+                        ("grpc.max_reconnect_backoff_ms", _MAX_RECONNECT_BACKOFF_MS),
                     ],
                 )
                 self._stub = cache_service_pb2_grpc.CacheServiceStub(self._channel)
@@ -69,12 +82,39 @@ class CacheClient:
         try:
             return await getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
         except grpc.aio.AioRpcError as err:
-            if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
-                # Transport failure, not an answer from the service.
-                raise Unavailable(
-                    "the cache service is unreachable", reason="CACHE_SERVICE_UNAVAILABLE", retry_after=1.0
-                ) from None
-            raise error_from_rpc(err) from None
+            raise _rebuilt(err) from None
+
+    async def _stream(self, method: str, request: Any, remaining: float | None) -> AsyncIterator[Any]:
+        stub = await self._get_stub()
+        timeout = self.timeout(remaining)
+        if timeout <= 0:
+            raise DeadlineExceeded("no time left to call the cache service", reason="DEADLINE_EXCEEDED")
+        call = getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
+        try:
+            async for item in call:
+                yield item
+        except grpc.aio.AioRpcError as err:
+            raise _rebuilt(err) from None
+        finally:
+            # A consumer that stops early (the agent went away) ends the RPC.
+            call.cancel()
+
+    async def acquire_lease(
+        self, request: cache_service_pb2.AcquireLeaseRequest, *, remaining: float | None = None
+    ) -> cache_service_pb2.AcquireLeaseResponse:
+        return await self._call("AcquireLease", request, remaining)
+
+    async def release_lease(self, lease: str, *, remaining: float | None = None) -> bool:
+        response = await self._call("ReleaseLease", cache_service_pb2.ReleaseLeaseRequest(lease=lease), remaining)
+        return response.released
+
+    def stream_generate_content(
+        self, request: cache_service_pb2.GenerateContentRequest, *, remaining: float | None = None
+    ) -> AsyncIterator[cache_service_pb2.StreamGenerateContentResponse]:
+        """The chunks as they arrive; errors as for unary calls."""
+        return self._stream(
+            "StreamGenerateContent", cache_service_pb2.StreamGenerateContentRequest(call=request), remaining
+        )
 
     async def generate_content(
         self, request: cache_service_pb2.GenerateContentRequest, *, remaining: float | None = None
@@ -96,3 +136,10 @@ class CacheClient:
             await self._channel.close()
             self._channel = None
             self._stub = None
+
+
+def _rebuilt(err: grpc.aio.AioRpcError) -> Exception:
+    if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
+        # Transport failure, not an answer from the service.
+        return Unavailable("the cache service is unreachable", reason=CACHE_SERVICE_UNAVAILABLE, retry_after=1.0)
+    return error_from_rpc(err)

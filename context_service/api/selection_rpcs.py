@@ -35,7 +35,7 @@ from context_service.domain.selection import telemetry
 from context_service.domain.selection.errors import compress_not_available
 from context_service.domain.sessions import content_violations, parse_session_name
 from context_service.domain.validation import selection_violations
-from context_service.history import Rendered, render, wire_field
+from context_service.history import HistoryView, Rendered, render, wire_field
 
 log = logging.getLogger("agentctx.context.selection")
 
@@ -81,13 +81,20 @@ def _pass_through(response: Any) -> bytes:
 
 
 async def build_context(
-    app: Any, session: Any, request: pb.BuildContextRequest, *, remaining: float | None = None
+    app: Any,
+    session: Any,
+    request: pb.BuildContextRequest,
+    *,
+    remaining: float | None = None,
+    exclude_events: frozenset[str] = frozenset(),
 ) -> pb.BuildContextResponse:
     """BuildContext for an authorized caller and a session already read: a
     ``history.SessionHead`` (Generate can pass ``head_of(record)`` for the
     record it just wrote). ``request.session`` is not read. ``remaining``:
-    seconds left for an overflow COMPRESS summary."""
-    return (await _build(app, session, request, remaining)).message()
+    seconds left for an overflow COMPRESS summary. ``exclude_events``: ids
+    of stored events to leave out of the history (Generate's own input
+    events, already appended, which it sends as the current input)."""
+    return (await _build(app, session, request, remaining, exclude_events)).message()
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +180,19 @@ def _events_wire(memo: dict, selection: sel.Selection) -> bytes | memoryview:
     return memoryview(blob)[offsets[first]:] if first < len(offsets) else b""
 
 
-async def _build(app: Any, session: Any, request: pb.BuildContextRequest, remaining: float | None) -> _Built:
+async def _build(
+    app: Any, session: Any, request: pb.BuildContextRequest, remaining: float | None,
+    exclude_events: frozenset[str] = frozenset(),
+) -> _Built:
     call_policy = _call_policy(request)
     config, policy, keys = _effective(app, session.config, call_policy)
     inputs, memory = _contents(request, keys, app.limits)
     static = _static(app, request, keys)
     view = await app.history.load(app.sessions, session, keys)
+    if exclude_events:
+        records = [r for r in view.records if r.event_id not in exclude_events]
+        # A memo of its own: the view's memo describes the full record list.
+        view = HistoryView(records, sel.latest_compaction(records))
 
     with telemetry.build_span(policy) as build_span:
         selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)

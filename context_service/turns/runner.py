@@ -1,0 +1,259 @@
+"""One agent turn, end to end: Generate and StreamGenerate.
+
+1. A stored reply with the turn's reply id means an earlier attempt
+   finished: it is returned (deduplicated) and nothing else happens.
+2. The input events are appended (idempotent by id): from here on the
+   input is durable, whatever fails later.
+3. The context is built as BuildContext builds it, with the input events
+   left out of the history and sent as the current input, so a retry
+   builds the view its first attempt would have.
+4. A lease is acquired for the stable prefix (when the session's cache
+   policy is on), the model is called through the cache service, the reply
+   is appended, the lease is released.
+5. A context-window overflow before any output runs overflow compaction
+   and retries once (``domain.turns`` has the errors).
+6. Threshold / background compaction runs at the turn boundary. It never
+   fails a turn whose reply is stored: the next boundary tries again.
+
+Every downstream call gets what is left of the agent's deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentctx.cache.v1 import cache_service_pb2 as cpb
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.type.v1 import generation_pb2
+from agentctx_common.errors import AgentCtxError, AlreadyExists
+from context_service.api.selection_rpcs import build_context
+from context_service.domain import turns
+from context_service.domain.config import ContextConfig
+from context_service.domain.model import Event, SessionKey
+from context_service.turns import telemetry
+from context_service.turns.gateway import Lease, ModelGateway, cache_scope
+
+if TYPE_CHECKING:
+    from context_service.app import ContextApp
+
+log = logging.getLogger("agentctx.context.turns")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A validated Generate request: the input events (ids set), the turn's
+    ids, the reply's author and branch, and the BuildContext request for
+    the model call (its input: the input events' contents)."""
+
+    inputs: tuple[Event, ...]
+    ids: turns.TurnIds
+    author: str
+    branch: str
+    build: pb.BuildContextRequest
+
+    @property
+    def input_ids(self) -> frozenset[str]:
+        return frozenset(e.id for e in self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    reply: Event
+    accounting: pb.ContextAccounting | None = None
+    compactions: tuple[Event, ...] = ()
+    background_scheduled: bool = False
+    deduplicated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    request: generation_pb2.ModelRequest
+    accounting: pb.ContextAccounting
+    config: ContextConfig
+
+
+class TurnRunner:
+    def __init__(self, app: ContextApp, gateway: ModelGateway | None = None) -> None:
+        self.app = app
+        self._gateway = gateway
+
+    @property
+    def gateway(self) -> ModelGateway:
+        if self._gateway is None:
+            self._gateway = ModelGateway(self.app.cache)
+        return self._gateway
+
+    # --- Generate ---------------------------------------------------------------
+
+    async def generate(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult:
+        with telemetry.turn_span(stream=False, inputs=len(turn.inputs)) as span:
+            built = await self._open(key, turn, deadline)
+            if isinstance(built, TurnResult):
+                telemetry.completed(span, built, stream=False)
+                return built
+            compactions: list[Event] = []
+            first: AgentCtxError | None = None
+            while True:
+                try:
+                    reply, deduplicated = await self._attempt(key, turn, built, deadline)
+                    break
+                except AgentCtxError as err:
+                    if not turns.is_context_overflow(err):
+                        raise
+                    built = await self._recover(key, turn, err, first, compactions, deadline)
+                    first = err
+            result = await self._finish(key, reply, built, compactions, deduplicated, deadline)
+            telemetry.completed(span, result, stream=False, overflow_recovered=first is not None)
+            return result
+
+    async def _lease(
+        self, key: SessionKey, turn: Turn, built: _Built, deadline: turns.Deadline
+    ) -> tuple[cpb.CacheScope, Lease]:
+        scope = cache_scope(key, built.request.model, built.config.cache)
+        return scope, await self.gateway.acquire(scope, built.request, len(turn.inputs), built.config.cache, deadline)
+
+    async def _attempt(self, key: SessionKey, turn: Turn, built: _Built, deadline: turns.Deadline) -> tuple[Event, bool]:
+        scope, lease = await self._lease(key, turn, built, deadline)
+        try:
+            answer = await self.gateway.generate(scope, built.request, lease, deadline)
+            return await self._store_reply(key, turn, answer)
+        finally:
+            await self.gateway.release(lease, deadline)
+
+    # --- StreamGenerate ---------------------------------------------------------
+
+    async def stream(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> AsyncIterator[Event | TurnResult]:
+        """Partial chunk events as the model produces them, then the result."""
+        with telemetry.turn_span(stream=True, inputs=len(turn.inputs)) as span:
+            built = await self._open(key, turn, deadline)
+            if isinstance(built, TurnResult):
+                telemetry.completed(span, built, stream=True)
+                yield built
+                return
+            compactions: list[Event] = []
+            first: AgentCtxError | None = None
+            reply: Event | None = None
+            deduplicated = False
+            while True:
+                scope, lease = await self._lease(key, turn, built, deadline)
+                partials: list[Event] = []
+                overflow: AgentCtxError | None = None
+                try:
+                    try:
+                        async for item in self.gateway.stream(scope, built.request, lease, deadline):
+                            if isinstance(item, turns.ModelAnswer):
+                                reply, deduplicated = await self._store_stream(key, turn, partials, item)
+                            else:
+                                chunk = turns.chunk_event(
+                                    item, turn.ids, len(partials), author=turn.author, branch=turn.branch
+                                )
+                                partials.append(chunk)
+                                yield chunk
+                    except AgentCtxError as err:
+                        # After output reached the agent, a second answer would be a different reply.
+                        if partials or not turns.is_context_overflow(err):
+                            raise
+                        overflow = err
+                finally:
+                    await self.gateway.release(lease, deadline)
+                if overflow is None:
+                    break
+                built = await self._recover(key, turn, overflow, first, compactions, deadline)
+                first = overflow
+            assert reply is not None  # the gateway's stream always ends with the answer
+            result = await self._finish(key, reply, built, compactions, deduplicated, deadline)
+            telemetry.completed(span, result, stream=True, overflow_recovered=first is not None, chunks=len(partials))
+            yield result
+
+    async def _store_stream(
+        self, key: SessionKey, turn: Turn, partials: list[Event], answer: turns.ModelAnswer
+    ) -> tuple[Event, bool]:
+        """The chunks as partial events, then the final reply. A chunk id
+        already stored with other content is left from an attempt that
+        never finished (its reply was never stored): it is kept as it is."""
+        for chunk in partials:
+            try:
+                await self.app.sessions.append_event(key, chunk)
+            except AlreadyExists as err:
+                if err.reason != "EVENT_ID_CONFLICT":
+                    raise
+        return await self._store_reply(key, turn, answer)
+
+    # --- shared steps -----------------------------------------------------------
+
+    async def _open(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult | _Built:
+        """The reply of an earlier attempt (deduplicated), or, once the input
+        is stored, the context for the model call."""
+        stored = await self.app.sessions.get_event(key, turn.ids.reply_id)
+        if stored is not None:
+            if not turns.is_reply(stored):
+                raise turns.reply_id_conflict()
+            return TurnResult(stored, deduplicated=True)
+        for event in turn.inputs:
+            await self.app.sessions.append_event(key, event)
+        return await self._build(key, turn, deadline)
+
+    async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> _Built:
+        head = await self.app.history.head(self.app.sessions, key)
+        built = await build_context(
+            self.app, head, turn.build, remaining=deadline.remaining(), exclude_events=turn.input_ids
+        )
+        return _Built(built.request, built.accounting, self.app.effective_config(head.config))
+
+    async def _store_reply(self, key: SessionKey, turn: Turn, answer: turns.ModelAnswer) -> tuple[Event, bool]:
+        event = turns.reply_event(answer, turn.ids, author=turn.author, branch=turn.branch)
+        try:
+            result = await self.app.sessions.append_event(key, event)
+        except AlreadyExists as err:
+            if err.reason != "EVENT_ID_CONFLICT":
+                raise
+            # A concurrent attempt of this turn stored its reply first: that one stands.
+            stored = await self.app.sessions.get_event(key, turn.ids.reply_id)
+            if stored is None or not turns.is_reply(stored):
+                raise turns.reply_id_conflict() from None
+            return stored, True
+        return result.event, result.deduplicated
+
+    async def _recover(
+        self, key: SessionKey, turn: Turn, err: AgentCtxError, first: AgentCtxError | None,
+        compactions: list[Event], deadline: turns.Deadline,
+    ) -> _Built:
+        """Overflow compaction and the context for the one retry; the
+        second overflow, or nothing to compact, is the error."""
+        if first is not None:
+            raise turns.overflow_after_compaction(first, err, compactions[-1].sequence) from None
+        outcome = await self.app.compaction.compact_for_overflow(key, remaining=deadline.remaining())
+        if not outcome.compacted or outcome.event is None:
+            raise turns.overflow_not_recovered(err, outcome.skipped or "NOTHING_TO_COMPACT") from None
+        compactions.append(outcome.event)
+        log.info("context window exceeded; compacted, retrying once", extra={
+            "compaction_sequence": outcome.event.sequence, "kept_events": outcome.kept_events,
+            **{k: v for k, v in err.metadata.items() if k in ("prompt_tokens", "context_window")},
+        })
+        return await self._build(key, turn, deadline)
+
+    async def _finish(
+        self, key: SessionKey, reply: Event, built: _Built, compactions: list[Event], deduplicated: bool,
+        deadline: turns.Deadline,
+    ) -> TurnResult:
+        boundary: list[Event] = []
+        background = False
+        if not deduplicated:
+            usage = reply.usage
+            reported = usage.prompt_tokens + usage.output_tokens if usage is not None and usage.prompt_tokens else None
+            try:
+                outcome = await self.app.compaction.maybe_compact_at_turn_boundary(
+                    key, reported_tokens=reported, remaining=deadline.remaining()
+                )
+            except AgentCtxError as err:
+                log.warning("turn-boundary compaction failed; the reply is stored", extra={
+                    "code": err.code.value, "reason": err.reason,
+                })
+            else:
+                if outcome.compacted and outcome.event is not None:
+                    boundary.append(outcome.event)
+                background = outcome.background_scheduled
+        return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated)

@@ -1,0 +1,83 @@
+"""Both services in this process on 127.0.0.1 with the dev mTLS
+certificates, the agent's stub, and the cache service's app (for its
+simulator's knobs and counters).
+
+The cache service listens on a fixed free port, so that a test can stop it
+and start it again where the context service expects it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from agentctx.context.v1 import context_service_pb2_grpc
+from agentctx_common.server import GrpcServer
+from cache_service.app import CacheApp
+from cache_service.providers.local import LocalProvider
+from cache_service.server import build_server as build_cache_server
+from tests.support.processes import free_port
+from tests.support.servers import cache_settings, context_settings, secure_channel, start_context
+
+
+@dataclass
+class ServicePair:
+    certs: pathlib.Path
+    tmp: pathlib.Path
+    cache_port: int
+    context: GrpcServer
+    channel: grpc.aio.Channel
+    stub: context_service_pb2_grpc.ContextServiceStub
+    cache_overrides: dict[str, Any] = field(default_factory=dict)
+    cache: GrpcServer | None = None
+    cache_app: CacheApp | None = None
+
+    @property
+    def provider(self) -> LocalProvider:
+        assert self.cache_app is not None, "the cache service is not running"
+        provider = self.cache_app.providers["local"]
+        assert isinstance(provider, LocalProvider)
+        return provider
+
+    async def start_cache(self) -> None:
+        """(Re)starts the cache service on its port, with a fresh registry."""
+        settings = cache_settings(self.certs, self.tmp, port=self.cache_port, **self.cache_overrides)
+        self.cache_app = await CacheApp.create(settings)
+        self.cache = await build_cache_server(settings, app=self.cache_app)
+        await self.cache.start()
+
+    async def stop_cache(self) -> None:
+        if self.cache is not None:
+            await self.cache.stop(0)
+            self.cache = None
+
+    async def close(self) -> None:
+        await self.channel.close()
+        await self.context.stop(0)
+        await self.stop_cache()
+
+
+async def start_pair(
+    certs: pathlib.Path,
+    tmp: pathlib.Path,
+    *,
+    cache: dict[str, Any] | None = None,
+    context: dict[str, Any] | None = None,
+    with_cache: bool = True,
+) -> ServicePair:
+    """Settings overrides for each service; ``with_cache=False`` leaves the
+    cache service's port closed (start it later with ``start_cache``)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    cache_port = free_port()
+    server = await start_context(
+        context_settings(certs, tmp, cache_target=f"127.0.0.1:{cache_port}", **(context or {}))
+    )
+    channel = secure_channel(server.port, certs)
+    pair = ServicePair(certs, tmp, cache_port, server, channel,
+                       context_service_pb2_grpc.ContextServiceStub(channel), dict(cache or {}))
+    if with_cache:
+        await pair.start_cache()
+    return pair
