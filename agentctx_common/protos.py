@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import message as _message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -41,6 +43,29 @@ _SKIP = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.pr
 # last second, which float rounding turns into year 10000 in Python.
 _MIN_SECONDS, _MAX_SECONDS = -62135596800, 253402300798
 _MAX_DURATION_SECONDS = 315576000000
+_MAY_HOLD: dict[str, bool] = {}
+
+
+def _may_hold_bad_values(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether messages of this type can hold an enum, a Timestamp or a
+    Duration at any depth (most content cannot: its walk is skipped)."""
+    name = descriptor.full_name
+    cached = _MAY_HOLD.get(name)
+    if cached is not None:
+        return cached
+    if name in (_TIMESTAMP, _DURATION):
+        result = True
+    elif name in _SKIP or name in seen:
+        result = False
+    else:
+        result = any(
+            f.type == f.TYPE_ENUM
+            or (f.type == f.TYPE_MESSAGE and _may_hold_bad_values(f.message_type, seen | {name}))
+            for f in descriptor.fields
+        )
+    if not seen:
+        _MAY_HOLD[name] = result
+    return result
 
 
 def value_violations(msg: _message.Message, path: str) -> list[FieldViolation]:
@@ -59,23 +84,18 @@ def value_violations(msg: _message.Message, path: str) -> list[FieldViolation]:
         seconds, nanos = msg.seconds, msg.nanos  # type: ignore[attr-defined]
         ok = abs(seconds) <= _MAX_DURATION_SECONDS and abs(nanos) < 1_000_000_000 and seconds * nanos >= 0
         return [] if ok else [FieldViolation(path, "is not a valid duration")]
-    if name in _SKIP:
-        return []
     violations: list[FieldViolation] = []
     for field, value in msg.ListFields():
         child = f"{path}.{field.name}" if path else field.name
-        repeated = field.is_repeated
         if field.type == field.TYPE_ENUM:
-            for i, number in enumerate(value if repeated else [value]):
+            for i, number in enumerate(value if field.is_repeated else [value]):
                 if field.enum_type.values_by_number.get(number) is None:
-                    where = f"{child}[{i}]" if repeated else child
+                    where = f"{child}[{i}]" if field.is_repeated else child
                     violations.append(FieldViolation(where, f"unknown enum value {number}"))
-        elif field.type == field.TYPE_MESSAGE:
-            if repeated and field.message_type.GetOptions().map_entry:
-                continue
-            if repeated:
+        elif field.type == field.TYPE_MESSAGE and _may_hold_bad_values(field.message_type):
+            if not field.is_repeated:
+                violations += value_violations(value, child)
+            elif not field.message_type.GetOptions().map_entry:
                 for i, item in enumerate(value):
                     violations += value_violations(item, f"{child}[{i}]")
-            else:
-                violations += value_violations(value, child)
     return violations

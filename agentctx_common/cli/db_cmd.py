@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import pathlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from context_service.settings import ContextSettings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,15 +38,13 @@ def run_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _upgrade(settings: object) -> tuple[str | None, str]:
-    from sqlalchemy.exc import DBAPIError
-
+async def _upgrade(settings: ContextSettings) -> tuple[str | None, str]:
     from agentctx_common.errors import ConfigError
     from context_service.storage import schema
-    from context_service.storage.engine import create_engine, describe
+    from context_service.storage.engine import DRIVER_ERRORS, create_engine, describe
     from context_service.storage.sql_store import engine_options
 
-    engine = create_engine(settings.resolved_database_url, engine_options(settings))  # type: ignore[attr-defined]
+    engine = create_engine(settings.resolved_database_url, engine_options(settings))
     try:
         status = await schema.schema_status(engine)
         if status.state is schema.SchemaState.AHEAD:
@@ -52,7 +54,7 @@ async def _upgrade(settings: object) -> tuple[str | None, str]:
             )
         await schema.upgrade(engine)
         return status.revision, status.head
-    except (DBAPIError, OSError, TimeoutError) as exc:
+    except DRIVER_ERRORS as exc:
         raise ConfigError(
             f"cannot upgrade database {describe(engine.url)}: {type(getattr(exc, 'orig', exc)).__name__}"
         ) from None

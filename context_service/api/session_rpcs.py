@@ -17,6 +17,7 @@ from google.protobuf import empty_pb2, struct_pb2
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2, session_pb2
+from agentctx.type.v1 import event_pb2
 from agentctx_common.errors import FieldViolation
 from agentctx_common.protos import unknown_field_violations, value_violations
 from context_service.api.convert import (
@@ -157,11 +158,23 @@ class SessionRpcs:
         raise_if(value_violations(raw, "event"), "INVALID_EVENT")
         event = event_from_proto(raw)
         check_event(event, limits, size_bytes=raw.ByteSize(), now=dt.datetime.now(dt.timezone.utc))
-        result = await self.app.sessions.append_event(
-            key, prepare_event(event), expected_etag=request.expected_etag or None
-        )
+        prepared = prepare_event(event)
+        result = await self.app.sessions.append_event(key, prepared, expected_etag=request.expected_etag or None)
         response = pb.AppendEventResponse(session_etag=result.session_etag, deduplicated=result.deduplicated)
-        event_to_proto(result.event, key, response.event)
+        stored = result.event
+        if result.deduplicated or prepared.content is not event.content:
+            event_to_proto(stored, key, response.event)
+        else:
+            # The hot path: the stored event is the request's plus what the
+            # server set, so copy the request rather than convert back.
+            out = response.event
+            out.CopyFrom(raw)
+            out.name = key.event_name(stored.id)
+            out.id = stored.id
+            out.sequence = stored.sequence
+            out.kind = event_pb2.EVENT_KIND_MESSAGE
+            if not raw.HasField("create_time"):
+                dt_to_ts(stored.create_time, out.create_time)
         return response
 
     async def ListEvents(self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext) -> pb.ListEventsResponse:

@@ -10,19 +10,24 @@ write lock up front and cannot deadlock on a lock upgrade.
 from __future__ import annotations
 
 import pathlib
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentctx_common.errors import ConfigError, Unavailable
 
 # Execution option that makes a SQLite transaction BEGIN IMMEDIATE.
 WRITE_OPTION = "agentctx_write"
+# What a database call can fail with: through SQLAlchemy, or from a driver
+# used directly (the append path), or the network underneath.
+DRIVER_ERRORS = (DBAPIError, sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -70,13 +75,18 @@ def create_engine(url: str | sa.URL, options: EngineOptions = EngineOptions()) -
     )
 
 
-def _install_sqlite_hooks(engine: AsyncEngine, options: EngineOptions) -> None:
-    pragmas = (
+def sqlite_pragmas(options: EngineOptions) -> tuple[str, ...]:
+    """What every SQLite connection of ours runs first."""
+    return (
         "PRAGMA journal_mode=WAL",
         f"PRAGMA synchronous={options.sqlite_synchronous}",
         f"PRAGMA busy_timeout={int(options.sqlite_busy_timeout_ms)}",
         "PRAGMA foreign_keys=ON",
     )
+
+
+def _install_sqlite_hooks(engine: AsyncEngine, options: EngineOptions) -> None:
+    pragmas = sqlite_pragmas(options)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

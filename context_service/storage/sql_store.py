@@ -5,7 +5,11 @@ session's row is locked (SELECT ... FOR UPDATE on PostgreSQL, BEGIN
 IMMEDIATE on SQLite), so appenders in any number of processes get 1, 2,
 3... with no gap or duplicate; the (session, sequence) primary key and the
 (session, event id) unique key back this up. A batch locks its sessions in
-key order, so two batches can never wait on each other in a cycle.
+pk order, so two batches can never wait on each other in a cycle.
+
+Appends go through group commit (group_commit) and run on the raw driver
+(append_batch decides, append_sql executes); everything else is
+SQLAlchemy Core.
 """
 
 from __future__ import annotations
@@ -17,14 +21,13 @@ import datetime as dt
 import json
 import secrets
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentctx_common.errors import Aborted, AlreadyExists, ConfigError, NotFound
+from agentctx_common.errors import AlreadyExists, ConfigError
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, EventKind, JsonObject, SessionKey
 from context_service.domain.sessions import (
@@ -38,7 +41,19 @@ from context_service.domain.sessions import (
     new_id,
 )
 from context_service.storage import codec, schema
-from context_service.storage.engine import WRITE_OPTION, EngineOptions, create_engine, describe, is_sqlite, unavailable
+from context_service.storage.append_batch import Append, Live
+from context_service.storage.append_batch import etag_mismatch as _etag_mismatch
+from context_service.storage.append_batch import not_found as _not_found
+from context_service.storage.append_sql import appender_for
+from context_service.storage.engine import (
+    DRIVER_ERRORS,
+    WRITE_OPTION,
+    EngineOptions,
+    create_engine,
+    describe,
+    is_sqlite,
+    unavailable,
+)
 from context_service.storage.group_commit import GroupCommitter
 from context_service.storage.tables import events, sessions
 
@@ -56,19 +71,9 @@ def _key_clause(key: SessionKey) -> sa.ColumnElement[bool]:
     return sa.and_(sessions.c.app == key.app, sessions.c.user_id == key.user, sessions.c.session_id == key.session)
 
 
-def _not_found(key: SessionKey) -> NotFound:
-    return NotFound(f"session {key.name} not found", reason="SESSION_NOT_FOUND")
-
-
 def _check_etag(current: str, expected: str | None) -> None:
     if expected is not None and expected != current:
         raise _etag_mismatch(current)
-
-
-def _etag_mismatch(current: str) -> Aborted:
-    return Aborted(
-        "the session changed since the etag was read", reason="ETAG_MISMATCH", metadata={"current_etag": current}
-    )
 
 
 def _record(row: Any, **changes: Any) -> SessionRecord:
@@ -85,62 +90,32 @@ def _record(row: Any, **changes: Any) -> SessionRecord:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Append:
-    key: SessionKey
-    event: Event
-    expected_etag: str | None
-    body: str
-    fingerprint: str
-
-
-@dataclass(slots=True)
-class _Live:
-    """A locked session row while a batch changes it."""
-
-    pk: int
-    incarnation: str
-    version: int
-    last_sequence: int
-    event_count: int
-    touched: bool = False
-
-    @property
-    def etag(self) -> str:
-        return codec.etag(self.incarnation, self.version)
-
-
 # Session columns a batch needs (not the state and config JSON).
 _LIVE_COLUMNS = (
     sessions.c.pk, sessions.c.app, sessions.c.user_id, sessions.c.session_id, sessions.c.incarnation,
     sessions.c.version, sessions.c.last_sequence, sessions.c.event_count,
 )
-_UPDATE_LIVE = (
-    sa.update(sessions)
-    .where(sessions.c.pk == sa.bindparam("b_pk"))
-    .values(
-        version=sa.bindparam("b_version"),
-        last_sequence=sa.bindparam("b_last_sequence"),
-        event_count=sa.bindparam("b_event_count"),
-        update_time=sa.bindparam("b_update_time"),
-    )
-)
-
-
 class SqlSessionStore:
     def __init__(
-        self, engine: AsyncEngine, *, max_batch: int = 256, clock: Callable[[], dt.datetime] = _utcnow
+        self,
+        engine: AsyncEngine,
+        *,
+        options: EngineOptions = EngineOptions(),
+        max_batch: int = 256,
+        clock: Callable[[], dt.datetime] = _utcnow,
     ) -> None:
         self.engine = engine
+        self._appender = appender_for(engine, options)
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self._clock = clock
         # SQLite has one writer at a time: this process's writers queue
         # here instead of in SQLite's busy handler, which sleeps and polls.
         self._write_lock = asyncio.Lock() if is_sqlite(engine) else contextlib.nullcontext()
-        self._appends: GroupCommitter[_Append, AppendResult] = GroupCommitter(self._append_batch, max_batch=max_batch)
+        self._appends: GroupCommitter[Append, AppendResult] = GroupCommitter(self._append_batch, max_batch=max_batch)
 
     async def close(self) -> None:
         await self._appends.close()
+        await self._appender.close()
         await self.engine.dispose()
 
     @contextlib.asynccontextmanager
@@ -151,7 +126,7 @@ class SqlSessionStore:
                     yield conn
             except IntegrityError:
                 raise
-            except (DBAPIError, OSError, TimeoutError) as exc:
+            except DRIVER_ERRORS as exc:
                 raise unavailable(exc) from None
 
     @contextlib.asynccontextmanager
@@ -159,7 +134,7 @@ class SqlSessionStore:
         try:
             async with self.engine.connect() as conn:
                 yield conn
-        except (DBAPIError, OSError, TimeoutError) as exc:
+        except DRIVER_ERRORS as exc:
             raise unavailable(exc) from None
 
     # --- sessions -------------------------------------------------------------
@@ -245,67 +220,19 @@ class SqlSessionStore:
             event = dataclasses.replace(event, id=new_id())
         body = codec.event_body(event)
         return await self._appends.submit(
-            _Append(key, event, expected_etag, body, codec.event_fingerprint(event, body))
+            Append(key, event, expected_etag, body, codec.event_fingerprint(event, body))
         )
 
-    async def _append_batch(self, items: Sequence[_Append]) -> list[AppendResult | BaseException]:
-        now = self._clock()
-        results: list[AppendResult | BaseException | None] = []
-        # Retries of stored events: (result index, session, event id).
-        replays: list[tuple[int, SessionKey, str]] = []
-        async with self._write() as conn:
-            live = await self._lock_sessions(conn, {item.key for item in items})
-            stored = await self._stored_fingerprints(conn, live, items)
-            pending: dict[tuple[int, str], tuple[str, Event]] = {}
-            rows: list[dict[str, Any]] = []
-            for item in items:
-                s = live.get(item.key)
-                if s is None:
-                    results.append(_not_found(item.key))
-                    continue
-                ident = (s.pk, item.event.id)
-                earlier = pending.get(ident)
-                fingerprint = earlier[0] if earlier else stored.get(ident)
-                if fingerprint is not None:
-                    if fingerprint != item.fingerprint:
-                        results.append(AlreadyExists(
-                            f"event id {item.event.id} is already stored with different content",
-                            reason="EVENT_ID_CONFLICT",
-                        ))
-                    else:
-                        replays.append((len(results), item.key, item.event.id))
-                        results.append(None)
-                    continue
-                if item.expected_etag is not None and item.expected_etag != s.etag:
-                    results.append(_etag_mismatch(s.etag))
-                    continue
-                s.version += 1
-                s.last_sequence += 1
-                s.event_count += 1
-                s.touched = True
-                event = dataclasses.replace(
-                    item.event, sequence=s.last_sequence, create_time=item.event.create_time or now
-                )
-                rows.append(codec.event_row(
-                    event, session_pk=s.pk, sequence=s.last_sequence, create_time=event.create_time,
-                    body=item.body, fingerprint=item.fingerprint,
-                ))
-                pending[ident] = (item.fingerprint, event)
-                results.append(AppendResult(event, s.etag))
-            if rows:
-                await conn.execute(sa.insert(events), rows)
-                await conn.execute(_UPDATE_LIVE, [
-                    {"b_pk": s.pk, "b_version": s.version, "b_last_sequence": s.last_sequence,
-                     "b_event_count": s.event_count, "b_update_time": now}
-                    for s in live.values() if s.touched
-                ])
-            if replays:
-                found = await self._load_events(conn, live, replays, pending)
-                for index, key, event_id in replays:
-                    results[index] = AppendResult(found[(key, event_id)], live[key].etag, deduplicated=True)
-        return results  # type: ignore[return-value] - every None was replaced
+    async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
+        async with self._write_lock:
+            try:
+                return await self._appender.run(items, self._clock())
+            except DRIVER_ERRORS as exc:
+                raise unavailable(exc) from None
 
-    async def _lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, _Live]:
+    async def _lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, Live]:
+        """The sessions' rows, locked in key order, for a write transaction
+        on SQLAlchemy (the append path locks in append_sql)."""
         stmt = sa.select(*_LIVE_COLUMNS)
         if len(keys) == 1:
             stmt = stmt.where(_key_clause(next(iter(keys))))
@@ -314,40 +241,9 @@ class SqlSessionStore:
             stmt = stmt.where(sa.tuple_(sessions.c.app, sessions.c.user_id, sessions.c.session_id).in_(wanted))
         rows = await conn.execute(stmt.order_by(sessions.c.pk).with_for_update())
         return {
-            SessionKey(r.app, r.user_id, r.session_id): _Live(r.pk, r.incarnation, r.version, r.last_sequence, r.event_count)
+            SessionKey(r.app, r.user_id, r.session_id): Live(r.pk, r.incarnation, r.version, r.last_sequence, r.event_count)
             for r in rows
         }
-
-    async def _stored_fingerprints(
-        self, conn: AsyncConnection, live: dict[SessionKey, _Live], items: Sequence[_Append]
-    ) -> dict[tuple[int, str], str]:
-        wanted = {(live[i.key].pk, i.event.id) for i in items if i.key in live}
-        if not wanted:
-            return {}
-        pks = sorted({pk for pk, _ in wanted})
-        ids = sorted({event_id for _, event_id in wanted})
-        stmt = sa.select(events.c.session_pk, events.c.event_id, events.c.fingerprint).where(
-            events.c.session_pk.in_(pks) if len(pks) > 1 else events.c.session_pk == pks[0],
-            events.c.event_id.in_(ids),
-        )
-        return {(r.session_pk, r.event_id): r.fingerprint for r in await conn.execute(stmt)}
-
-    async def _load_events(
-        self,
-        conn: AsyncConnection,
-        live: dict[SessionKey, _Live],
-        replays: list[tuple[int, SessionKey, str]],
-        pending: dict[tuple[int, str], tuple[str, Event]],
-    ) -> dict[tuple[SessionKey, str], Event]:
-        found: dict[tuple[SessionKey, str], Event] = {}
-        for _, key, event_id in replays:
-            ident = (live[key].pk, event_id)
-            if ident in pending:
-                found[(key, event_id)] = pending[ident][1]
-            elif (key, event_id) not in found:
-                stmt = sa.select(events).where(events.c.session_pk == ident[0], events.c.event_id == event_id)
-                found[(key, event_id)] = codec.event_from_row((await conn.execute(stmt)).one())
-        return found
 
     async def get_event(self, key: SessionKey, event_id: str) -> Event | None:
         stmt = (
@@ -423,10 +319,10 @@ async def open_store(
     except ConfigError:
         await engine.dispose()
         raise
-    except (DBAPIError, OSError, TimeoutError) as exc:
+    except DRIVER_ERRORS as exc:
         await engine.dispose()
         raise ConfigError(f"cannot open database {where}: {type(getattr(exc, 'orig', exc)).__name__}") from None
-    return SqlSessionStore(engine, max_batch=max_batch)
+    return SqlSessionStore(engine, options=options, max_batch=max_batch)
 
 
 def engine_options(settings: ContextSettings) -> EngineOptions:

@@ -1,0 +1,315 @@
+"""AppendEvent throughput through gRPC against the raw driver, on SQLite and
+PostgreSQL, at concurrency 1 and 32.
+
+The baseline, measured in the same run on the same database: the same event
+rows inserted with sqlite3 / asyncpg directly, one transaction per row (at
+concurrency 32: 32 connections, each inserting its own rows). The gRPC side
+runs the context service as its own process (``agentctx serve context``,
+mTLS, the deployment shape) and drives it from this process over one
+channel: at concurrency 32, 32 appenders on 32 sessions, and also 32 on one
+session. Every append is durable when acknowledged (SQLite synchronous=FULL,
+PostgreSQL synchronous_commit on), so group commit is what lets the service
+beat a transaction per row.
+
+Bar: gRPC rate >= 0.5x the raw rate at concurrency 32 on both backends.
+
+Run: ``.venv/bin/python -m bench.append`` from the repository root
+(``--events-c1 N --events-c32 N --backends sqlite,postgres``; PostgreSQL at
+AGENTCTX_BENCH_PG_ADMIN, default postgresql://postgres@127.0.0.1:5432/test,
+is skipped when unreachable). The last line is one JSON object with every
+figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import itertools
+import json
+import os
+import pathlib
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import context_service_pb2_grpc
+from agentctx.type.v1 import event_pb2
+from agentctx_common.certs import SAMPLE_AGENT_ID, init_dev_certs
+from agentctx_common.tls import channel_credentials
+from context_service.domain.model import Content, Event, Part
+from context_service.storage import codec, schema
+from context_service.storage.engine import create_engine
+
+PG_ADMIN = os.environ.get("AGENTCTX_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
+TEXT = "The user asked about the weather in Paris and the agent looked it up. " * 4  # ~280 bytes
+APP, USER = "bench", "u"
+
+
+# --- the rows both sides write ---------------------------------------------------
+
+
+def _row(session_pk: int, sequence: int) -> tuple[Any, ...]:
+    """One events row exactly as the service stores an AppendEvent."""
+    event = Event(id=uuid.uuid4().hex, author="user", content=Content("user", (Part(text=TEXT),)))
+    body = codec.event_body(event)
+    now = dt.datetime.now(dt.timezone.utc)
+    return (session_pk, sequence, event.id, "MESSAGE", "user", "", "", False, False, now,
+            codec.event_fingerprint(event, body), body)
+
+
+INSERT_SQLITE = ("INSERT INTO events (session_pk, sequence, event_id, kind, author, invocation_id, branch, partial, "
+                 "turn_complete, create_time, fingerprint, body_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+INSERT_PG = INSERT_SQLITE.replace("?", "${}").format(*range(1, 13))
+SESSION_SQL = ("INSERT INTO sessions (app, user_id, session_id, incarnation, version, last_sequence, event_count, "
+               "state_json, config_json, create_time, update_time) VALUES ('raw', 'u', '{}', 'x', 1, 0, 0, '{{}}', "
+               "'{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")
+
+
+# --- raw SQLite ------------------------------------------------------------------------
+
+
+def _sqlite_connect(path: pathlib.Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+def _sqlite_session(conn: sqlite3.Connection, name: str) -> int:
+    conn.execute(SESSION_SQL.format(name))
+    return conn.execute("SELECT pk FROM sessions WHERE session_id = ?", (name,)).fetchone()[0]
+
+
+def raw_sqlite(path: pathlib.Path, concurrency: int, total: int) -> float:
+    """Rows per second, one BEGIN IMMEDIATE ... COMMIT per row."""
+    setup = _sqlite_connect(path)
+    pk = _sqlite_session(setup, f"raw-{uuid.uuid4().hex}")
+    setup.close()
+    sequences = itertools.count(1)
+    lock = threading.Lock()
+    rows = [_row(pk, 0) for _ in range(total)]
+
+    def worker(mine: list[tuple[Any, ...]]) -> None:
+        conn = _sqlite_connect(path)
+        for row in mine:
+            with lock:
+                seq = next(sequences)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(INSERT_SQLITE, (*row[:1], seq, *row[2:]))
+            conn.execute("COMMIT")
+        conn.close()
+
+    threads = [threading.Thread(target=worker, args=(rows[i::concurrency],)) for i in range(concurrency)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return total / (time.perf_counter() - started)
+
+
+# --- raw PostgreSQL ------------------------------------------------------------------------
+
+
+async def raw_postgres(dsn: str, concurrency: int, total: int) -> float:
+    import asyncpg
+
+    setup = await asyncpg.connect(dsn)
+    name = f"raw-{uuid.uuid4().hex}"
+    await setup.execute(SESSION_SQL.format(name))
+    pk = await setup.fetchval("SELECT pk FROM sessions WHERE session_id = $1", name)
+    await setup.close()
+    rows = [_row(pk, i + 1) for i in range(total)]
+    conns = [await asyncpg.connect(dsn) for _ in range(concurrency)]
+
+    async def worker(conn: Any, mine: list[tuple[Any, ...]]) -> None:
+        for row in mine:
+            async with conn.transaction():
+                await conn.execute(INSERT_PG, *row)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c, rows[i::concurrency]) for i, c in enumerate(conns)))
+    elapsed = time.perf_counter() - started
+    for conn in conns:
+        await conn.close()
+    return total / elapsed
+
+
+# --- the service -----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_service(tmp: pathlib.Path, certs: pathlib.Path, db_url: str) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    config = tmp / f"context-{port}.toml"
+    config.write_text("\n".join([
+        "[context]",
+        'host = "127.0.0.1"', f"port = {port}",
+        f'tls_cert = "{certs}/context-server.pem"', f'tls_key = "{certs}/context-server.key"',
+        f'tls_client_ca = "{certs}/ca.pem"', "require_client_cert = true",
+        f'app_grants = {{ "{SAMPLE_AGENT_ID}" = ["*"] }}',
+        f'data_dir = "{tmp}"', f'database_url = "{db_url}"', 'log_level = "WARNING"',
+    ]) + "\n")
+    log = open(tmp / f"context-{port}.log", "ab")  # noqa: SIM115 - the child's for its lifetime
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentctx_common.cli.main", "serve", "context", "--config", str(config)],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    creds = channel_credentials(certs / "ca.pem", certs / "agent-client.pem", certs / "agent-client.key")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the context service exited; see {tmp}")
+        with grpc.secure_channel(f"127.0.0.1:{port}", creds, options=[("grpc.ssl_target_name_override", "localhost")]) as ch:
+            try:
+                health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=1)
+                return proc, port
+            except grpc.RpcError:
+                time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the context service did not become healthy")
+
+
+def _event() -> event_pb2.Event:
+    event = event_pb2.Event(id=uuid.uuid4().hex, author="user")
+    event.content.role = "user"
+    event.content.parts.add().text = TEXT
+    return event
+
+
+async def grpc_rate(port: int, certs: pathlib.Path, concurrency: int, total: int, sessions: int) -> float:
+    creds = channel_credentials(certs / "ca.pem", certs / "agent-client.pem", certs / "agent-client.key")
+    async with grpc.aio.secure_channel(
+        f"127.0.0.1:{port}", creds, options=[("grpc.ssl_target_name_override", "localhost")]
+    ) as channel:
+        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+        names = []
+        for _ in range(sessions):
+            created = await stub.CreateSession(pb.CreateSessionRequest(parent=f"apps/{APP}/users/{USER}"))
+            names.append(created.name)
+        for name in names:  # warm up every session and the connection
+            await stub.AppendEvent(pb.AppendEventRequest(parent=name, event=_event()))
+        per_worker = total // concurrency
+        requests = [
+            [pb.AppendEventRequest(parent=names[w % sessions], event=_event()) for _ in range(per_worker)]
+            for w in range(concurrency)
+        ]
+
+        async def worker(mine: list[pb.AppendEventRequest]) -> None:
+            for request in mine:
+                await stub.AppendEvent(request)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(r) for r in requests))
+        return per_worker * concurrency / (time.perf_counter() - started)
+
+
+# --- driver ---------------------------------------------------------------------------------------
+
+
+async def _migrate(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        await schema.upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _pg_admin(sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_ADMIN, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def run_backend(backend: str, tmp: pathlib.Path, certs: pathlib.Path, n1: int, n32: int) -> dict[str, float]:
+    if backend == "sqlite":
+        path = tmp / "bench.db"
+        url, dsn = f"sqlite:///{path}", None
+    else:
+        name = f"agentctx_bench_{os.getpid()}"
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+        dsn = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+        url = dsn.replace("postgresql://", "postgresql+asyncpg://")
+    try:
+        asyncio.run(_migrate(url))
+        figures: dict[str, float] = {}
+        for c, n in ((1, n1), (32, n32)):
+            raw = raw_sqlite(path, c, n) if backend == "sqlite" else asyncio.run(raw_postgres(dsn, c, n))  # type: ignore[arg-type]
+            figures[f"{backend}_raw_c{c}_eps"] = round(raw, 1)
+        proc, port = start_service(tmp, certs, url)
+        try:
+            for c, n, sessions, label in ((1, n1, 1, "c1"), (32, n32, 32, "c32"), (32, n32, 1, "c32_one_session")):
+                rate = asyncio.run(grpc_rate(port, certs, c, n, sessions))
+                figures[f"{backend}_grpc_{label}_eps"] = round(rate, 1)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+        for label, c in (("c1", 1), ("c32", 32), ("c32_one_session", 32)):
+            figures[f"{backend}_{label}_ratio"] = round(
+                figures[f"{backend}_grpc_{label}_eps"] / figures[f"{backend}_raw_c{c}_eps"], 3
+            )
+        return figures
+    finally:
+        if backend == "postgres":
+            asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "agentctx_bench_{os.getpid()}" WITH (FORCE)'))
+
+
+def _postgres_reachable() -> bool:
+    try:
+        asyncio.run(_pg_admin("SELECT 1"))
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "skip it"
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events-c1", type=int, default=2000)
+    parser.add_argument("--events-c32", type=int, default=9600)
+    parser.add_argument("--backends", default="sqlite,postgres")
+    args = parser.parse_args()
+    figures: dict[str, Any] = {"events_c1": args.events_c1, "events_c32": args.events_c32, "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="agentctx-bench-") as tmp_name:
+        tmp = pathlib.Path(tmp_name)
+        certs = tmp / "certs"
+        init_dev_certs(certs)
+        for backend in args.backends.split(","):
+            if backend == "postgres" and not _postgres_reachable():
+                print(f"postgres: skipped, {PG_ADMIN.rsplit('@', 1)[-1]} is not reachable")
+                continue
+            result = run_backend(backend, tmp, certs, args.events_c1, args.events_c32)
+            figures.update(result)
+            for c in ("c1", "c32", "c32_one_session"):
+                raw = result[f"{backend}_raw_{c.split('_')[0]}_eps"]
+                print(f"{backend} {c:>16}: gRPC {result[f'{backend}_grpc_{c}_eps']:8.0f}/s  "
+                      f"raw per-row {raw:8.0f}/s  ratio {result[f'{backend}_{c}_ratio']:.2f}")
+    for backend in ("sqlite", "postgres"):
+        if f"{backend}_c32_ratio" in figures:
+            figures[f"{backend}_c32_meets_bar"] = figures[f"{backend}_c32_ratio"] >= 0.5
+    print(json.dumps(figures, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Runs an append batch (append_batch.plan) on the raw driver.
+
+Appends are the hot path, and with group commit a batch is a handful of
+statements: SQLAlchemy's per-statement work (compiled-cache lookups,
+parameter and result processing, greenlet hops) and aiosqlite's thread hop
+per statement were most of an append's cost. So:
+
+- SQLite: a writer connection of our own, used only by one thread; the
+  whole batch, BEGIN IMMEDIATE to COMMIT, runs there in one hop.
+- PostgreSQL: an asyncpg connection of our own, one driver call per
+  statement.
+
+The SQL must match tables.py; everything else in the store uses
+SQLAlchemy Core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sqlite3
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import Any
+
+import asyncpg
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from context_service.domain.sessions import AppendResult
+from context_service.storage.append_batch import (
+    Append,
+    InsertEvents,
+    LoadEvent,
+    LockSessions,
+    Op,
+    Plan,
+    StoredFingerprints,
+    UpdateSessions,
+    plan,
+)
+from context_service.storage.engine import EngineOptions, sqlite_pragmas
+
+EVENT_COLUMNS = (
+    "session_pk", "sequence", "event_id", "kind", "author", "invocation_id", "branch", "partial",
+    "turn_complete", "create_time", "fingerprint", "body_json",
+)
+_LIVE = "pk, app, user_id, session_id, incarnation, version, last_sequence, event_count"
+_INSERT = f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
+_UPDATE = "UPDATE sessions SET version = ?, last_sequence = ?, event_count = ?, update_time = ? WHERE pk = ?"
+_LOAD = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE session_pk = ? AND event_id = ?"
+
+Results = list[AppendResult | Exception]
+
+
+def _numbered(sql: str) -> str:
+    """'?' placeholders as asyncpg's $1, $2, ..."""
+    parts = sql.split("?")
+    return "".join(p + (f"${i + 1}" if i < len(parts) - 1 else "") for i, p in enumerate(parts))
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+# --- PostgreSQL ---------------------------------------------------------------------
+
+
+class PostgresAppender:
+    """A connection of its own (no pool checkout, no pre-ping per batch);
+    replaced after any failure, since its state is then unknown."""
+
+    _LOCK = _numbered(
+        f"SELECT {_LIVE} FROM sessions WHERE (app, user_id, session_id) IN "
+        "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) ORDER BY pk FOR UPDATE"
+    )
+    _FINGERPRINTS = _numbered(
+        "SELECT session_pk, event_id, fingerprint FROM events "
+        "WHERE session_pk = ANY(?::bigint[]) AND event_id = ANY(?::text[])"
+    )
+
+    def __init__(self, dsn: str, options: EngineOptions) -> None:
+        self._dsn = dsn
+        self._options = options
+        self._conn: Any = None
+
+    async def run(self, items: Sequence[Append], now: dt.datetime) -> Results:
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await asyncpg.connect(self._dsn, timeout=self._options.connect_timeout_s)
+        conn = self._conn
+        try:
+            async with conn.transaction():
+                steps = plan(items, now)
+                try:
+                    op = next(steps)
+                    while True:
+                        op = steps.send(await self._run(conn, op))
+                except StopIteration as done:
+                    return done.value
+        except BaseException:
+            self._conn = None
+            conn.terminate()
+            raise
+
+    async def _run(self, conn: Any, op: Op) -> Any:
+        if isinstance(op, LockSessions):
+            keys = op.keys
+            rows = await conn.fetch(self._LOCK, [k.app for k in keys], [k.user for k in keys], [k.session for k in keys])
+            return [tuple(r) for r in rows]
+        if isinstance(op, StoredFingerprints):
+            return [tuple(r) for r in await conn.fetch(self._FINGERPRINTS, list(op.pks), list(op.ids))]
+        if isinstance(op, InsertEvents):
+            return await conn.executemany(_numbered(_INSERT), [tuple(r[c] for c in EVENT_COLUMNS) for r in op.rows])
+        if isinstance(op, UpdateSessions):
+            return await conn.executemany(_numbered(_UPDATE), op.rows)
+        row = await conn.fetchrow(_numbered(_LOAD), op.pk, op.event_id)
+        return SimpleNamespace(**dict(row))
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+
+# --- SQLite -----------------------------------------------------------------------------
+
+
+def _sqlite_time(value: dt.datetime) -> str:
+    # SQLAlchemy's SQLite DATETIME format, so its reads parse what we write.
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+class SqliteAppender:
+    """BEGIN IMMEDIATE holds the database's write lock for the batch, so no
+    row locks are needed."""
+
+    def __init__(self, path: str, options: EngineOptions) -> None:
+        self._path = path
+        self._options = options
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-appender")
+        self._conn: sqlite3.Connection | None = None
+
+    async def run(self, items: Sequence[Append], now: dt.datetime) -> Results:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._run_batch, items, now)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = sqlite3.connect(self._path, isolation_level=None, timeout=self._options.sqlite_busy_timeout_ms / 1000)
+            for pragma in sqlite_pragmas(self._options):
+                conn.execute(pragma)
+            self._conn = conn
+        return self._conn
+
+    def _run_batch(self, items: Sequence[Append], now: dt.datetime) -> Results:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            steps: Plan = plan(items, now)
+            try:
+                op = next(steps)
+                while True:
+                    op = steps.send(self._run(conn, op))
+            except StopIteration as done:
+                results = done.value
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        return results
+
+    def _run(self, conn: sqlite3.Connection, op: Op) -> Any:
+        if isinstance(op, LockSessions):
+            values = ", ".join(["(?, ?, ?)"] * len(op.keys))
+            sql = f"SELECT {_LIVE} FROM sessions WHERE (app, user_id, session_id) IN (VALUES {values}) ORDER BY pk"
+            return conn.execute(sql, [v for k in op.keys for v in (k.app, k.user, k.session)]).fetchall()
+        if isinstance(op, StoredFingerprints):
+            sql = (f"SELECT session_pk, event_id, fingerprint FROM events "
+                   f"WHERE session_pk IN ({_marks(len(op.pks))}) AND event_id IN ({_marks(len(op.ids))})")
+            return conn.execute(sql, [*op.pks, *op.ids]).fetchall()
+        if isinstance(op, InsertEvents):
+            return conn.executemany(_INSERT, [
+                tuple(_sqlite_time(r[c]) if c == "create_time" else r[c] for c in EVENT_COLUMNS) for r in op.rows
+            ])
+        if isinstance(op, UpdateSessions):
+            return conn.executemany(_UPDATE, [(v, s, n, _sqlite_time(t), pk) for v, s, n, t, pk in op.rows])
+        row = dict(zip(EVENT_COLUMNS, conn.execute(_LOAD, (op.pk, op.event_id)).fetchone(), strict=True))
+        row["create_time"] = dt.datetime.fromisoformat(row["create_time"]).replace(tzinfo=dt.timezone.utc)
+        return SimpleNamespace(**row)
+
+    async def close(self) -> None:
+        def close_connection() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await asyncio.get_running_loop().run_in_executor(self._thread, close_connection)
+        self._thread.shutdown(wait=True)
+
+
+def appender_for(engine: AsyncEngine, options: EngineOptions) -> PostgresAppender | SqliteAppender:
+    if engine.dialect.name == "sqlite":
+        return SqliteAppender(engine.url.database or "", options)
+    return PostgresAppender(engine.url.set(drivername="postgresql").render_as_string(hide_password=False), options)
