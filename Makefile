@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make up    - virtual environment, dev certificates, both services
+#   make up    - virtual environment, dev certificates, both services, the demo
 #   make test  - virtual environment, the whole test suite
 PYTHON ?= python3.11
 VENV := .venv
@@ -23,6 +23,11 @@ $(TOOLS)/buf: tools/package.json tools/package-lock.json
 
 up: venv
 	$(BIN)/agentctx up
+
+# The scripted agent conversation `make up` shows; it starts the pair itself
+# when none is running.
+demo: venv
+	$(BIN)/agentctx demo
 
 test: venv $(TOOLS)/buf
 	$(BIN)/python -m pytest

@@ -25,6 +25,7 @@ COMMANDS = (
     "agentctx_common.cli.db_cmd",
     "agentctx_common.cli.serve_cmd",
     "agentctx_common.cli.up_cmd",
+    "agentctx_common.cli.demo_cmd",
     "agentctx_common.cli.inspect_cmd",
     "agentctx_common.cli.cache_cmd",
 )

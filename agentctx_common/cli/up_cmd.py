@@ -1,5 +1,6 @@
 """``agentctx up``: the service pair on embedded defaults (SQLite, the local
-simulated provider, dev certificates), until Ctrl-C.
+simulated provider, dev certificates), then the demo conversation against
+it (``--no-demo`` skips it), then serving until Ctrl-C.
 
 Each service runs in its own process, as in production; their logs go to
 files under the home directory so the terminal stays readable.
@@ -54,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--context-port", type=int, default=50051)
     up.add_argument("--cache-port", type=int, default=50052)
     up.add_argument("--exit-when-ready", action="store_true",
-                    help="stop both services once they are healthy (smoke test)")
+                    help="stop both services once they are healthy (and the demo has run): a smoke test")
+    up.add_argument("--no-demo", action="store_true", help="do not run the demo conversation once the pair is up")
+    up.add_argument("--demo-turns", type=int, default=30, help="model calls in the demo (default 30)")
     up.set_defaults(func=run)
 
 
@@ -122,10 +125,32 @@ def grpcurl_hint(home: pathlib.Path, context_port: int, cache_port: int) -> str:
     ])
 
 
+def start_pair(home: pathlib.Path, context_port: int, cache_port: int, procs: list[subprocess.Popen]) -> None:
+    """Starts both services from ``home`` (appending them to ``procs`` as
+    they start, so the caller can stop whatever did start) and waits until
+    both are healthy (ConfigError otherwise)."""
+    config = prepare_home(home, context_port, cache_port)
+    certs = home / "certs"
+    procs.append(_spawn("cache", config, home / "logs" / "cache.log"))
+    procs.append(_spawn("context", config, home / "logs" / "context.log"))
+    deadline = time.monotonic() + 60
+    wait_healthy(cache_port, certs, "context-client", deadline, procs[-2])
+    wait_healthy(context_port, certs, "agent-client", deadline, procs[-1])
+
+
+def stop_pair(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def run(args: argparse.Namespace) -> int:
     home = args.home.resolve()
-    config = prepare_home(home, args.context_port, args.cache_port)
-    certs = home / "certs"
     procs: list[subprocess.Popen] = []
     stop = {"now": False}
 
@@ -134,17 +159,21 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        procs.append(_spawn("cache", config, home / "logs" / "cache.log"))
-        procs.append(_spawn("context", config, home / "logs" / "context.log"))
-        deadline = time.monotonic() + 60
-        wait_healthy(args.cache_port, certs, "context-client", deadline, procs[0])
-        wait_healthy(args.context_port, certs, "agent-client", deadline, procs[1])
+        start_pair(home, args.context_port, args.cache_port, procs)
         print(f"agentctx is up: context service on 127.0.0.1:{args.context_port} (TLS), "
               f"cache service on 127.0.0.1:{args.cache_port} (mTLS)")
         print(f"home {home}: certs/, data/, logs/ (context.log, cache.log), agentctx.toml")
+        demo_failed = False
+        if not args.no_demo:
+            from agentctx_common.cli.demo_cmd import run_demo_once
+
+            # Ctrl-C during the demo stops it and, as always, both services.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            demo_failed = not run_demo_once(f"127.0.0.1:{args.context_port}", home / "certs", args.demo_turns)
+            signal.signal(signal.SIGINT, on_signal)
         print(grpcurl_hint(home, args.context_port, args.cache_port))
         if args.exit_when_ready:
-            return 0
+            return 1 if demo_failed else 0
         print("Ctrl-C stops both.", flush=True)
         while not stop["now"]:
             for proc in procs:
@@ -152,15 +181,10 @@ def run(args: argparse.Namespace) -> int:
                     raise ConfigError(f"a service exited with status {proc.returncode}; see {home / 'logs'}")
             time.sleep(0.2)
         return 0
+    except KeyboardInterrupt:
+        return 130
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_pair(procs)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if procs:

@@ -22,13 +22,14 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import event_pb2
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.protos import unknown_field_violations
-from context_service.api.convert import cache_to_proto, dict_to_struct
+from context_service.api.convert import cache_to_proto
 from context_service.domain import diagnostics as diag
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
 from context_service.domain.selection.policy import effective_policy
 from context_service.domain.sessions import parse_session_name, raise_if
 from context_service.storage.lifecycle import SqlLifecycleReader
+from context_service.turns.gateway import cache_scope
 
 if TYPE_CHECKING:
     from context_service.app import ContextApp
@@ -38,15 +39,6 @@ log = logging.getLogger("agentctx.context.diagnostics")
 # A diagnostic view must come back promptly even when the cache service
 # hangs: its status call gets at most this long.
 SCOPE_STATUS_TIMEOUT_S = 5.0
-
-
-def cache_scope(key: SessionKey, model: str, config: ContextConfig) -> cache_service_pb2.CacheScope:
-    """The cache scope of a session's model calls: the cache service's
-    default provider, the session's app and user, the model and the
-    session's scope labels."""
-    scope = cache_service_pb2.CacheScope(app=key.app, user=key.user, model=model)
-    dict_to_struct(diag.scope_labels(config), scope.policy)
-    return scope
 
 
 def lifecycle_to_proto(view: diag.Lifecycle) -> pb.ContextLifecycle:
@@ -88,6 +80,7 @@ class DiagnosticsRpcs:
         caller.require(key.app)
         raise_if(unknown_field_violations(request, ""), diag.INVALID_DIAGNOSTICS_REQUEST)
         record = await self.app.sessions.get_session(key)
+        # The same scope Generate leases in: one definition, in turns.gateway.
         config = self.app.effective_config(record.config)
         return key, diag.resolve_model(model, config, self.app.settings.default_model), config
 
@@ -96,7 +89,7 @@ class DiagnosticsRpcs:
     ) -> pb.ContextLifecycle:
         key, model, config = await self._target(request.session, request.model, request, context)
         facts = await self._lifecycle_reader.lifecycle_facts(key)
-        scope = await self._scope_counts(cache_scope(key, model, config), context)
+        scope = await self._scope_counts(cache_scope(key, model, config.cache), context)
         bytes_per_token = effective_policy(config.selection, None).bytes_per_token or 4.0
         return lifecycle_to_proto(diag.build_lifecycle(key, model, facts, scope, bytes_per_token=bytes_per_token))
 
@@ -108,7 +101,7 @@ class DiagnosticsRpcs:
         c = request.confirmation
         given = diag.Confirmation(c.app, c.user, c.session, c.model, c.scope_fingerprint)
         diag.check_confirmation(diag.Confirmation.expected(key, model), given, check_fingerprint=False)
-        scope = cache_scope(key, model, config)
+        scope = cache_scope(key, model, config.cache)
         remaining = context.time_remaining()
         # Unreachable: UNAVAILABLE, and nothing changed.
         status = await self.app.cache.get_scope_status(scope, remaining=remaining)

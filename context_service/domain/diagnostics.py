@@ -20,7 +20,6 @@ from __future__ import annotations
 import hmac
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from agentctx_common.errors import FailedPrecondition, FieldViolation, InvalidArgument, PreconditionViolation
 from context_service.domain.compaction.history import History, history_stats
@@ -112,11 +111,6 @@ def resolve_model(requested: str, config: ContextConfig, default_model: str) -> 
             reason=INVALID_DIAGNOSTICS_REQUEST,
         )
     return requested or config.model or default_model
-
-
-def scope_labels(config: ContextConfig) -> dict[str, Any]:
-    """The application-defined policy labels of the session's cache scope."""
-    return dict(config.cache.scope_policy or {})
 
 
 def public_cache(info: CacheInfo | None) -> CacheInfo | None:

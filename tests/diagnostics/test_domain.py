@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from agentctx_common.errors import FailedPrecondition, InvalidArgument
 from context_service.domain import diagnostics as diag
 from context_service.domain.compaction.history import History
-from context_service.domain.config import CachePolicy, ContextConfig
+from context_service.domain.config import ContextConfig
 from context_service.domain.model import (
     CacheInfo,
     CacheState,
@@ -124,16 +124,6 @@ def test_model_resolution() -> None:
         with pytest.raises(InvalidArgument) as info:
             diag.resolve_model(bad, config, "d")
         assert [v.field for v in info.value.field_violations] == ["model"]
-
-
-def test_scope_labels_are_a_copy_of_the_session_policy_labels() -> None:
-    labels = {"v": 2}
-    config = ContextConfig(cache=CachePolicy(scope_policy=labels))
-    got = diag.scope_labels(config)
-    assert got == labels
-    got["v"] = 3
-    assert labels == {"v": 2}
-    assert diag.scope_labels(ContextConfig()) == {}
 
 
 _ids = st.text(alphabet="abcxyz019._-", min_size=1, max_size=12)

@@ -1,0 +1,51 @@
+"""`agentctx demo` and `agentctx up` as a newcomer runs them: real
+processes, a fresh home directory, free loopback ports."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+import subprocess
+import sys
+
+from tests.support.processes import free_port
+
+
+def _agentctx(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agentctx_common.cli.main", *argv],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_demo_starts_a_pair_when_none_answers_and_stops_it_after(tmp_path: pathlib.Path) -> None:
+    context_port, cache_port = free_port(), free_port()
+    done = _agentctx("demo", "--home", str(tmp_path / "home"), "--context-port", str(context_port),
+                     "--cache-port", str(cache_port), "--turns", "6")
+    assert done.returncode == 0, done.stderr
+    assert "starting one from" in done.stdout and "stopped the services started for the demo" in done.stdout
+    assert "Summary: 6 model calls" in done.stdout
+    assert not _listening(context_port) and not _listening(cache_port)
+    assert (tmp_path / "home" / "logs" / "context.log").exists()
+
+
+def test_demo_without_a_pair_and_without_starting_one_is_one_line(tmp_path: pathlib.Path) -> None:
+    done = _agentctx("demo", "--home", str(tmp_path), "--context-port", str(free_port()), "--no-start")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no context service answers" in done.stderr
+
+
+def test_up_runs_the_demo_once_the_pair_is_healthy(tmp_path: pathlib.Path) -> None:
+    context_port, cache_port = free_port(), free_port()
+    done = _agentctx("up", "--home", str(tmp_path / "home"), "--context-port", str(context_port),
+                     "--cache-port", str(cache_port), "--exit-when-ready", "--demo-turns", "4")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.index("agentctx is up") < out.index("Summary: 4 model calls") < out.index("Try them with grpcurl")
+    assert "stopped both services" in out
+    skipped = _agentctx("up", "--home", str(tmp_path / "home"), "--context-port", str(context_port),
+                        "--cache-port", str(cache_port), "--exit-when-ready", "--no-demo")
+    assert skipped.returncode == 0 and "Summary" not in skipped.stdout

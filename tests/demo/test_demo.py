@@ -1,0 +1,100 @@
+"""The demo against a real pair in this process: it runs to completion,
+the cache and compaction do what its screen says, and its accounting agrees
+with the simulator's own bill."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import pathlib
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agentctx_common.cli.demo_cmd import show_demo
+from agentctx_common.demo import pricing
+from agentctx_common.demo.display import Screen
+from agentctx_common.demo.runner import DemoResult, run_demo
+from cache_service.domain.pricing import Bill, Pricing
+from tests.support.pair import ServicePair, start_pair
+
+
+@pytest.fixture
+async def pair(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[ServicePair]:
+    p = await start_pair(certs_dir, tmp_path)
+    yield p
+    await p.close()
+
+
+def _conn(pair: ServicePair) -> argparse.Namespace:
+    return argparse.Namespace(target=f"127.0.0.1:{pair.context.port}", certs=pair.certs, client="agent-client",
+                              server_name="localhost")
+
+
+async def test_a_short_demo_prints_every_call_and_a_summary(pair: ServicePair) -> None:
+    out = io.StringIO()
+    result = await show_demo(_conn(pair), 8, out, color=False, progress=False)
+    text = out.getvalue()
+    assert len(result.turns) == 8
+    rows = [line for line in text.splitlines() if re.match(r"^\s+\d+  ", line)]
+    assert [int(r.split()[0]) for r in rows] == list(range(1, 9))
+    assert "bypass: first sighting" in rows[0] and "created" in rows[1]
+    assert "Summary: 8 model calls" in text and "with agentctx" in text and "without a cache" in text
+    assert f"agentctx inspect context-lifecycle demo newcomer {result.session_id}" in text
+    assert "\033[" not in text  # no terminal, no escape codes
+
+
+async def test_the_default_demo_caches_most_tokens_compacts_and_halves_the_bill(pair: ServicePair) -> None:
+    result = await run_demo(pair.stub, turns=30)
+    states = [t.cache_state for t in result.turns]
+    assert len(states) == 30
+    assert states[0] == "bypass" and result.turns[0].bypass_reason == "first sighting"
+    assert states.count("bypass") == 1 and "off" not in states
+    assert {"created", "hit", "grown"} <= set(states)
+    assert result.compactions, "the demo's budget is small enough for compaction to happen"
+    assert any(t.input_kind == "tool" for t in result.turns)
+    assert result.cached_share >= 0.75
+    assert result.cost <= 0.6 * result.uncached_cost
+    assert max(t.secrets_pruned for t in result.turns) >= 1
+
+
+async def test_the_demo_accounting_matches_the_simulator_bill(pair: ServicePair) -> None:
+    result = await run_demo(pair.stub, turns=12)
+    bill = pair.provider.bill()
+    assert bill.calls == 12
+    assert bill.cached_tokens == result.cached_tokens
+    assert bill.input_tokens == result.prompt_tokens - result.cached_tokens
+    assert bill.output_tokens == sum(t.output_tokens for t in result.turns)
+    # The demo charges storage for each cache's whole TTL: never less than
+    # what the simulator billed so far.
+    assert result.cost >= bill.cost() > 0
+
+
+def test_the_demo_prices_are_the_simulator_prices() -> None:
+    p = Pricing()
+    assert (pricing.INPUT_PER_MTOK, pricing.CACHED_INPUT_PER_MTOK, pricing.STORAGE_PER_MTOK_HOUR,
+            pricing.OUTPUT_PER_MTOK) == (p.input_per_mtok, p.cached_input_per_mtok, p.storage_per_mtok_hour,
+                                         p.output_per_mtok)
+    cost = pricing.turn_cost(prompt_tokens=5000, cached_tokens=4000, output_tokens=100, written_tokens=3000,
+                             cache_ttl_s=3600)
+    bill = Bill(input_tokens=1000, cached_tokens=4000, cache_write_tokens=3000, storage_token_hours=3000,
+                output_tokens=100)
+    assert cost.with_cache == pytest.approx(bill.cost())
+    assert cost.without_cache == pytest.approx(Bill(input_tokens=5000, output_tokens=100).cost())
+
+
+def test_on_a_terminal_a_progress_bar_follows_the_last_row() -> None:
+    from agentctx_common.demo.pricing import TurnCost
+    from agentctx_common.demo.runner import TurnRecord
+
+    out = io.StringIO()
+    screen = Screen(out, color=True, progress=True, total=4)
+    record = TurnRecord(1, "user", "hello", 100, 0, 5, "bypass", "first sighting", (), False, 0, TurnCost(0.1, 0.1))
+    screen.row(record)
+    screen.row(TurnRecord(2, "tool", "x", 150, 100, 5, "created", "", ("threshold",), False, 0, TurnCost(0.1, 0.2)))
+    text = out.getvalue()
+    assert text.count("/4 calls") == 2 and "\r\033[K" in text  # the bar is redrawn, not repeated
+    assert "\033[31mbypass: first sighting" in text and "\033[35mthreshold" in text
+    screen.summary(DemoResult("s", "s", [record]), "hint")
+    assert out.getvalue().endswith("  hint\n")
