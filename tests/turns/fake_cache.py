@@ -1,0 +1,69 @@
+"""A stand-in for the cache service that records what reaches it (the
+deadline left, the trace metadata) and can stop answering, for what the
+real one cannot be made to do on cue: hang past a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from dataclasses import dataclass, field
+
+import grpc
+
+from agentctx.cache.v1 import cache_service_pb2 as cpb
+from agentctx.cache.v1 import cache_service_pb2_grpc
+from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
+from agentctx_common.tls import server_credentials
+
+
+@dataclass
+class Seen:
+    method: str
+    time_remaining: float | None
+    metadata: dict[str, str]
+
+
+@dataclass
+class RecordingCache(cache_service_pb2_grpc.CacheServiceServicer):
+    seen: list[Seen] = field(default_factory=list)
+    hang: bool = False
+
+    async def _enter(self, method: str, context: grpc.aio.ServicerContext) -> None:
+        metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+        self.seen.append(Seen(method, context.time_remaining(), metadata))
+        if self.hang:
+            await asyncio.Event().wait()
+
+    async def AcquireLease(self, request, context):  # type: ignore[no-untyped-def]
+        await self._enter("AcquireLease", context)
+        return cpb.AcquireLeaseResponse(metadata=cache_pb2.CacheMetadata(
+            state=cache_pb2.CACHE_STATE_BYPASS, bypass_reason=cache_pb2.CACHE_BYPASS_REASON_FIRST_SIGHTING,
+        ))
+
+    async def GenerateContent(self, request, context):  # type: ignore[no-untyped-def]
+        await self._enter("GenerateContent", context)
+        return cpb.GenerateContentResponse(response=_answer())
+
+    async def StreamGenerateContent(self, request, context):  # type: ignore[no-untyped-def]
+        await self._enter("StreamGenerateContent", context)
+        yield cpb.StreamGenerateContentResponse(chunk=_answer())
+
+
+def _answer() -> generation_pb2.ModelResponse:
+    return generation_pb2.ModelResponse(
+        content=content_pb2.Content(role="model", parts=[content_pb2.Part(text="recorded")]),
+        finish_reason=generation_pb2.FINISH_REASON_STOP,
+        usage=generation_pb2.Usage(prompt_tokens=10, output_tokens=1, total_tokens=11),
+    )
+
+
+async def start_recording_cache(certs: pathlib.Path, port: int) -> tuple[grpc.aio.Server, RecordingCache]:
+    """On 127.0.0.1:``port`` with the cache service's dev certificate,
+    requiring a client certificate, as the real one does."""
+    server = grpc.aio.server()
+    servicer = RecordingCache()
+    cache_service_pb2_grpc.add_CacheServiceServicer_to_server(servicer, server)
+    creds = server_credentials(certs / "cache-server.pem", certs / "cache-server.key", certs / "ca.pem", True)
+    server.add_secure_port(f"127.0.0.1:{port}", creds)
+    await server.start()
+    return server, servicer

@@ -1,0 +1,158 @@
+"""The pure rules of a turn (context_service.domain.turns)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import pathlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentctx_common.errors import DeadlineExceeded, InvalidArgument, Unavailable
+from context_service.domain import turns
+from context_service.domain.model import CacheInfo, CacheState, Content, Event, FunctionCall, Part, Usage
+from context_service.domain.sessions import Limits
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+LIMITS = Limits()
+
+
+def _user(event_id: str, text: str = "hi") -> Event:
+    return Event(id=event_id, author="user", content=Content("user", (Part(text=text),)))
+
+
+def test_turn_ids_are_derived_from_the_inputs_and_stable() -> None:
+    a = turns.turn_ids(["e1", "e2"])
+    assert a == turns.turn_ids(["e1", "e2"])
+    assert a != turns.turn_ids(["e1"]) and a != turns.turn_ids(["e2", "e1"])
+    assert turns.turn_ids(["e1", "e2"], invocation_id="inv", reply_id="r") == turns.TurnIds("inv", "r")
+    assert LIMITS.valid_id(a.reply_id)
+
+
+@given(st.text(alphabet="abc.-_:0123456789", min_size=1, max_size=128), st.integers(0, 10_000))
+def test_derived_ids_stay_valid_ids(reply_id: str, index: int) -> None:
+    for derived in (turns.partial_id(reply_id, index), turns.call_id(reply_id, index)):
+        assert 1 <= len(derived) <= turns.MAX_ID_CHARS
+        assert LIMITS.valid_id(derived)
+    assert turns.partial_id(reply_id, index) != turns.partial_id(reply_id, index + 1)
+
+
+texts = st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=8)
+
+
+@given(texts, texts)
+def test_merged_chunks_keep_every_text_and_every_call_in_order(before: list[str], after: list[str]) -> None:
+    call = Part(function_call=FunctionCall("", "lookup", {"q": "x"}))
+    chunks = [Content("model", (Part(text=t),)) for t in before] + [Content("model", (call,))]
+    chunks += [Content("model", (Part(text=t),)) for t in after]
+    merged = turns.merge_chunks(chunks)
+    assert merged.role == "model"
+    assert [p.text for p in merged.parts] == ["".join(before), None, "".join(after)]
+    assert merged.parts[1] == call
+
+
+def test_thoughts_and_answers_are_merged_apart() -> None:
+    chunks = [
+        Content("model", (Part(text="think ", thought=True),)),
+        Content("model", (Part(text="more", thought=True, thought_signature=b"sig"),)),
+        Content("model", (Part(text="answer"),)),
+    ]
+    merged = turns.merge_chunks(chunks)
+    assert merged.parts == (Part(text="think more", thought=True, thought_signature=b"sig"), Part(text="answer"))
+
+
+def test_reply_event_names_calls_and_leaves_the_turn_open_for_tools() -> None:
+    ids = turns.TurnIds("inv", "r1")
+    answer = turns.ModelAnswer(
+        content=Content("", (Part(function_call=FunctionCall("", "a")), Part(function_call=FunctionCall("given", "b")))),
+        usage=Usage(prompt_tokens=10), cache=CacheInfo(), finish_reason="STOP", model_version="m-1",
+    )
+    event = turns.reply_event(answer, ids, author="", branch="root.x")
+    assert event.id == "r1" and event.author == "model" and event.invocation_id == "inv" and event.branch == "root.x"
+    assert [c.id for c in event.content.function_calls] == ["r1.call0", "given"]
+    assert event.content.role == "model"
+    assert not event.turn_complete
+    assert event.custom_metadata == {"finish_reason": "STOP", "model_version": "m-1"}
+    text = turns.ModelAnswer(Content("model", (Part(text="done"),)), None, CacheInfo())
+    assert turns.reply_event(text, ids, author="planner", branch="").turn_complete
+
+
+def test_only_a_model_reply_counts_as_the_stored_reply() -> None:
+    reply = Event(id="r", author="model", content=Content("model", (Part(text="x"),)))
+    assert turns.is_reply(reply)
+    assert not turns.is_reply(_user("r"))
+    assert not turns.is_reply(Event(id="r", author="model", content=reply.content, partial=True))
+
+
+def test_input_violations() -> None:
+    ok = [_user("a"), _user("b")]
+    assert turns.input_violations(ok, [10, 10], LIMITS, now=NOW, reply_id="r", agent="planner") == []
+    partial = Event(id="p", author="user", content=Content("user", (Part(text="x"),)), partial=True)
+    cases = {
+        "input": ([], []),
+        "input[1].id": ([_user("a"), _user("a")], [1, 1]),
+        "input[0].partial": ([partial], [1]),
+        "input[0].author": ([Event(id="x", author="", content=Content("user", (Part(text="x"),)))], [1]),
+    }
+    for field, (events, sizes) in cases.items():
+        assert field in [v.field for v in turns.input_violations(events, sizes, LIMITS, now=NOW)], field
+    fields = [v.field for v in turns.input_violations(
+        ok, [1, 1], LIMITS, now=NOW, reply_id="a", invocation_id="x\ny", agent="\x00", prefix="turn.",
+    )]
+    assert fields == ["turn.invocation_id", "turn.agent", "turn.reply_event_id"]
+
+
+def test_cache_record_follows_the_lease() -> None:
+    acquired = CacheInfo(state=CacheState.BYPASS, bypass_reason="FIRST_SIGHTING", prefix_fingerprint="f")
+    hit = CacheInfo(state=CacheState.HIT, prefix_fingerprint="f", uses=3)
+    assert turns.cache_record(acquired=acquired, served=CacheInfo(), leased=False) == acquired
+    assert turns.cache_record(acquired=hit, served=hit, leased=True) == hit
+    refused = turns.refused_record(hit, "INVALIDATED")
+    assert (refused.state, refused.bypass_reason, refused.prefix_fingerprint, refused.uses) == (
+        CacheState.BYPASS, "INVALIDATED", "f", 0,
+    )
+    assert turns.disabled_record("s").bypass_reason == "DISABLED"
+    invalid = Unavailable("x", metadata={"invalid_reason": "INVALIDATED"})
+    assert turns.lease_refusal_reason(invalid) == "INVALIDATED"
+    assert turns.lease_refusal_reason(Unavailable("x", metadata={"invalid_reason": "EXPIRED"})) == "CACHE_MISSING"
+
+
+def test_transport_failures_and_the_agents_own_deadline() -> None:
+    clock = [100.0]
+    live = turns.Deadline(5.0, clock=lambda: clock[0])
+    assert live.remaining() == 5.0 and not live.expired
+    unreachable = Unavailable("x", reason="CACHE_SERVICE_UNAVAILABLE")
+    assert turns.is_transport_failure(unreachable, live)
+    silent = DeadlineExceeded("x", reason="DEADLINE_EXCEEDED")
+    assert turns.is_transport_failure(silent, live)
+    assert not turns.is_transport_failure(DeadlineExceeded("x", reason="PROVIDER_TIMEOUT"), live)
+    assert not turns.is_transport_failure(Unavailable("x", reason="PROVIDER_UNAVAILABLE"), live)
+    clock[0] = 105.0
+    assert live.expired and live.remaining() == 0.0
+    assert not turns.is_transport_failure(silent, live), "the agent's own deadline passed: not an outage"
+    assert turns.Deadline(None).remaining() is None
+    err = turns.cache_service_unavailable(silent)
+    assert (err.reason, err.retry_after, err.metadata["cause"]) == ("CACHE_SERVICE_UNAVAILABLE", 1.0, "DEADLINE_EXCEEDED")
+
+
+def test_overflow_errors_carry_the_figures() -> None:
+    first = InvalidArgument("x", reason="CONTEXT_WINDOW_EXCEEDED", metadata={"prompt_tokens": 900, "context_window": 800})
+    second = InvalidArgument("x", reason="CONTEXT_WINDOW_EXCEEDED", metadata={"prompt_tokens": 850, "context_window": 800})
+    assert turns.is_context_overflow(first)
+    err = turns.overflow_after_compaction(first, second, 17)
+    assert err.reason == "CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION"
+    assert err.metadata == {
+        "prompt_tokens_before": "900", "context_window_before": "800", "prompt_tokens": "850",
+        "context_window": "800", "compaction_sequence": "17",
+    }
+    off = turns.overflow_not_recovered(first, "DISABLED")
+    assert off.reason == "CONTEXT_WINDOW_EXCEEDED" and off.metadata["compaction"] == "DISABLED"
+
+
+@pytest.mark.parametrize("reason", sorted(turns.LEASE_REFUSALS))
+def test_lease_refusals_are_reasons_the_cache_service_gives(reason: str) -> None:
+    # A renamed reason on that side would silently turn a bypass into a failed turn here.
+    root = pathlib.Path(__file__).resolve().parents[2] / "cache_service"
+    sources = "".join(p.read_text() for p in root.rglob("*.py"))
+    assert f'reason="{reason}"' in sources
