@@ -125,5 +125,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if procs:
             stop_pair(procs)
-            print("stopped the services started for the demo", flush=True)
+            print("stopped the services started for the demo; `agentctx up` (or `make up`) keeps a pair running, "
+                  "with this demo, so that you can inspect its sessions", flush=True)
     return 0

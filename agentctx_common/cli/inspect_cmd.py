@@ -11,7 +11,14 @@ import shlex
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2, event_pb2
-from agentctx_common.cli.connect import add_session_args, call_context_service, message_json, session_name
+from agentctx_common.cli.connect import (
+    DEFAULT_CERTS,
+    DEFAULT_TARGET,
+    add_session_args,
+    call_context_service,
+    message_json,
+    session_name,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,10 +43,15 @@ def _short(fingerprint: str) -> str:
 def invalidate_command(view: pb.ContextLifecycle, args: argparse.Namespace) -> str:
     confirm = {"app": args.app, "user": args.user, "session": args.session, "model": view.model,
                "scope_fingerprint": view.scope_fingerprint}
-    return " ".join([
+    words = [
         "agentctx context-cache invalidate", shlex.quote(args.app), shlex.quote(args.user), shlex.quote(args.session),
         "--model", shlex.quote(view.model), "--confirm-json", shlex.quote(json.dumps(confirm, separators=(",", ":"))),
-    ])
+    ]
+    if args.target != DEFAULT_TARGET:
+        words += ["--target", shlex.quote(args.target)]
+    if args.certs != DEFAULT_CERTS:
+        words += ["--certs", shlex.quote(str(args.certs))]
+    return " ".join(words)
 
 
 def render(view: pb.ContextLifecycle, args: argparse.Namespace) -> str:

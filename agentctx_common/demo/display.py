@@ -98,17 +98,28 @@ class Screen:
             "cache: " + self._c(f"{r.count('created')} created", "yellow") + " · "
             + self._c(f"{r.count('hit')} hits", "green") + " · " + self._c(f"{r.count('grown')} grown", "cyan")
             + " · " + self._c(f"{r.count('bypass')} bypassed", "red") + (f" ({reasons})" if reasons else ""),
-            self._c(f"The cache cut the model bill by {saved:.0%}", "bold")
+            (self._c(f"The cache cut the model bill by {saved:.0%}", "bold") if saved >= 0 else
+             self._c(f"The cache cost {-saved:.0%} more in this short run", "bold") + " (its writes pay back later)")
             + " (cache writes and storage included; output tokens cost the same either way).",
             f"Credentials pruned from each request before the model saw it: up to "
             f"{max((t.secrets_pruned for t in r.turns), default=0)}.",
             "",
-            "What happened: the first call only records the prefix (bypass, first sighting); the next creates a",
-            "cache, later calls hit it and grow it as the conversation gets longer. When the history passed the",
-            "session's context budget, compaction summarized the oldest turns and caching started over on the",
-            "new prefix. Nothing here left the machine: the model is the local simulator.",
+            *_story(bool(compactions)),
             "",
             "See the session's content-free lifecycle (counts, fingerprints, checkpoint, cache scope):",
             f"  {inspect_hint}",
         ]
         self._write("\n".join(lines) + "\n")
+
+
+def _story(compacted: bool) -> list[str]:
+    lines = [
+        "What happened: the first call only records its prefix (bypass, first sighting); the next one agrees",
+        "with it, so a cache is created; later calls hit it, and it grows when the uncached part gets large.",
+    ]
+    if compacted:
+        lines += [
+            "When the history passed the session's context budget, compaction summarized the oldest turns",
+            "(the events stay stored) and caching started over on the new, shorter prefix.",
+        ]
+    return [*lines, "Nothing here left the machine: the model is the local simulator."]

@@ -44,7 +44,8 @@ async def test_readable_lifecycle_prints_counts_and_a_working_invalidate_command
     assert "25 stored" in out
     command = next(line.strip() for line in out.splitlines() if line.strip().startswith("agentctx context-cache"))
     argv = shlex.split(command)[1:]
-    code, out, err = await _cli(capsys, *argv, *_conn(pair, certs_dir))
+    assert argv[-4:] == ["--target", f"127.0.0.1:{pair.context_port}", "--certs", str(certs_dir)]
+    code, out, err = await _cli(capsys, *argv, "--timeout", "10")
     assert (code, err) == (0, "")
     assert out.startswith("Invalidated cache scope ") and "1 cache(s) deleted" in out
     for text in (h.SECRET, h.CONTENT):
