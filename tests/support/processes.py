@@ -72,12 +72,13 @@ def write_config(
 
 def spawn(service: str, config: pathlib.Path, log: pathlib.Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """``agentctx serve SERVICE --config CONFIG`` with output to ``log``."""
-    out = open(log, "ab")  # noqa: SIM115 - closed when the process is reaped
-    return subprocess.Popen(
-        [sys.executable, "-m", "agentctx_common.cli.main", "serve", service, "--config", str(config)],
-        stdout=out, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-    )
+    # The child writes to its own copy of the descriptor; ours can close at once.
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentctx_common.cli.main", "serve", service, "--config", str(config)],
+            stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
 
 
 def wait_healthy(port: int, certs: pathlib.Path, client: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:

@@ -61,10 +61,10 @@ def calls_of(event: event_pb2.Event) -> list[content_pb2.FunctionCall]:
 
 
 async def create_session(
-    stub: Any, *, app: str = "app", user: str = "user-1", cache: bool = True,
+    stub: Any, *, app: str = "app", user: str = "user-1", cache: bool = True, model: str = MODEL,
     compaction: policy_pb2.CompactionPolicy | None = None, selection: policy_pb2.SelectionPolicy | None = None,
 ) -> session_pb2.Session:
-    config = policy_pb2.ContextConfig(model=MODEL, cache=policy_pb2.CachePolicy(enabled=cache))
+    config = policy_pb2.ContextConfig(model=model, cache=policy_pb2.CachePolicy(enabled=cache))
     if compaction is not None:
         config.compaction.CopyFrom(compaction)
     if selection is not None:
