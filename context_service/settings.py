@@ -58,6 +58,10 @@ class ContextSettings(ServerSettings):
     compaction_job_lease_s: float = Field(30.0, gt=0, description="A claimed job is retaken after this without a heartbeat.")
     compaction_job_poll_s: float = Field(1.0, gt=0, description="How often an idle worker looks for jobs.")
     compaction_job_max_attempts: int = Field(3, ge=1, description="Attempts before a failing job is given up.")
+    compaction_extractive_processes: int = Field(
+        1, ge=0, le=16,
+        description="Worker processes (at lower CPU priority) for the extractive compactor; 0 runs it on the event loop.",
+    )
 
     # Sessions and events: input limits. A violation is INVALID_ARGUMENT
     # naming the field.

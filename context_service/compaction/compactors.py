@@ -9,19 +9,23 @@ RPC or a stopping worker cancels the summarizer call itself.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import multiprocessing
+import os
 import time
 from dataclasses import dataclass
 from typing import Protocol
 
 from context_service.domain.compaction import errors
-from context_service.domain.compaction.extractive import Extractor
+from context_service.domain.compaction.extractive import Extractor, summarize_request
 from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.summary import SummaryRequest, SummaryResult, input_size, validate_summary
+from context_service.domain.compaction.summary import SummaryRequest, SummaryResult, validate_summary
 from context_service.domain.model import SessionKey
 
 # Extractive work between yields to the event loop, in input bytes: small
 # enough that appends and BuildContext calls sharing the loop stay prompt.
-_EXTRACT_SLICE_BYTES = 32 * 1024
+_EXTRACT_SLICE_BYTES = 8 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,22 +47,61 @@ class Compactor(Protocol):
 
 
 class ExtractiveCompactor:
-    """Built in, deterministic, no model. Runs on the event loop in slices so
-    it never holds the loop for long, and stops at the next slice when
-    cancelled or late."""
+    """Built in, deterministic, no model.
+
+    With ``processes`` > 0 it runs in that many worker processes at a lower
+    CPU priority, so summarizing never competes on equal terms with the
+    RPCs this process serves; with 0 it runs on the event loop in slices.
+    Either way a late result is dropped (the deadline is the caller's).
+    """
 
     name = "extractive"
 
+    def __init__(self, processes: int = 0) -> None:
+        self._processes = processes
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
     async def summarize(self, request: SummaryRequest, call: CompactionCall, policy: ResolvedPolicy) -> SummaryResult:
+        if self._processes:
+            return SummaryResult(await self._in_process_pool(request))
         extractor = Extractor(request.previous_summary)
         budget = _EXTRACT_SLICE_BYTES
-        for event in request.events:
+        sizes = request.event_sizes or (0,) * len(request.events)
+        for event, size in zip(request.events, sizes):
             extractor.add(event)
-            budget -= input_size(event)
+            budget -= size or 1024
             if budget <= 0:
                 budget = _EXTRACT_SLICE_BYTES
                 await asyncio.sleep(0)
         return SummaryResult(extractor.render(request.target_summary_bytes, request.max_summary_bytes))
+
+    async def _in_process_pool(self, request: SummaryRequest) -> str:
+        if self._pool is None:
+            # spawn, never fork: this process runs gRPC threads.
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self._processes, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+            )
+        future = self._pool.submit(
+            summarize_request, request.events, request.previous_summary,
+            request.target_summary_bytes, request.max_summary_bytes,
+        )
+        try:
+            return await asyncio.wrap_future(future)
+        except concurrent.futures.process.BrokenProcessPool:
+            self._pool = None  # a worker died; the next compaction starts a new pool
+            raise errors.failed(self.name, "WORKER_DIED") from None
+        finally:
+            future.cancel()  # no-op once running; drops it if the caller gave up first
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(10)
 
 
 async def run(

@@ -13,7 +13,7 @@ from context_service.compaction import telemetry
 from context_service.compaction.compactors import CompactionCall, Compactor, run
 from context_service.domain.compaction import errors
 from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.summary import build_request, prepare_event
+from context_service.domain.compaction.summary import build_request, prepare_for_compactor
 from context_service.domain.model import CompactionTrigger, Content, Event
 from context_service.domain.selection.errors import COMPRESSED_CONTEXT_OVER_BUDGET
 from context_service.domain.selection.records import SUMMARY_PREFIX
@@ -52,7 +52,7 @@ class SessionCompressor:
         if previous is not None:
             contents = contents[1:]
         events = [
-            prepare_event(Event(id=f"compress-{i}", author=c.role, content=c), self._keys)
+            prepare_for_compactor(Event(id=f"compress-{i}", author=c.role, content=c), self._keys)
             for i, c in enumerate(contents)
         ]
         summary_request = build_request(self._call.key.name, events, previous or "", "", limit, limit)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from context_service.cache_client import CacheClient
+from context_service.compaction.compactors import ExtractiveCompactor
 from context_service.compaction.model_compactor import ModelCompactor
 from context_service.compaction.remote import RemoteCompactor
 from context_service.compaction.service import CompactionService, Compactors
@@ -26,10 +27,12 @@ class CompactionRuntime:
     worker: CompactionWorker | None
     cache: CacheClient
     remote: RemoteCompactor
+    extractive: ExtractiveCompactor
 
     async def close(self) -> None:
         if self.worker is not None:
             await self.worker.stop()
+        await self.extractive.close()
         await self.remote.close()
         await self.cache.close()
 
@@ -41,12 +44,13 @@ def start_compaction(
     ``cache``: a shared cache-service client, if the caller has one."""
     cache = cache or CacheClient(settings)
     remote = RemoteCompactor(settings)
+    extractive = ExtractiveCompactor(settings.compaction_extractive_processes)
     jobs = SqlJobStore(store)
     worker: CompactionWorker | None = None
     service = CompactionService(
         store,
         SqlCompactionStore(store),
-        Compactors(model=ModelCompactor(cache), remote=remote),
+        Compactors(extractive=extractive, model=ModelCompactor(cache), remote=remote),
         jobs=jobs,
         defaults=defaults,
         default_model=settings.default_model,
@@ -62,4 +66,4 @@ def start_compaction(
         )
         service.on_enqueued = worker.wake
         worker.start()
-    return CompactionRuntime(service, jobs, worker, cache, remote)
+    return CompactionRuntime(service, jobs, worker, cache, remote, extractive)

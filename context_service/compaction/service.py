@@ -21,7 +21,7 @@ import datetime as dt
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,14 +29,18 @@ from agentctx_common.errors import Aborted, AgentCtxError, FailedPrecondition
 from context_service.compaction import telemetry
 from context_service.compaction.compactors import CompactionCall, Compactor, ExtractiveCompactor, run
 from context_service.compaction.compress import SessionCompressor
+from context_service.compaction.slices import prepared
+from context_service.compaction.views import Views
 from context_service.domain.compaction import errors
 from context_service.domain.compaction.history import History, history_stats
 from context_service.domain.compaction.plan import (
     CompactionPlan,
     NothingToCompact,
     build_compaction_event,
+    choose_cut,
     plan_compaction,
 )
+from context_service.domain.compaction.sizing import Measure
 from context_service.domain.compaction.policy import ResolvedPolicy, resolve
 from context_service.domain.compaction.triggers import Mode, evaluate, overflow_allowed
 from context_service.domain.config import CompactionPolicy, CompactorKind, ContextConfig, overlay
@@ -46,16 +50,16 @@ from context_service.domain.selection.policy import effective_policy, secret_key
 # Automatic compactions re-plan this many times when another commit got in
 # first; manual ones report the conflict (ABORTED) to their caller.
 AUTOMATIC_ATTEMPTS = 3
-
-
 class SessionReader(Protocol):
     async def get_session(self, key: SessionKey) -> object: ...  # a SessionRecord (config, last_sequence)
 
 
 class CompactionStore(Protocol):
-    async def load_history(self, key: SessionKey) -> History:
+    async def load_history(self, key: SessionKey, known: History | None = None) -> History:
         """The latest compaction and the events it left visible (NOT_FOUND
-        when the session does not exist)."""
+        when the session does not exist); with ``known``, an earlier view
+        of the session extended by what was appended since, when still
+        valid."""
         ...
 
     async def commit(self, key: SessionKey, plan: CompactionPlan, event: Event) -> Event:
@@ -95,9 +99,11 @@ def _utcnow() -> dt.datetime:
 class Compactors:
     """The compactor for a policy."""
 
-    def __init__(self, *, model: Compactor | None = None, remote: Compactor | None = None) -> None:
+    def __init__(
+        self, *, extractive: Compactor | None = None, model: Compactor | None = None, remote: Compactor | None = None
+    ) -> None:
         self._by_kind: dict[CompactorKind, Compactor | None] = {
-            CompactorKind.EXTRACTIVE: ExtractiveCompactor(),
+            CompactorKind.EXTRACTIVE: extractive or ExtractiveCompactor(),
             CompactorKind.MODEL: model,
             CompactorKind.REMOTE: remote,
         }
@@ -127,6 +133,7 @@ class CompactionService:
     ) -> None:
         self._sessions = sessions
         self._store = store
+        self._views = Views(store)
         self._compactors = compactors
         self._jobs = jobs
         self._defaults = defaults
@@ -170,14 +177,16 @@ class CompactionService:
         policy = self._policy(config)
         if not policy.enabled:
             return CompactionOutcome(False, skipped="DISABLED")
-        history = await self._store.load_history(key)
-        decision = evaluate(policy, history_stats(history, policy.bytes_per_token, reported_tokens))
+        view = await self._views.load(key)
+        history, measures = view.history, view.measures
+        decision = evaluate(policy, history_stats(history, policy.bytes_per_token, reported_tokens, measures=measures))
         if decision.mode is Mode.NONE:
             return CompactionOutcome(False, skipped="NOT_DUE")
         if decision.mode is Mode.BACKGROUND:
             return await self._enqueue(key, decision.trigger)
         return await self._compact(
-            key, config, policy, decision.trigger, "", remaining, attempts=AUTOMATIC_ATTEMPTS, history=history
+            key, config, policy, decision.trigger, "", remaining,
+            attempts=AUTOMATIC_ATTEMPTS, history=history, measures=measures,
         )
 
     async def compact_for_overflow(self, key: SessionKey, *, remaining: float | None = None) -> CompactionOutcome:
@@ -195,12 +204,14 @@ class CompactionService:
         policy = self._policy(config)
         if not policy.enabled:
             return CompactionOutcome(False, CompactionTrigger.BACKGROUND, skipped="DISABLED")
-        history = await self._store.load_history(key)
-        stats = history_stats(history, policy.bytes_per_token)
+        view = await self._views.load(key)
+        history, measures = view.history, view.measures
+        stats = history_stats(history, policy.bytes_per_token, measures=measures)
         if policy.background_tokens is None or stats.current_tokens < policy.background_tokens:
             return CompactionOutcome(False, CompactionTrigger.BACKGROUND, skipped="NOT_DUE")
         return await self._compact(
-            key, config, policy, CompactionTrigger.BACKGROUND, "", None, attempts=AUTOMATIC_ATTEMPTS, history=history
+            key, config, policy, CompactionTrigger.BACKGROUND, "", None,
+            attempts=AUTOMATIC_ATTEMPTS, history=history, measures=measures,
         )
 
     async def compressor(
@@ -236,6 +247,7 @@ class CompactionService:
         *,
         attempts: int,
         history: History | None = None,
+        measures: Sequence[Measure] | None = None,
     ) -> CompactionOutcome:
         compactor = self._compactors.get(policy.compactor)
         keys = secret_keys(effective_policy(config.selection, None))
@@ -244,10 +256,14 @@ class CompactionService:
         with telemetry.tracer.start_as_current_span("compaction") as span:
             span.set_attribute("compaction.trigger", trigger.value)
             for attempt in range(1, attempts + 1):
-                if history is None:
-                    history = await self._store.load_history(key)
+                if history is None or measures is None:
+                    view = await self._views.load(key)
+                    history, measures = view.history, view.measures
+                cut = choose_cut(history, policy, trigger, measures)
+                prepared_events = await prepared(history.visible[: cut.index], keys) if cut.found else []
                 plan = plan_compaction(
-                    history, policy, trigger, session=key.name, instructions=instructions, keys=keys
+                    history, policy, trigger, session=key.name, instructions=instructions, keys=keys,
+                    measures=measures, prepared=prepared_events,
                 )
                 if isinstance(plan, NothingToCompact):
                     telemetry.record(trigger.value, compactor.name, plan.reason.value, kept_events=plan.kept_events)
@@ -267,6 +283,7 @@ class CompactionService:
                     if attempt == attempts or exc.reason != errors.COMPACTION_CONFLICT:
                         raise
                     history = None  # someone else committed: plan again on what is there now
+                    measures = None
                     continue
                 except asyncio.CancelledError:
                     telemetry.record(trigger.value, compactor.name, "CANCELLED")
@@ -275,6 +292,7 @@ class CompactionService:
                     telemetry.record(trigger.value, compactor.name, exc.reason)
                     raise
                 assert stored.compaction is not None
+                self._views.committed(key, plan, tuple(measures), stored)
                 checkpoint = stored.compaction.checkpoint
                 usage = stored.compaction.summarizer_usage
                 telemetry.record(

@@ -26,8 +26,13 @@ log = logging.getLogger("agentctx.compaction.worker")
 # Purge finished job rows this old, checked every this many polls.
 _PURGE_AFTER_S = 24 * 3600.0
 _PURGE_EVERY = 600
-# Errors a later attempt can fix.
-_RETRYABLE = {Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.ABORTED, Code.RESOURCE_EXHAUSTED}
+# Errors a later attempt can fix: transient ones, and limits that say when
+# to come back (RetryInfo). A summary too large stays too large.
+_RETRYABLE = {Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.ABORTED}
+
+
+def _retryable(exc: AgentCtxError) -> bool:
+    return exc.code in _RETRYABLE or (exc.code is Code.RESOURCE_EXHAUSTED and exc.retry_after is not None)
 
 
 class JobStore(Protocol):
@@ -65,7 +70,6 @@ class CompactionWorker:
         self._slots = asyncio.Semaphore(concurrency)
         self._loop_task: asyncio.Task[None] | None = None
         self._running: dict[asyncio.Task[None], Job] = {}
-        self.completed = 0  # jobs finished by this worker (tests, diagnostics)
 
     def wake(self) -> None:
         """A job was just enqueued here: look now rather than at the next poll."""
@@ -127,7 +131,7 @@ class CompactionWorker:
             await self._settle(heartbeat, self._jobs.finish(job, self.owner, "SESSION_NOT_FOUND"))
             return
         except AgentCtxError as exc:
-            retry = exc.code in _RETRYABLE and job.attempts < self._max_attempts
+            retry = _retryable(exc) and job.attempts < self._max_attempts
             delay = (exc.retry_after or 1.0) * 2 ** (job.attempts - 1) if retry else None
             log.warning("compaction job failed", extra={"reason": exc.reason, "attempts": job.attempts})
             await self._settle(heartbeat, self._jobs.fail(job, self.owner, exc.reason, retry_after_s=delay))
@@ -138,7 +142,6 @@ class CompactionWorker:
             return
         outcome_code = "COMMITTED" if outcome.compacted else outcome.skipped or "NOTHING"
         await self._settle(heartbeat, self._jobs.finish(job, self.owner, outcome_code))
-        self.completed += 1
 
     async def _settle(self, heartbeat: asyncio.Task[None], update: object) -> None:
         heartbeat.cancel()

@@ -14,6 +14,7 @@ alone: it changes nothing a client wrote, so an agent's optimistic appends
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -27,6 +28,7 @@ from context_service.storage import codec
 from context_service.storage.sql_store import SqlSessionStore, _key_clause, _not_found
 from context_service.storage.tables import events, sessions
 
+_DECODE_SLICE = 32
 _COMPACTION = EventKind.COMPACTION.value
 _MESSAGE = EventKind.MESSAGE.value
 
@@ -49,7 +51,10 @@ class SqlCompactionStore:
     def __init__(self, store: SqlSessionStore) -> None:
         self._store = store
 
-    async def load_history(self, key: SessionKey) -> History:
+    async def load_history(self, key: SessionKey, known: History | None = None) -> History:
+        """The session's compaction view. With ``known`` (an earlier view of
+        the same session), only the events appended since are read, unless
+        the session was re-created or compacted meanwhile."""
         async with self._store._read() as conn:
             session = (
                 await conn.execute(
@@ -58,17 +63,41 @@ class SqlCompactionStore:
             ).first()
             if session is None:
                 raise _not_found(key)
+            latest_sequence = (await conn.execute(
+                sa.select(sa.func.max(events.c.sequence))
+                .where(events.c.session_pk == session.pk, events.c.kind == _COMPACTION)
+            )).scalar_one_or_none() or 0
+            if (
+                known is not None
+                and known.generation == session.incarnation
+                and known.latest_compaction_sequence == latest_sequence
+            ):
+                new = await self._decode(conn, sa.select(events).where(
+                    events.c.session_pk == session.pk,
+                    events.c.sequence > known.last_sequence,
+                    events.c.sequence != latest_sequence,  # the known compaction itself
+                ).order_by(events.c.sequence))
+                if not any(e.is_compaction for e in new):
+                    last = max(session.last_sequence, new[-1].sequence if new else known.last_sequence)
+                    return History((*known.visible, *new), known.latest_compaction, last, session.incarnation)
             latest_row = await _latest_compaction(conn, session.pk)
             latest = codec.event_from_row(latest_row) if latest_row is not None else None
             first_kept = latest.compaction.first_kept_sequence if latest and latest.compaction else 0
-            rows = await conn.execute(
-                sa.select(events)
-                .where(events.c.session_pk == session.pk, events.c.kind == _MESSAGE, events.c.sequence >= first_kept)
-                .order_by(events.c.sequence)
-            )
-            visible = tuple(codec.event_from_row(r) for r in rows)
+            visible = await self._decode(conn, sa.select(events).where(
+                events.c.session_pk == session.pk, events.c.kind == _MESSAGE, events.c.sequence >= first_kept
+            ).order_by(events.c.sequence))
         last = max(session.last_sequence, visible[-1].sequence if visible else 0)
-        return History(visible, latest, last, generation=session.incarnation)
+        return History(tuple(visible), latest, last, generation=session.incarnation)
+
+    @staticmethod
+    async def _decode(conn: AsyncConnection, stmt: sa.Select[Any]) -> list[Event]:
+        rows = (await conn.execute(stmt)).all()
+        decoded = []
+        for i, row in enumerate(rows):
+            decoded.append(codec.event_from_row(row))
+            if i % _DECODE_SLICE == _DECODE_SLICE - 1:
+                await asyncio.sleep(0)  # a long history must not hold up the RPCs sharing the loop
+        return decoded
 
     async def commit(self, key: SessionKey, plan: CompactionPlan, event: Event) -> Event:
         async with self._store._write() as conn:

@@ -16,7 +16,7 @@ from context_service.compaction.compactors import CompactionCall, ExtractiveComp
 from context_service.compaction.model_compactor import ModelCompactor
 from context_service.compaction.remote import RemoteCompactor
 from context_service.domain.compaction.policy import resolve
-from context_service.domain.compaction.summary import build_request, prepare_event
+from context_service.domain.compaction.summary import build_request, prepare_for_compactor
 from context_service.domain.config import CompactionPolicy, CompactorKind
 from context_service.domain.model import SessionKey
 from tests.compaction.builders import model, numbered, tool, user
@@ -33,7 +33,7 @@ def make_request(max_summary_bytes: int = 1024 * 1024, previous: str = "", instr
         tool("c1", "read_file", "def login(): pass " * 300),
         model("Wir haben entschieden, `refresh_session` zu verwenden."),
     ])
-    return build_request(KEY.name, [prepare_event(e) for e in events], previous, instructions, max_summary_bytes, 4096)
+    return build_request(KEY.name, [prepare_for_compactor(e) for e in events], previous, instructions, max_summary_bytes, 4096)
 
 
 def call(timeout: float = 5.0, model_name: str = "local-sim-1") -> CompactionCall:
@@ -63,7 +63,7 @@ async def test_extractive_is_deterministic_and_keeps_facts():
 
 async def test_extractive_folds_the_previous_summary():
     first = await run(ExtractiveCompactor(), make_request(), call(), policy())
-    later = build_request(KEY.name, [prepare_event(e) for e in numbered([user("Now also update docs/README.md")], 10)],
+    later = build_request(KEY.name, [prepare_for_compactor(e) for e in numbered([user("Now also update docs/README.md")], 10)],
                           first.summary, "", 1 << 20, 4096)
     folded = await run(ExtractiveCompactor(), later, call(), policy())
     for fact in ("src/auth/login.py", "AUTH-77", "read_file ×1", "docs/README.md"):
@@ -289,3 +289,14 @@ async def test_model_compactor_through_the_real_cache_service(certs_dir, tmp_pat
     finally:
         await client.close()
         await cache.stop()
+
+
+async def test_extractive_in_worker_processes_matches_in_loop():
+    pooled = ExtractiveCompactor(processes=1)
+    try:
+        in_pool = await run(pooled, make_request(), call(timeout=60), policy(timeout_s=60))
+        again = await run(pooled, make_request(), call(timeout=60), policy(timeout_s=60))
+    finally:
+        await pooled.close()
+    in_loop = await run(ExtractiveCompactor(), make_request(), call(), policy())
+    assert in_pool.summary == in_loop.summary == again.summary

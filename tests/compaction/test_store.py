@@ -203,3 +203,36 @@ async def test_concurrent_claimers_take_each_job_once(stores):
     results = await asyncio.gather(*(claimer(f"w{i}") for i in range(4)))
     claimed = [j for r in results for j in r]
     assert len(claimed) == 12 and len(set(claimed)) == 12
+
+
+# --- the per-process view cache -----------------------------------------------------
+
+
+async def test_views_extend_with_appends_and_rebuild_after_compaction_or_recreation(stores):
+    from context_service.compaction.views import Views
+
+    await seed(stores, conversation())
+    views = Views(stores.compactions)
+    first = await views.load(KEY)
+    assert len(first.history.visible) == 6 and len(first.measures) == 6
+    await stores.sessions.append_event(KEY, user("more", id="more1"))
+    second = await views.load(KEY)
+    assert second.history.visible[:6] == first.history.visible and second.history.visible[0] is first.history.visible[0]
+    assert [e.id for e in second.history.visible][-1] == "more1" and len(second.measures) == 7
+    # A compaction committed elsewhere: the view is rebuilt from the kept tail.
+    plan = plan_compaction(second.history, POLICY, CompactionTrigger.MANUAL)
+    stored = await stores.compactions.commit(KEY, plan, event_for(plan))
+    third = await views.load(KEY)
+    assert third.history.latest_compaction == stored
+    assert third.history.visible[0].sequence == stored.compaction.first_kept_sequence
+    # Seeded right after a commit, then extended past the compaction entry.
+    views.committed(KEY, plan, second.measures, stored)
+    await stores.sessions.append_event(KEY, user("after", id="after1"))
+    fourth = await views.load(KEY)
+    assert [e.id for e in fourth.history.visible] == [e.id for e in third.history.visible] + ["after1"]
+    assert len(fourth.measures) == len(fourth.history.visible)
+    # Deleted and created again: another session, rebuilt.
+    await stores.sessions.delete_session(KEY)
+    await seed(stores, conversation()[:2])
+    fifth = await views.load(KEY)
+    assert [e.id for e in fifth.history.visible] == ["e1", "e2"] and fifth.history.latest_compaction is None

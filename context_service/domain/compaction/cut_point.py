@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from context_service.domain.compaction.history import is_user_turn_start
-from context_service.domain.compaction.sizing import event_tokens
+from context_service.domain.compaction.sizing import Measure, measure_all, tokens
 from context_service.domain.model import Event
 
 
@@ -133,16 +133,22 @@ def valid_cuts(events: Sequence[Event], links: ToolLinks | None = None) -> list[
 
 
 def find_cut(
-    events: Sequence[Event], budget: KeepBudget, bytes_per_token: float, *, max_index: int | None = None
+    events: Sequence[Event],
+    budget: KeepBudget,
+    bytes_per_token: float,
+    *,
+    max_index: int | None = None,
+    measures: Sequence[Measure] | None = None,
 ) -> Cut:
     """The cut for ``budget``; ``max_index`` caps how much may be summarized
-    (the compactor's input bound)."""
+    (the compactor's input bound); ``measures`` are the events' measures
+    when the caller has them."""
     n = len(events)
-    tokens = [event_tokens(e, bytes_per_token) for e in events]
+    per_event = [tokens(m, bytes_per_token) for m in (measures if measures is not None else measure_all(events))]
     kept_tokens = [0] * (n + 1)  # kept_tokens[c]: tokens of events[c:]
     kept_events = [0] * (n + 1)
     for c in range(n - 1, -1, -1):
-        kept_tokens[c] = kept_tokens[c + 1] + tokens[c]
+        kept_tokens[c] = kept_tokens[c + 1] + per_event[c]
         kept_events[c] = kept_events[c + 1] + (0 if events[c].partial else 1)
 
     def within(c: int) -> bool:

@@ -34,6 +34,7 @@ _FILE = re.compile(
 _TICKET = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,7}\b")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _HEX = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b")
+_NUMBER_ID = re.compile(r"(?<![\d.,])\d{6,}(?![\d.,]?\d)")  # order numbers, all-digit hashes
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
 _SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 _CAMEL = re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]+)+\b|\b(?:[A-Z][a-z0-9]+){2,}\b")
@@ -127,7 +128,7 @@ def facts(text: str) -> tuple[list[str], list[str]]:
     idents.extend(uuids)
     if uuids:
         rest = _UUID.sub(" ", rest)  # or their first group reads as a hex id
-    for pattern in (_TICKET, _HEX, _SNAKE, _CAMEL):
+    for pattern in (_TICKET, _HEX, _NUMBER_ID, _SNAKE, _CAMEL):
         idents.extend(pattern.findall(rest))
     return idents, paths
 
@@ -338,3 +339,8 @@ def summarize(events: Iterable[Event], previous_summary: str, target_bytes: int,
     for e in events:
         extractor.add(e)
     return extractor.render(target_bytes, max_bytes)
+
+
+def summarize_request(events: Iterable[Event], previous_summary: str, target_bytes: int, max_bytes: int) -> str:
+    """``summarize`` as a picklable entry point for a worker process."""
+    return summarize(events, previous_summary, target_bytes, max_bytes)

@@ -8,10 +8,10 @@ what the model would otherwise have seen.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from context_service.domain.compaction.sizing import event_tokens, summary_tokens
+from context_service.domain.compaction.sizing import Measure, measure_all, summary_tokens, tokens
 from context_service.domain.model import Event
 
 
@@ -68,7 +68,13 @@ class HistoryStats:
     user_turns_since_compaction: int
 
 
-def history_stats(h: History, bytes_per_token: float, reported_tokens: int | None = None) -> HistoryStats:
+def history_stats(
+    h: History,
+    bytes_per_token: float,
+    reported_tokens: int | None = None,
+    *,
+    measures: Sequence[Measure] | None = None,
+) -> HistoryStats:
     """Token pressure of the visible history.
 
     ``reported_tokens`` is a real prompt+output count the caller knows for
@@ -77,17 +83,17 @@ def history_stats(h: History, bytes_per_token: float, reported_tokens: int | Non
     estimates for what came after it; the estimate of the whole view is the
     floor. Compaction entries' summarizer usage is never read.
     """
-    per_event = [event_tokens(e, bytes_per_token) for e in h.visible]
+    per_event = [tokens(m, bytes_per_token) for m in (measures if measures is not None else measure_all(h.visible))]
     estimate = sum(per_event) + summary_tokens(h.previous_summary, bytes_per_token)
     measured = reported_tokens or 0
     if reported_tokens is None:
         after = 0
-        for e, tokens in zip(reversed(h.visible), reversed(per_event)):
+        for e, event_tokens in zip(reversed(h.visible), reversed(per_event)):
             usage = e.usage
             if usage is not None and usage.prompt_tokens > 0 and e.sequence > h.latest_compaction_sequence:
                 measured = usage.prompt_tokens + usage.output_tokens + after
                 break
-            after += tokens
+            after += event_tokens
     turns = sum(
         1 for e in h.visible if e.sequence > h.latest_compaction_sequence and is_user_turn_start(e)
     )

@@ -18,13 +18,13 @@ from context_service.domain.compaction.checkpoint import SCHEMA_VERSION, check_c
 from context_service.domain.compaction.cut_point import Cut, KeepBudget, NoCut, find_cut
 from context_service.domain.compaction.history import History, is_user_turn_start
 from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.sizing import event_tokens
+from context_service.domain.compaction.sizing import Measure, event_tokens, measure_all
 from context_service.domain.compaction.summary import (
+    Prepared,
     SummaryRequest,
     SummaryResult,
     build_request,
-    input_size,
-    prepare_event,
+    prepare_for_compactor,
     target_bytes,
     validate_summary,
 )
@@ -88,6 +88,16 @@ def keep_budget(policy: ResolvedPolicy, trigger: CompactionTrigger) -> KeepBudge
     return KeepBudget(policy.keep_recent_tokens, policy.retain_recent_exchanges, max_events)
 
 
+def choose_cut(
+    history: History,
+    policy: ResolvedPolicy,
+    trigger: CompactionTrigger,
+    measures: Sequence[Measure] | None = None,
+) -> Cut:
+    """Where ``trigger`` would cut the visible history (cheap with measures)."""
+    return find_cut(history.visible, keep_budget(policy, trigger), policy.bytes_per_token, measures=measures)
+
+
 def plan_compaction(
     history: History,
     policy: ResolvedPolicy,
@@ -96,25 +106,33 @@ def plan_compaction(
     session: str = "",
     instructions: str = "",
     keys: SecretKeys = DEFAULT_SECRET_KEYS,
+    measures: Sequence[Measure] | None = None,
+    prepared: Sequence[Prepared] | None = None,
 ) -> CompactionPlan | NothingToCompact:
+    """The plan for ``trigger``. ``measures`` (of every visible event) and
+    ``prepared`` (of the events before the cut, at least) spare the
+    recomputation when the caller made them beforehand."""
     events = history.visible
+    measures = measures if measures is not None else measure_all(events)
     budget = keep_budget(policy, trigger)
-    cut = find_cut(events, budget, policy.bytes_per_token)
+    cut = find_cut(events, budget, policy.bytes_per_token, measures=measures)
     if not cut.found:
         return NothingToCompact(cut.no_cut or NoCut.NO_VALID_CUT, cut.kept_tokens, cut.kept_events)
-    prepared = [prepare_event(e, keys) for e in events[: cut.index]]
+    if prepared is None or len(prepared) < cut.index:
+        prepared = [prepare_for_compactor(e, keys) for e in events[: cut.index]]
+    prepared = list(prepared[: cut.index])
     fixed = len(history.previous_summary.encode()) + len(instructions.encode())
-    total = fixed + sum(input_size(p) for p in prepared)
+    total = fixed + sum(p.size for p in prepared)
     if total > policy.max_input_bytes:
         # Summarize the longest prefix whose input fits; the rest waits for
         # the next compaction, so an oversized history still makes progress.
         size, limit_index = fixed, 0
         for i, p in enumerate(prepared):
-            size += input_size(p)
+            size += p.size
             if size > policy.max_input_bytes:
                 break
             limit_index = i + 1
-        cut = find_cut(events, budget, policy.bytes_per_token, max_index=limit_index)
+        cut = find_cut(events, budget, policy.bytes_per_token, max_index=limit_index, measures=measures)
         if not cut.found:
             raise errors.input_too_large(total, policy.max_input_bytes)
         prepared = prepared[: cut.index]
@@ -136,7 +154,7 @@ def plan_compaction(
         previous_summary=history.previous_summary,
         based_on_compaction=history.latest_compaction_sequence,
         read_last_sequence=history.last_sequence,
-        fingerprint=source_fingerprint(source, history.previous_summary),
+        fingerprint=source_fingerprint(source, history.previous_summary, measures[: cut.index]),
         request=request,
         bytes_per_token=policy.bytes_per_token,
         generation=history.generation,

@@ -1,15 +1,35 @@
 """Token estimates for compaction, sized exactly as selection sizes history
 (canonical JSON, inline data at its raw length, bytes / bytes_per_token), so
-"the kept tail fits keep_recent_tokens" means the same to both areas."""
+"the kept tail fits keep_recent_tokens" means the same to both areas.
+
+``measure`` does the costly part (canonical JSON) once per event and keeps
+its digest for the source fingerprint; callers that must stay responsive
+measure in slices and pass the measures on.
+"""
 
 from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from context_service.domain.model import Content, Event
 from context_service.domain.selection.canonical import budget_size, content_bytes
 from context_service.domain.selection.records import summary_content
 from context_service.domain.selection.tokens import estimate as estimate_tokens
 
-__all__ = ["content_size", "estimate_tokens", "event_tokens", "summary_tokens"]
+__all__ = [
+    "Measure", "content_size", "estimate_tokens", "event_tokens", "measure", "measure_all", "summary_tokens", "tokens",
+]
+
+_EMPTY_DIGEST = hashlib.sha256(b"null").digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    size: int  # budget bytes of the content
+    digest: bytes  # SHA-256 of its canonical JSON
+    counted: bool  # False for partial chunks and compaction entries: built contexts leave them out
 
 
 def content_size(c: Content | None) -> int:
@@ -18,13 +38,27 @@ def content_size(c: Content | None) -> int:
     return budget_size(c, content_bytes(c))
 
 
+def measure(e: Event) -> Measure:
+    counted = not (e.partial or e.is_compaction)
+    if e.content is None:
+        return Measure(0, _EMPTY_DIGEST, counted)
+    canonical = content_bytes(e.content)
+    size = budget_size(e.content, canonical) if e.content.parts else 0
+    return Measure(size, hashlib.sha256(canonical).digest(), counted)
+
+
+def measure_all(events: Sequence[Event]) -> tuple[Measure, ...]:
+    return tuple(measure(e) for e in events)
+
+
+def tokens(m: Measure, bytes_per_token: float) -> int:
+    """Estimated tokens an event adds to a request; a summary is counted
+    once, as the summary."""
+    return estimate_tokens(m.size, bytes_per_token) if m.counted else 0
+
+
 def event_tokens(e: Event, bytes_per_token: float) -> int:
-    """Estimated tokens the event adds to a request. Partial chunks and
-    compaction entries add none here: built contexts leave chunks out, and a
-    summary is counted once, as the summary."""
-    if e.partial or e.is_compaction:
-        return 0
-    return estimate_tokens(content_size(e.content), bytes_per_token)
+    return tokens(measure(e), bytes_per_token)
 
 
 def summary_tokens(summary: str, bytes_per_token: float) -> int:

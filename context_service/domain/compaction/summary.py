@@ -35,6 +35,16 @@ class SummaryRequest:
     max_summary_bytes: int
     target_summary_bytes: int
     input_bytes: int
+    event_sizes: tuple[int, ...] = ()  # input bytes of each event, aligned with ``events``
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """An event as a compactor sees it (None: nothing to say) and the input
+    bytes it takes."""
+
+    event: Event | None
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,34 +82,37 @@ def _clip_part(p: Part, limit: int) -> Part:
     return Part(text=p.text, file_data=p.file_data, thought=p.thought) if p.thought_signature else p
 
 
-def prepare_event(e: Event, keys: SecretKeys = DEFAULT_SECRET_KEYS, clip_chars: int = CLIP_CHARS) -> Event | None:
-    """The event as a compactor sees it, or None when it has nothing to say."""
+def prepare_for_compactor(e: Event, keys: SecretKeys = DEFAULT_SECRET_KEYS, clip_chars: int = CLIP_CHARS) -> Prepared:
+    """The event as a compactor sees it, and its input size."""
     if e.partial or e.is_compaction or e.content is None or not e.content.parts:
-        return None
+        return Prepared(None, 0)
     pruned, _ = prune_content(e.content, keys)
     content = Content(pruned.role, tuple(_clip_part(p, clip_chars) for p in pruned.parts))
     # Usage, cache records and client metadata stay behind: they are not conversation.
-    return replace(e, content=content, usage=None, cache=None, custom_metadata=None)
-
-
-def input_size(e: Event | None) -> int:
-    """Bytes an event adds to compactor input (its canonical content plus a
-    small allowance for ids and framing)."""
-    return 0 if e is None else content_size(e.content) + len(e.id) + len(e.author) + 64
+    prepared = replace(e, content=content, usage=None, cache=None, custom_metadata=None)
+    # Canonical content plus a small allowance for ids and framing.
+    return Prepared(prepared, content_size(content) + len(e.id) + len(e.author) + 64)
 
 
 def build_request(
     session: str,
-    prepared: Sequence[Event | None],
+    prepared: Sequence[Prepared],
     previous_summary: str,
     instructions: str,
     max_summary_bytes: int,
     target_summary_bytes: int,
 ) -> SummaryRequest:
-    events = tuple(e for e in prepared if e is not None)
-    size = sum(input_size(e) for e in events) + len(previous_summary.encode()) + len(instructions.encode())
+    kept = [p for p in prepared if p.event is not None]
+    size = sum(p.size for p in kept) + len(previous_summary.encode()) + len(instructions.encode())
     return SummaryRequest(
-        session, events, previous_summary, instructions, max_summary_bytes, target_summary_bytes, size
+        session,
+        tuple(p.event for p in kept if p.event is not None),
+        previous_summary,
+        instructions,
+        max_summary_bytes,
+        target_summary_bytes,
+        size,
+        tuple(p.size for p in kept),
     )
 
 
