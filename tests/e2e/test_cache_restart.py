@@ -5,15 +5,13 @@ completes the turn exactly once, and caching resumes on its own."""
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2, content_pb2
 from agentctx_common.status import error_from_rpc
-from tests.turns.builders import Agent, create_session, user_text
+from tests.turns.builders import Agent, create_session, drain, until_available, user_text
 
 STATE = cache_pb2.CacheState
 
@@ -30,7 +28,7 @@ async def test_cache_service_killed_and_restarted_mid_conversation(services) -> 
 
         pair.kill_cache()
         request = agent.request("Asked while the cache service is gone.")
-        for attempt in (agent.send(request), _drain(stub.StreamGenerate(pb.StreamGenerateRequest(turn=request)))):
+        for attempt in (agent.send(request), drain(stub.StreamGenerate(pb.StreamGenerateRequest(turn=request)))):
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await attempt
             assert info.value.code() is grpc.StatusCode.UNAVAILABLE
@@ -47,7 +45,7 @@ async def test_cache_service_killed_and_restarted_mid_conversation(services) -> 
         assert built.request.contents[-2] == request.input[0].content, "the failed turn's input is stored"
 
         pair.start_cache()
-        done = await _retry(agent.send, request)
+        done = await until_available(agent.send, request)
         assert not done.deduplicated
         ids = [e.id for e in (await stub.ListEvents(pb.ListEventsRequest(parent=session.name, page_size=1000))).events]
         assert ids.count(request.input[0].id) == 1 and ids.count(done.reply.id) == 1
@@ -58,20 +56,3 @@ async def test_cache_service_killed_and_restarted_mid_conversation(services) -> 
 
         after = [(await agent.turn(f"After the restart, part {i}.")).reply.cache_metadata.state for i in range(3)]
         assert STATE.CACHE_STATE_CREATED in after or STATE.CACHE_STATE_HIT in after
-
-
-async def _drain(stream) -> None:  # type: ignore[no-untyped-def]
-    async for _ in stream:
-        pass
-
-
-async def _retry(send, request, attempts: int = 100):  # type: ignore[no-untyped-def]
-    """What an agent does with RetryInfo."""
-    for _ in range(attempts):
-        try:
-            return await send(request)
-        except grpc.aio.AioRpcError as err:
-            if err.code() is not grpc.StatusCode.UNAVAILABLE:
-                raise
-            await asyncio.sleep(error_from_rpc(err).retry_after or 0.1)
-    raise AssertionError("the turn never completed")

@@ -3,15 +3,18 @@ answers the model's tool calls itself, and checks what it sees."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 from google.protobuf import json_format, struct_pb2
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2, session_pb2
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
+from agentctx_common.status import error_from_rpc
 
 MODEL = "local-sim-1"
 SYSTEM = content_pb2.Content(
@@ -151,3 +154,20 @@ def text_of(content: content_pb2.Content) -> str:
 
 def as_json(message: Any) -> str:
     return json_format.MessageToJson(message)
+
+
+async def until_available(send: Any, request: Any, attempts: int = 100) -> Any:
+    """What an agent does with RetryInfo: send the same request again."""
+    for _ in range(attempts):
+        try:
+            return await send(request)
+        except grpc.aio.AioRpcError as err:
+            if err.code() is not grpc.StatusCode.UNAVAILABLE:
+                raise
+            await asyncio.sleep(error_from_rpc(err).retry_after or 0.1)
+    raise AssertionError("the turn never completed")
+
+
+async def drain(stream: Any) -> None:
+    async for _ in stream:
+        pass

@@ -6,8 +6,6 @@ and trace context reach the cache service with every call."""
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import pytest
 
@@ -15,7 +13,7 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2, content_pb2
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.status import error_from_rpc
-from tests.turns.builders import Agent, create_session, user_text
+from tests.turns.builders import Agent, create_session, drain, until_available, user_text
 from tests.turns.fake_cache import start_recording_cache
 
 STATE = cache_pb2.CacheState
@@ -28,23 +26,6 @@ async def _unavailable(call) -> AgentCtxError:  # type: ignore[no-untyped-def]
     return error_from_rpc(info.value)
 
 
-async def _until_available(send, request, attempts: int = 100):  # type: ignore[no-untyped-def]
-    """What an agent does with RetryInfo: retry the same request."""
-    for _ in range(attempts):
-        try:
-            return await send(request)
-        except grpc.aio.AioRpcError as err:
-            if err.code() is not grpc.StatusCode.UNAVAILABLE:
-                raise
-            await asyncio.sleep(error_from_rpc(err).retry_after or 0.1)
-    raise AssertionError("the cache service never came back")
-
-
-async def _drain(stream) -> None:  # type: ignore[no-untyped-def]
-    async for _ in stream:
-        pass
-
-
 async def test_cache_service_down_then_back_completes_the_turn_exactly_once(pair) -> None:
     session = await create_session(pair.stub)
     agent = Agent(pair.stub, session.name)
@@ -55,7 +36,7 @@ async def test_cache_service_down_then_back_completes_the_turn_exactly_once(pair
     request = agent.request("Asked while the cache service is down.")
     err = await _unavailable(agent.send(request))
     assert err.reason == "CACHE_SERVICE_UNAVAILABLE" and err.retry_after == pytest.approx(1.0)
-    err = await _unavailable(_drain(pair.stub.StreamGenerate(pb.StreamGenerateRequest(turn=request))))
+    err = await _unavailable(drain(pair.stub.StreamGenerate(pb.StreamGenerateRequest(turn=request))))
     assert err.reason == "CACHE_SERVICE_UNAVAILABLE"
 
     # Sessions and BuildContext do not need the cache service.
@@ -70,7 +51,7 @@ async def test_cache_service_down_then_back_completes_the_turn_exactly_once(pair
     assert events[-1].id == request.input[0].id
 
     await pair.start_cache()
-    done = await _until_available(agent.send, request)
+    done = await until_available(agent.send, request)
     assert not done.deduplicated
     events = (await pair.stub.ListEvents(pb.ListEventsRequest(parent=session.name))).events
     ids = [e.id for e in events]
