@@ -14,7 +14,15 @@ import pytest
 from agentctx.cache.v1 import cache_service_pb2_grpc
 from agentctx.context.v1 import context_service_pb2_grpc
 from agentctx_common.server import GrpcServer
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.support import spans
 from tests.support.servers import cache_settings, context_settings, secure_channel, start_cache, start_context
+
+
+@pytest.fixture(scope="session")
+def span_exporter() -> InMemorySpanExporter:
+    return spans.span_exporter()
 
 
 @dataclass

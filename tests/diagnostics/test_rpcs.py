@@ -166,20 +166,26 @@ async def test_invalidation_needs_the_cache_service(pair_factory) -> None:
     assert (err.code.value, err.metadata["fields"]) == ("FAILED_PRECONDITION", "model")
 
 
-async def test_no_response_log_or_error_holds_content_secrets_or_resource_names(pair, caplog) -> None:
+async def test_no_response_log_span_or_error_holds_content_secrets_or_resource_names(
+    pair, caplog, span_exporter
+) -> None:
     labels = {"ctx": h.LABEL_VALUE}
     name = await h.create_session(pair.agent, "scan", labels=labels, turns=8)
     await h.compact(pair.agent, name)
     await h.plant_cache(pair.cache_stub, labels=labels)
     caplog.set_level(logging.DEBUG)
+    span_exporter.clear()
     view = await _lifecycle(pair, name)
     assert view.cache_entry_count == 1 and view.compaction_count == 1
     wrong = pb.InvalidateContextCacheRequest(session=name, confirmation=h.confirmation("scan", "0" * 64))
     err = await rpc_error(pair.agent.InvalidateContextCache(wrong, timeout=10))
     right = pb.InvalidateContextCacheRequest(session=name, confirmation=h.confirmation("scan", view.scope_fingerprint))
     done = await pair.agent.InvalidateContextCache(right, timeout=10)
+    ended = span_exporter.get_finished_spans()
+    assert ended, "the diagnostic RPCs are traced"
+    span_text = " ".join(f"{s.name} {dict(s.attributes or {})} {[e.attributes for e in s.events]}" for s in ended)
     texts = [*h.wire_forms(view), *h.wire_forms(done), err.message, str(err.metadata),
-             str(err.precondition_violations), caplog.text]
+             str(err.precondition_violations), caplog.text, span_text]
     for text in texts:
         for forbidden in (h.SECRET, h.CONTENT, h.LABEL_VALUE, "cachedContents/", "step 1", "deploy", "api_key"):
             assert forbidden not in text, forbidden
@@ -199,3 +205,20 @@ async def test_an_unknown_field_in_the_request_is_rejected(pair, certs_dir) -> N
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await call(raw, timeout=10)
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.postgres
+async def test_lifecycle_on_postgresql(pair_factory, postgres_url: str) -> None:
+    from tests.sessions.helpers import migrate
+
+    await migrate(postgres_url)
+    pair = await pair_factory(context={"database_url": postgres_url})
+    name = await h.create_session(pair.agent, "pg", turns=8)
+    compacted = await h.compact(pair.agent, name)
+    await h.create_session(pair.agent, "pg-other", turns=2)
+    view = await _lifecycle(pair, name)
+    assert (view.event_count, view.compaction_count) == (25, 1)
+    assert view.latest_checkpoint_id == compacted.compaction.compaction.checkpoint.checkpoint_id
+    assert view.visible_event_count == compacted.kept_events
+    empty = await h.create_session(pair.agent, "pg-empty", turns=0)
+    assert ((await _lifecycle(pair, empty)).event_count, (await _lifecycle(pair, empty)).compaction_count) == (0, 0)
