@@ -42,7 +42,7 @@ from typing import Any
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
-from agentctx.type.v1 import content_pb2
+from agentctx.type.v1 import cache_pb2, content_pb2
 from agentctx_common.certs import init_dev_certs
 from agentctx_common.demo import script
 from cache_service.app import CacheApp
@@ -157,9 +157,10 @@ async def run_mode(mode: str, certs: pathlib.Path, tmp: pathlib.Path, adk_interv
             usage = response.reply.usage
             prompt += usage.prompt_tokens
             cached += usage.cached_prompt_tokens
-            state = response.reply.cache_metadata
-            name = "off" if not state.state else (
-                "bypass" if state.state == 4 else ("created", "hit", "grown")[state.state - 1])
+            meta = response.reply.cache_metadata
+            name = cache_pb2.CacheState.Name(meta.state).removeprefix("CACHE_STATE_").lower()
+            if meta.bypass_reason == cache_pb2.CACHE_BYPASS_REASON_DISABLED:
+                name = "off"
             states[name] = states.get(name, 0) + 1
             pending = [p.function_call for p in response.reply.content.parts if p.HasField("function_call")]
             clock.advance(SECONDS_PER_CALL)
