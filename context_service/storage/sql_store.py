@@ -20,10 +20,12 @@ import dataclasses
 import datetime as dt
 import json
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from opentelemetry import metrics
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -62,6 +64,10 @@ if TYPE_CHECKING:
 
 ALL_CONFIG_FIELDS = ("model", "selection", "compaction", "cache")
 
+_meter = metrics.get_meter("agentctx.context.storage")
+_batch_size = _meter.create_histogram("agentctx.append.batch_size", unit="{event}", description="Appends per commit.")
+_batch_ms = _meter.create_histogram("agentctx.append.batch_duration", unit="ms", description="One batch, lock to commit.")
+
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
@@ -90,12 +96,19 @@ def _record(row: Any, **changes: Any) -> SessionRecord:
     )
 
 
-# Session columns a batch needs (not the state and config JSON).
+# Session columns a write needs (not the state and config JSON).
 _LIVE_COLUMNS = (
     sessions.c.pk, sessions.c.app, sessions.c.user_id, sessions.c.session_id, sessions.c.incarnation,
     sessions.c.version, sessions.c.last_sequence, sessions.c.event_count,
 )
+
+
 class SqlSessionStore:
+    """base.SessionStore on one SQLAlchemy async engine. Subclass-free
+    extensions (compactions, compaction_jobs) use ``_write``, ``_read``,
+    ``_lock_sessions`` and ``_clock``: a write through ``_write`` is
+    serialized with appends like any other."""
+
     def __init__(
         self,
         engine: AsyncEngine,
@@ -225,14 +238,19 @@ class SqlSessionStore:
 
     async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
         async with self._write_lock:
+            started = time.perf_counter()
             try:
-                return await self._appender.run(items, self._clock())
+                results = await self._appender.run(items, self._clock())
             except DRIVER_ERRORS as exc:
                 raise unavailable(exc) from None
+        attributes = {"db.system": self.engine.dialect.name}
+        _batch_size.record(len(items), attributes)
+        _batch_ms.record((time.perf_counter() - started) * 1000, attributes)
+        return results
 
     async def _lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, Live]:
-        """The sessions' rows, locked in key order, for a write transaction
-        on SQLAlchemy (the append path locks in append_sql)."""
+        """The sessions' rows, locked in pk order, for write transactions on
+        SQLAlchemy (compaction commits, jobs); appends lock in append_sql."""
         stmt = sa.select(*_LIVE_COLUMNS)
         if len(keys) == 1:
             stmt = stmt.where(_key_clause(next(iter(keys))))
