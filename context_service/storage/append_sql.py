@@ -39,7 +39,7 @@ from context_service.storage.append_batch import (
     UpdateSessions,
     plan,
 )
-from context_service.storage.engine import EngineOptions, sqlite_pragmas
+from context_service.storage.engine import POSTGRES_SETTINGS, EngineOptions, sqlite_pragmas
 
 EVENT_COLUMNS = (
     "session_pk", "sequence", "event_id", "kind", "author", "invocation_id", "branch", "partial",
@@ -86,7 +86,9 @@ class PostgresAppender:
 
     async def run(self, items: Sequence[Append], now: dt.datetime) -> Results:
         if self._conn is None or self._conn.is_closed():
-            self._conn = await asyncpg.connect(self._dsn, timeout=self._options.connect_timeout_s)
+            self._conn = await asyncpg.connect(
+                self._dsn, timeout=self._options.connect_timeout_s, server_settings=POSTGRES_SETTINGS
+            )
         conn = self._conn
         try:
             async with conn.transaction():

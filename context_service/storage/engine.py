@@ -25,6 +25,8 @@ from agentctx_common.errors import ConfigError, Unavailable
 
 # Execution option that makes a SQLite transaction BEGIN IMMEDIATE.
 WRITE_OPTION = "agentctx_write"
+# Whatever the server's default: a commit returns once it is on disk.
+POSTGRES_SETTINGS = {"synchronous_commit": "on"}
 # What a database call can fail with: through SQLAlchemy, or from a driver
 # used directly (the append path), or the network underneath.
 DRIVER_ERRORS = (DBAPIError, sqlite3.Error, asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
@@ -71,7 +73,7 @@ def create_engine(url: str | sa.URL, options: EngineOptions = EngineOptions()) -
         return engine
     return create_async_engine(
         url, pool_size=options.pool_size, max_overflow=options.pool_size, pool_pre_ping=True,
-        connect_args={"timeout": options.connect_timeout_s},
+        connect_args={"timeout": options.connect_timeout_s, "server_settings": POSTGRES_SETTINGS},
     )
 
 
