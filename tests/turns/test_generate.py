@@ -4,6 +4,8 @@ bypasses."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 
@@ -189,3 +191,30 @@ async def test_other_apps_are_denied_before_anything_is_read(pair_factory) -> No
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await pair.stub.Generate(missing)
     assert info.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_reply_that_is_never_stored_deletes_no_cache(pair) -> None:
+    """ADK Go #1951's review: a reply that never reached the session must
+    not decide cache deletions. Here the session is deleted while the model
+    answers: the turn fails, and the cache it created stays usable."""
+    a = Agent(pair.stub, (await create_session(pair.stub)).name)
+    await a.turn("Hello.")
+    pair.provider.latency_s = 0.3
+    before = pair.provider.counts["generate"]
+    turn = asyncio.create_task(a.turn("Second question."))
+    while pair.provider.counts["generate"] == before:
+        await asyncio.sleep(0.01)
+    await pair.stub.DeleteSession(pb.DeleteSessionRequest(name=a.session))
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await turn
+    assert info.value.code() is grpc.StatusCode.NOT_FOUND
+    pair.provider.latency_s = 0.0
+    assert len(pair.provider.live_names()) == 1
+
+    # The same conversation in another session of the scope hits that cache.
+    b = Agent(pair.stub, (await create_session(pair.stub)).name, name="b")
+    await b.turn("Hello.")
+    creates = pair.provider.counts["create"]
+    second = await b.turn("Second question.")
+    assert second.reply.cache_metadata.state == STATE.CACHE_STATE_HIT
+    assert pair.provider.counts["create"] == creates
