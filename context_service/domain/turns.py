@@ -18,7 +18,7 @@ import datetime as dt
 import hashlib
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentctx_common.errors import (
@@ -26,7 +26,6 @@ from agentctx_common.errors import (
     AlreadyExists,
     DeadlineExceeded,
     FieldViolation,
-    InvalidArgument,
     ResourceExhausted,
     Unavailable,
 )
@@ -66,7 +65,7 @@ class Deadline:
     """The agent's deadline, fixed when the turn starts, so every
     downstream call gets what is left of it (gRPC does not propagate it)."""
 
-    def __init__(self, remaining: float | None, clock=time.monotonic) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, remaining: float | None, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._at = None if remaining is None else clock() + remaining
 
@@ -306,9 +305,13 @@ def _figures(err: AgentCtxError, suffix: str = "") -> dict[str, str]:
 def overflow_not_recovered(err: AgentCtxError, compaction: str) -> ResourceExhausted:
     """The provider's overflow when no compaction ran: disabled, or nothing
     could be summarized (``compaction`` says which)."""
+    hint = (
+        "enable compaction (config.compaction.enabled) or set a selection budget" if compaction == "DISABLED"
+        else "set a selection budget, or shorten the instruction, tools, memory or input"
+    )
     return ResourceExhausted(
-        "the request exceeds the model's context window and compaction could not shrink it "
-        f"({compaction.lower()}); enable compaction or lower the selection budget",
+        f"the request exceeds the model's context window and compaction could not shrink it "
+        f"({compaction.lower()}); {hint}",
         reason=CONTEXT_WINDOW_EXCEEDED,
         metadata={**_figures(err), "compaction": compaction},
     )
