@@ -2,19 +2,21 @@
 compaction runs, against the same workload without compaction, in one run;
 and the extractive compactor's fact recall.
 
-Latency. The context service runs as its own process (``agentctx serve
-context``, mTLS, SQLite, its compaction worker on). For each phase a fresh
-session is filled with the same history; then an agent loop appends a turn
-every few milliseconds and, like the Generate flow, asks for compaction at
-each turn boundary (from this process: another replica sharing the
-database), while BuildContext is timed on the same session. In the
-"compaction" phase the session's policy enables background compaction, so
-durable jobs keep summarizing it in the server's worker; in the "baseline"
-phase compaction is disabled and nothing else changes. BuildContext uses a
-fixed history budget (TRUNCATE), so both phases return contexts of the same
-size and the ratio shows the cost of compaction running beside the call.
-A neighbour session that is never compacted is timed too, as a second view
-of interference. Phases alternate in rounds so drift hits both alike.
+Latency, as a paired experiment. Two context services run as their own
+processes (``agentctx serve context``, mTLS, each on its own SQLite file,
+compaction worker and niced extractive worker process on): "compaction",
+whose sessions enable background compaction, and "baseline", whose
+sessions do not; nothing else differs. Each round creates a fresh session
+on both, fills both with the same history, and starts an agent process
+that appends the same turns to both every 20 ms and, like the Generate
+flow, asks for compaction at each turn boundary (as another replica of each
+database), so durable jobs keep compacting the "compaction" session in its
+server while BuildContext alternates between the two sessions, which of the
+two goes first alternating too. Both replicas are timed at the same
+instants, so load from elsewhere on the machine reaches both alike, while
+anything compaction does inside its server (its worker, its loop, its
+database) shows in that server's latencies only. BuildContext uses a fixed
+history budget (TRUNCATE), so both return contexts of the same size.
 
 Bar: busy_p99_ratio = p99(compaction) / p99(baseline) <= 1.2.
 
@@ -40,13 +42,13 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
 from agentctx.type.v1 import content_pb2, event_pb2
 from agentctx_common.certs import init_dev_certs
-from context_service.compaction.remote import RemoteCompactor
 from context_service.compaction.service import CompactionService, Compactors
 from context_service.domain.compaction.extractive import summarize
 from context_service.domain.compaction.history import history_from_events
@@ -107,71 +109,64 @@ def quantiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def agent_process(port: int, certs: str, data_dir: str, commands: Any, replies: Any, running: Any) -> None:
+@dataclass
+class Replica:
+    """One context service process on its own SQLite database."""
+
+    name: str  # "baseline" or "compaction"
+    port: int
+    data: pathlib.Path
+    policy: policy_pb2.CompactionPolicy
+
+
+def agent_process(certs: str, replicas: list[tuple[int, str]], commands: Any, replies: Any, running: Any) -> None:
     """The agent, in its own process so that its work never shares the
-    measuring loop: for each session it is given, it appends turns and asks
-    for compaction at each turn boundary (as the Generate flow does, from
-    another replica) until told to stop."""
-    asyncio.run(_agent(port, pathlib.Path(certs), pathlib.Path(data_dir), commands, replies, running))
+    measuring loop. Given one session per replica, it appends the same turn
+    to each in turn and asks for compaction at each turn boundary (as the
+    Generate flow does, from another replica of each database) until told
+    to stop."""
+    asyncio.run(_agent(pathlib.Path(certs), replicas, commands, replies, running))
 
 
-async def _agent(port: int, certs: pathlib.Path, data: pathlib.Path, commands: Any, replies: Any, running: Any) -> None:
-    settings = ContextSettings(dev_plaintext=True, data_dir=data, compaction_worker=False)
-    store = await open_store(settings.resolved_database_url)
-    remote = RemoteCompactor(settings)
-    service = CompactionService(store, SqlCompactionStore(store), Compactors(remote=remote), jobs=SqlJobStore(store))
-    channel = secure_channel(port, certs)
-    stub = context_service_pb2_grpc.ContextServiceStub(channel)
+async def _agent(certs: pathlib.Path, replicas: list[tuple[int, str]], commands: Any, replies: Any, running: Any) -> None:
+    sides = []
+    for port, data in replicas:
+        settings = ContextSettings(dev_plaintext=True, data_dir=pathlib.Path(data), compaction_worker=False)
+        store = await open_store(settings.resolved_database_url)
+        service = CompactionService(store, SqlCompactionStore(store), Compactors(), jobs=SqlJobStore(store))
+        channel = secure_channel(port, certs)
+        sides.append((store, service, channel, context_service_pb2_grpc.ContextServiceStub(channel)))
     loop = asyncio.get_running_loop()
     try:
         while True:
             command = await loop.run_in_executor(None, commands.get)
             if command is None:
                 return
-            name, n = command
-            key = SessionKey(APP, USER, name.rsplit("/", 1)[1])
+            names, n = command
             turns = 0
             while running.is_set():
-                await append_turn(stub, name, n + turns)
-                await service.maybe_compact_at_turn_boundary(key)  # background: enqueues a durable job
+                for (_, service, _, stub), name in zip(sides, names):
+                    await append_turn(stub, name, n + turns)
+                    await service.maybe_compact_at_turn_boundary(SessionKey(APP, USER, name.rsplit("/", 1)[1]))
                 turns += 1
                 await asyncio.sleep(TURN_INTERVAL_S)
             replies.put(turns)
     finally:
-        await channel.close()
-        await remote.close()
-        await store.close()
+        for store, _, channel, _ in sides:
+            await channel.close()
+            await store.close()
 
 
-async def one_round(stub: Any, agent: tuple[Any, Any, Any], policy: policy_pb2.CompactionPolicy,
-                    busy: list[float], neighbour: list[float], neighbour_name: str) -> int:
-    commands, replies, running = agent
+async def new_session(stub: Any, policy: policy_pb2.CompactionPolicy) -> str:
     session_id = uuid.uuid4().hex[:12]
-    name = f"apps/{APP}/users/{USER}/sessions/{session_id}"
     session = session_pb2.Session()
     session.config.compaction.CopyFrom(policy)
     await stub.CreateSession(pb.CreateSessionRequest(parent=f"apps/{APP}/users/{USER}", session_id=session_id, session=session))
-    for n in range(PREFILL_TURNS):
-        await append_turn(stub, name, n)
-    budget = policy_pb2.SelectionPolicy(max_tokens=BUILD_BUDGET_TOKENS, overflow=policy_pb2.OVERFLOW_MODE_TRUNCATE)
-    build = pb.BuildContextRequest(session=name, input=[text("user", "what next?")], policy=budget)
-    build_neighbour = pb.BuildContextRequest(session=neighbour_name, input=[text("user", "what next?")], policy=budget)
-    for _ in range(5):  # warm the server's history cache for both sessions
-        await stub.BuildContext(build)
-        await stub.BuildContext(build_neighbour)
-    running.set()
-    commands.put((name, PREFILL_TURNS))
-    try:
-        for i in range(BUILDS_PER_ROUND):
-            target, into = (build, busy) if i % 2 == 0 else (build_neighbour, neighbour)
-            started = time.perf_counter()
-            await stub.BuildContext(target)
-            into.append((time.perf_counter() - started) * 1e6)
-    finally:
-        running.clear()
-        await asyncio.get_running_loop().run_in_executor(None, replies.get)
-    count = 0
-    token = ""
+    return f"apps/{APP}/users/{USER}/sessions/{session_id}"
+
+
+async def compaction_count(stub: Any, name: str) -> int:
+    count, token = 0, ""
     while True:
         listed = await stub.ListEvents(pb.ListEventsRequest(
             parent=name, include_compactions=True, page_size=1000, page_token=token
@@ -182,75 +177,89 @@ async def one_round(stub: Any, agent: tuple[Any, Any, Any], policy: policy_pb2.C
             return count
 
 
+async def one_round(stubs: list[Any], replicas: list[Replica], agent: tuple[Any, Any, Any],
+                    samples: dict[str, list[float]], flip: bool) -> dict[str, int]:
+    """Fresh sessions with the same history on both replicas; then, while
+    the agent keeps both busy, BuildContext alternates between them."""
+    commands, replies, running = agent
+    names = [await new_session(stub, r.policy) for stub, r in zip(stubs, replicas)]
+    for n in range(PREFILL_TURNS):
+        for stub, name in zip(stubs, names):
+            await append_turn(stub, name, n)
+    budget = policy_pb2.SelectionPolicy(max_tokens=BUILD_BUDGET_TOKENS, overflow=policy_pb2.OVERFLOW_MODE_TRUNCATE)
+    builds = [pb.BuildContextRequest(session=name, input=[text("user", "what next?")], policy=budget) for name in names]
+    for _ in range(5):  # warm each server's history cache
+        for stub, build in zip(stubs, builds):
+            await stub.BuildContext(build)
+    pairs = list(zip(stubs, builds, replicas))
+    running.set()
+    commands.put((names, PREFILL_TURNS))
+    try:
+        for i in range(BUILDS_PER_ROUND):
+            # The same instant for both replicas; which goes first alternates.
+            for stub, build, replica in pairs if (i % 2 == 0) != flip else pairs[::-1]:
+                started = time.perf_counter()
+                await stub.BuildContext(build)
+                samples[replica.name].append((time.perf_counter() - started) * 1e6)
+    finally:
+        running.clear()
+        await asyncio.get_running_loop().run_in_executor(None, replies.get)
+    return {r.name: await compaction_count(stub, name) for stub, name, r in zip(stubs, names, replicas)}
+
+
 async def latency(tmp: pathlib.Path) -> dict[str, Any]:
     certs = tmp / "certs"
     init_dev_certs(certs)
-    data = tmp / "data"
-    port = free_port()
-    config = write_config(
-        tmp / "config.toml", certs, context_port=port, cache_port=free_port(), data_dir=data,
-        context={"log_level": "WARNING", "compaction_job_poll_s": 0.05, "require_client_cert": True},
-    )
-    proc = spawn("context", config, tmp / "context.log")
+    replicas = [
+        Replica("baseline", free_port(), tmp / "baseline", BASELINE),
+        Replica("compaction", free_port(), tmp / "compaction", COMPACTING),
+    ]
+    procs = []
     ctx = multiprocessing.get_context("spawn")
     commands, replies, running = ctx.Queue(), ctx.Queue(), ctx.Event()
-    agent = ctx.Process(target=agent_process, args=(port, str(certs), str(data), commands, replies, running))
+    agent = ctx.Process(
+        target=agent_process,
+        args=(str(certs), [(r.port, str(r.data)) for r in replicas], commands, replies, running),
+    )
+    channels = []
     try:
-        wait_healthy(port, certs, "agent-client", proc)
+        for r in replicas:
+            config = write_config(
+                tmp / f"{r.name}.toml", certs, context_port=r.port, cache_port=free_port(), data_dir=r.data,
+                context={"log_level": "WARNING", "compaction_job_poll_s": 0.05, "require_client_cert": True},
+            )
+            procs.append(spawn("context", config, tmp / f"{r.name}.log"))
+        for r, proc in zip(replicas, procs):
+            wait_healthy(r.port, certs, "agent-client", proc)
         agent.start()
-        channel = secure_channel(port, certs)
-        stub = context_service_pb2_grpc.ContextServiceStub(channel)
-        neighbour = f"apps/{APP}/users/{USER}/sessions/neighbour"
-        await stub.CreateSession(pb.CreateSessionRequest(parent=f"apps/{APP}/users/{USER}", session_id="neighbour"))
-        for n in range(PREFILL_TURNS):
-            await append_turn(stub, neighbour, n)
-        # Per round, per phase: the busy session's and the neighbour's samples.
-        rounds: list[dict[str, tuple[list[float], list[float]]]] = []
-        compactions = 0
-        try:
-            for _ in range(ROUNDS):
-                pair: dict[str, tuple[list[float], list[float]]] = {}
-                for phase, policy in (("baseline", BASELINE), ("compaction", COMPACTING)):
-                    busy: list[float] = []
-                    near: list[float] = []
-                    made = await one_round(stub, (commands, replies, running), policy, busy, near, neighbour)
-                    pair[phase] = (busy, near)
-                    if phase == "compaction":
-                        compactions += made
-                    else:
-                        assert made == 0, "the baseline phase must not compact"
-                rounds.append(pair)
-        finally:
-            await channel.close()
+        channels = [secure_channel(r.port, certs) for r in replicas]
+        stubs = [context_service_pb2_grpc.ContextServiceStub(ch) for ch in channels]
+        samples: dict[str, list[float]] = {r.name: [] for r in replicas}
+        compactions = {r.name: 0 for r in replicas}
+        for round_ in range(ROUNDS):
+            made = await one_round(stubs, replicas, (commands, replies, running), samples, flip=bool(round_ % 2))
+            for name, count in made.items():
+                compactions[name] += count
+        assert compactions["baseline"] == 0, "the baseline replica must not compact"
     finally:
+        for ch in channels:
+            await ch.close()
         if agent.pid is not None:
             commands.put(None)
             agent.join(30)
             if agent.is_alive():
                 agent.kill()
-        stop(proc)
-    return latency_figures(rounds, compactions)
-
-
-def latency_figures(rounds: list[dict[str, tuple[list[float], list[float]]]], compactions: int) -> dict[str, Any]:
-    """Pooled quantiles per phase, and the p99 ratios as the median over
-    rounds of each round's ratio: a round's two phases run back to back, so
-    a burst of load from elsewhere on the machine skews one round, not the
-    figure."""
+        for proc in procs:
+            stop(proc)
     figures: dict[str, Any] = {}
-    for which, index in (("", 0), ("neighbour_", 1)):
-        for phase in ("baseline", "compaction"):
-            pooled = [x for r in rounds for x in r[phase][index]]
-            p50, p99 = quantiles(pooled)
-            figures[f"{which}{phase}_p50_us"], figures[f"{which}{phase}_p99_us"] = round(p50, 1), round(p99, 1)
-        per_round = [quantiles(r["compaction"][index])[1] / quantiles(r["baseline"][index])[1] for r in rounds]
-        name = "busy" if not which else "neighbour"
-        figures[f"{name}_p99_ratio"] = round(statistics.median(per_round), 3)
-        figures[f"{name}_p99_ratio_pooled"] = round(figures[f"{which}compaction_p99_us"] / figures[f"{which}baseline_p99_us"], 3)
+    for phase in ("baseline", "compaction"):
+        p50, p99 = quantiles(samples[phase])
+        figures[f"{phase}_p50_us"], figures[f"{phase}_p99_us"] = round(p50, 1), round(p99, 1)
     figures["busy_p50_ratio"] = round(figures["compaction_p50_us"] / figures["baseline_p50_us"], 3)
-    figures["background_compactions"] = compactions
-    figures["rounds"] = len(rounds)
-    figures["builds_per_phase"] = sum(len(r["baseline"][0]) + len(r["baseline"][1]) for r in rounds)
+    figures["busy_p99_ratio"] = round(figures["compaction_p99_us"] / figures["baseline_p99_us"], 3)
+    figures["background_compactions"] = compactions["compaction"]
+    figures["rounds"] = ROUNDS
+    figures["builds_per_phase"] = len(samples["baseline"])
     return figures
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import multiprocessing
 import os
 import time
@@ -26,6 +27,10 @@ from context_service.domain.model import SessionKey
 # Extractive work between yields to the event loop, in input bytes: small
 # enough that appends and BuildContext calls sharing the loop stay prompt.
 _EXTRACT_SLICE_BYTES = 8 * 1024
+# How long worker processes may take to start before the loop is used instead.
+_POOL_START_S = 60.0
+
+log = logging.getLogger("agentctx.compaction")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,30 @@ class ExtractiveCompactor:
     def __init__(self, processes: int = 0) -> None:
         self._processes = processes
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._warm = False
+
+    async def ready(self) -> None:
+        """Starts the worker processes, outside any summary's deadline (a
+        process start under load can take seconds). If they cannot start,
+        the compactor runs on the event loop instead."""
+        if not self._processes or self._warm:
+            return
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(self._get_pool().submit(_ping)), _POOL_START_S)
+            self._warm = True
+        except (TimeoutError, OSError, concurrent.futures.process.BrokenProcessPool) as exc:
+            log.warning("extractive worker processes did not start; running in the event loop",
+                        extra={"error_type": type(exc).__name__})
+            await self.close()
+            self._processes = 0
+
+    def _get_pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn, never fork: this process runs gRPC threads.
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self._processes, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+            )
+        return self._pool
 
     async def summarize(self, request: SummaryRequest, call: CompactionCall, policy: ResolvedPolicy) -> SummaryResult:
         if self._processes:
@@ -76,19 +105,14 @@ class ExtractiveCompactor:
         return SummaryResult(extractor.render(request.target_summary_bytes, request.max_summary_bytes))
 
     async def _in_process_pool(self, request: SummaryRequest) -> str:
-        if self._pool is None:
-            # spawn, never fork: this process runs gRPC threads.
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                self._processes, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
-            )
-        future = self._pool.submit(
+        future = self._get_pool().submit(
             summarize_request, request.events, request.previous_summary,
             request.target_summary_bytes, request.max_summary_bytes,
         )
         try:
             return await asyncio.wrap_future(future)
         except concurrent.futures.process.BrokenProcessPool:
-            self._pool = None  # a worker died; the next compaction starts a new pool
+            self._pool, self._warm = None, False  # a worker died; the next compaction starts a new pool
             raise errors.failed(self.name, "WORKER_DIED") from None
         finally:
             future.cancel()  # no-op once running; drops it if the caller gave up first
@@ -96,7 +120,11 @@ class ExtractiveCompactor:
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+            self._pool, self._warm = None, False
+
+
+def _ping() -> bool:
+    return True
 
 
 def _lower_priority() -> None:
@@ -109,6 +137,9 @@ async def run(
 ) -> SummaryResult:
     """The compactor's result, validated, or a structured error; never a
     half-made summary. Raises CancelledError when the caller is cancelled."""
+    ready = getattr(compactor, "ready", None)
+    if ready is not None:
+        await ready()
     timeout = min(policy.timeout_s, call.remaining())
     if timeout <= 0:
         raise errors.timeout(compactor.name, policy.timeout_s)

@@ -236,7 +236,7 @@ async def scripted_cache(certs_dir, tmp_path):
     await server.stop(None)
 
 
-async def test_model_prompt_keeps_language_and_tool_names(scripted_cache):
+async def test_adk_6273_model_prompt_keeps_language_and_tool_names(scripted_cache):
     client, cache = scripted_cache
     result = await run(ModelCompactor(client), make_request(), call(model_name="local-sim-1"), policy(compactor=CompactorKind.MODEL))
     assert result.summary == "## Goal\n- summarized"

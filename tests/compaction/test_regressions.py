@@ -42,7 +42,7 @@ def kept_ids(listed: list[event_pb2.Event]) -> list[str]:
     return [e.id for e in listed if e.kind != event_pb2.EVENT_KIND_COMPACTION and e.sequence >= latest.first_kept_sequence]
 
 
-async def test_pi_6832_no_orphan_tool_result_after_chained_compactions(rpc):
+async def test_pi_4570_6832_no_orphan_tool_result_after_chained_compactions(rpc):
     await create(rpc.stub, policy_pb2.CompactionPolicy(keep_recent_tokens=250))
     for round_ in range(5):
         await append(rpc.stub, text("user", f"round {round_} " + "u" * 300))
