@@ -40,8 +40,8 @@ from context_service.domain.compaction.plan import (
     choose_cut,
     plan_compaction,
 )
-from context_service.domain.compaction.sizing import Measure
 from context_service.domain.compaction.policy import ResolvedPolicy, resolve
+from context_service.domain.compaction.sizing import Measure
 from context_service.domain.compaction.triggers import Mode, evaluate, overflow_allowed
 from context_service.domain.config import CompactionPolicy, CompactorKind, ContextConfig, overlay
 from context_service.domain.model import CompactionTrigger, Event, SessionKey
@@ -50,6 +50,8 @@ from context_service.domain.selection.policy import effective_policy, secret_key
 # Automatic compactions re-plan this many times when another commit got in
 # first; manual ones report the conflict (ABORTED) to their caller.
 AUTOMATIC_ATTEMPTS = 3
+
+
 class SessionReader(Protocol):
     async def get_session(self, key: SessionKey) -> object: ...  # a SessionRecord (config, last_sequence)
 

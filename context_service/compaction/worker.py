@@ -62,7 +62,6 @@ class CompactionWorker:
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self._jobs = jobs
         self._runner = runner
-        self._concurrency = concurrency
         self._lease_s = lease_s
         self._poll_s = poll_s
         self._max_attempts = max_attempts
@@ -95,6 +94,7 @@ class CompactionWorker:
         polls = 0
         while True:
             await self._slots.acquire()
+            self._wake.clear()  # a wake-up from here on means "look again"
             try:
                 job = await self._jobs.claim(self.owner, self._lease_s)
             except Exception as exc:  # noqa: BLE001 - keep polling; the database may come back
@@ -106,7 +106,6 @@ class CompactionWorker:
                 if polls % _PURGE_EVERY == 0:
                     with contextlib.suppress(AgentCtxError):
                         await self._jobs.purge_finished(_PURGE_AFTER_S)
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._poll_s)
                 continue
