@@ -1,0 +1,92 @@
+"""docker-compose.yml cannot run here (no Docker engine), so check that what
+it says matches the code: commands are real CLI commands, environment
+variables are real settings, ports agree, certificate paths are files that
+`agentctx certs init` writes, and the Dockerfile copies what exists."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+import yaml
+
+from agentctx_common.certs import DEV_LEAVES
+from agentctx_common.cli.main import build_parser
+from cache_service.settings import CacheSettings
+from context_service.settings import ContextSettings
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SETTINGS = {"AGENTCTX_CONTEXT_": ContextSettings, "AGENTCTX_CACHE_": CacheSettings}
+CERT_FILES = {"ca.pem"} | {f"{leaf.stem}.{ext}" for leaf in DEV_LEAVES for ext in ("pem", "key")}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _env(service: dict) -> dict[str, str]:
+    return {k: str(v) for k, v in (service.get("environment") or {}).items()}
+
+
+def test_services_and_their_order(compose) -> None:
+    services = compose["services"]
+    assert {"certs", "postgres", "migrate", "cache", "context"} <= set(services)
+    assert services["context"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["cache"]["depends_on"]["certs"]["condition"] == "service_completed_successfully"
+
+
+def test_commands_are_real_cli_commands(compose) -> None:
+    parser = build_parser()
+    commands = [s["command"] for s in compose["services"].values() if s.get("command", [None])[0] == "agentctx"]
+    assert len(commands) == 4
+    for command in commands:
+        args = parser.parse_args(command[1:])  # exits (fails the test) on an unknown command or flag
+        assert callable(args.func)
+
+
+def test_environment_variables_are_real_settings(compose) -> None:
+    for name, service in compose["services"].items():
+        for variable, value in _env(service).items():
+            for prefix, settings in SETTINGS.items():
+                if variable.startswith(prefix):
+                    field = variable.removeprefix(prefix).lower()
+                    assert field in settings.model_fields, f"{name}: {variable} is not a setting"
+
+
+def test_environment_values_validate(compose) -> None:
+    for name, prefix in (("context", "AGENTCTX_CONTEXT_"), ("cache", "AGENTCTX_CACHE_")):
+        values = {k.removeprefix(prefix).lower(): v for k, v in _env(compose["services"][name]).items()
+                  if k.startswith(prefix)}
+        SETTINGS[prefix](**values)  # raises on a value the service would refuse
+
+
+def test_ports_and_targets_agree(compose) -> None:
+    services = compose["services"]
+    context, cache = _env(services["context"]), _env(services["cache"])
+    assert services["context"]["ports"] == [f"{context['AGENTCTX_CONTEXT_PORT']}:{context['AGENTCTX_CONTEXT_PORT']}"]
+    assert services["cache"]["ports"] == [f"{cache['AGENTCTX_CACHE_PORT']}:{cache['AGENTCTX_CACHE_PORT']}"]
+    assert context["AGENTCTX_CONTEXT_CACHE_TARGET"] == f"cache:{cache['AGENTCTX_CACHE_PORT']}"
+    assert context["AGENTCTX_CONTEXT_DATABASE_URL"].startswith("postgresql+asyncpg://")
+    assert "@postgres:5432/" in context["AGENTCTX_CONTEXT_DATABASE_URL"]
+    # The dev server certificates name localhost, not the compose host names.
+    assert context["AGENTCTX_CONTEXT_CACHE_SERVER_NAME"] == "localhost"
+
+
+def test_certificate_paths_are_files_certs_init_writes(compose) -> None:
+    init = compose["services"]["certs"]["command"]
+    directory = init[init.index("--dir") + 1]
+    for name, service in compose["services"].items():
+        for variable, value in _env(service).items():
+            if value.startswith(directory + "/"):
+                assert value.removeprefix(directory + "/") in CERT_FILES, f"{name}: {variable}={value}"
+
+
+def test_dockerfile_copies_what_exists() -> None:
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        match = re.match(r"COPY (.+) \S+$", line)
+        if match:
+            for source in match.group(1).split():
+                assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
