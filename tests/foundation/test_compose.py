@@ -56,11 +56,19 @@ def test_environment_variables_are_real_settings(compose) -> None:
                     assert field in settings.model_fields, f"{name}: {variable} is not a setting"
 
 
-def test_environment_values_validate(compose) -> None:
+def test_environment_values_validate(compose, monkeypatch) -> None:
+    """Loaded the way the containers load them: from the environment."""
     for name, prefix in (("context", "AGENTCTX_CONTEXT_"), ("cache", "AGENTCTX_CACHE_")):
-        values = {k.removeprefix(prefix).lower(): v for k, v in _env(compose["services"][name]).items()
-                  if k.startswith(prefix)}
-        SETTINGS[prefix](**values)  # raises on a value the service would refuse
+        with monkeypatch.context() as env:
+            for variable, value in _env(compose["services"][name]).items():
+                env.setenv(variable, value)
+            settings = SETTINGS[prefix].load()  # raises on a value the service would refuse
+        assert settings.port in (50051, 50052)
+    # The sample agent may use every app, as with `agentctx up`.
+    with monkeypatch.context() as env:
+        for variable, value in _env(compose["services"]["context"]).items():
+            env.setenv(variable, value)
+        assert ContextSettings.load().app_grants == {"spiffe://agentctx.local/agent/sample": ["*"]}
 
 
 def test_ports_and_targets_agree(compose) -> None:
