@@ -378,7 +378,13 @@ def config_from_proto(c: policy_pb2.ContextConfig) -> cfg.ContextConfig:
 
 
 def config_to_proto(c: cfg.ContextConfig, out: policy_pb2.ContextConfig) -> None:
+    """Only the policies the config sets: an unset compaction or cache policy
+    stays absent, so a client that reads a session and writes its config back
+    does not turn an unset ``enabled`` into an explicit false."""
     out.model = c.model
-    selection_to_proto(c.selection, out.selection)
-    compaction_to_proto(c.compaction, out.compaction)
-    cache_policy_to_proto(c.cache, out.cache)
+    if cfg.to_json(c.selection):
+        selection_to_proto(c.selection, out.selection)
+    if cfg.to_json(c.compaction):
+        compaction_to_proto(c.compaction, out.compaction)
+    if cfg.to_json(c.cache):
+        cache_policy_to_proto(c.cache, out.cache)

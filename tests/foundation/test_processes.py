@@ -83,7 +83,7 @@ def test_grpcurl_health_check(pair, certs_dir) -> None:
 
 def test_cache_call_without_client_certificate_fails(pair, certs_dir) -> None:
     result = subprocess.run(
-        [GRPCURL, "-cacert", str(certs_dir / "ca.pem"), "-d", '{"scope": {"app": "a"}}',
+        [GRPCURL, "-connect-timeout", "3", "-cacert", str(certs_dir / "ca.pem"), "-d", '{"scope": {"app": "a"}}',
          f"127.0.0.1:{pair['cache']}", "agentctx.cache.v1.CacheService/GetScopeStatus"],
         capture_output=True, text=True, timeout=30,
     )

@@ -46,6 +46,7 @@ async def test_stop_drains_in_flight_calls_and_closes_resources_in_reverse() -> 
         # Watchers learn NOT_SERVING while the in-flight call still drains.
         assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
         assert not call.done()
+        watch.cancel()  # an open watch would hold the drain for the whole grace period
         release.set()
         assert await call == b"done"
         await stopping
