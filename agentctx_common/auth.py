@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 import grpc
 
 from agentctx_common.errors import PermissionDenied, Unauthenticated
-from agentctx_common.status import abort, stream_items, wrap_handler
+from agentctx_common.status import WrappingInterceptor, abort, stream_items, wrap_handler
 from agentctx_common.tls import peer_identities
 
 # Probes and schema discovery need a verified certificate, not an allowlisted one.
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/")
 
 
-class AllowlistInterceptor(grpc.aio.ServerInterceptor):
+class AllowlistInterceptor(WrappingInterceptor):
     """Admits only callers whose certificate carries an allowed identity.
 
     No identity: UNAUTHENTICATED. An identity not on the list:
@@ -24,27 +24,20 @@ class AllowlistInterceptor(grpc.aio.ServerInterceptor):
     """
 
     def __init__(self, allowed: Collection[str]) -> None:
+        super().__init__()
         self._allowed = frozenset(allowed)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
-            return handler
-        allowed = self._allowed
+    async def _check(self, context: grpc.aio.ServicerContext) -> None:
+        identities = peer_identities(context)
+        if not identities:
+            await abort(context, Unauthenticated("a client certificate is required", reason="NO_CLIENT_IDENTITY"))
+        if identities.isdisjoint(self._allowed):
+            await abort(context, PermissionDenied("caller identity is not allowed", reason="IDENTITY_NOT_ALLOWED"))
 
-        async def check(context: grpc.aio.ServicerContext) -> None:
-            identities = peer_identities(context)
-            if not identities:
-                await abort(context, Unauthenticated("a client certificate is required", reason="NO_CLIENT_IDENTITY"))
-            if identities.isdisjoint(allowed):
-                await abort(
-                    context,
-                    PermissionDenied("caller identity is not allowed", reason="IDENTITY_NOT_ALLOWED"),
-                )
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if method.startswith(OPEN_SERVICES):
+            return handler
+        check = self._check
 
         def wrap(behavior: Any) -> Any:
             if handler.response_streaming:

@@ -21,7 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from agentctx_common.errors import ConfigError
 from agentctx_common.settings import ServerSettings
-from agentctx_common.status import ErrorInterceptor
+from agentctx_common.status import ChainInterceptor, ErrorInterceptor, WrappingInterceptor
 from agentctx_common.telemetry import TracingInterceptor
 from agentctx_common.tls import server_credentials
 
@@ -73,7 +73,7 @@ def new_server(
     *,
     service_names: Sequence[str],
     register: Callable[[grpc.aio.Server], None],
-    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    interceptors: Sequence[WrappingInterceptor] = (),
     telemetry_name: str,
 ) -> GrpcServer:
     """Creates and binds a server with health, reflection and the standard
@@ -89,7 +89,7 @@ def new_server(
         ("grpc.so_reuseport", 0),
     ]
     server = grpc.aio.server(
-        interceptors=[TracingInterceptor(telemetry_name), *interceptors, ErrorInterceptor()],
+        interceptors=[ChainInterceptor([TracingInterceptor(telemetry_name), *interceptors, ErrorInterceptor()])],
         options=options,
     )
     register(server)

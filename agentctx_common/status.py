@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -133,8 +133,12 @@ def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
     return cls(err.details() or name, **kwargs)
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Turns AgentCtxError into rich statuses and hides unexpected errors."""
+class WrappingInterceptor(grpc.aio.ServerInterceptor):
+    """An interceptor that wraps each method's handler once and reuses the
+    wrapped handler: building handlers per call would cost every RPC."""
+
+    def __init__(self) -> None:
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self,
@@ -145,6 +149,36 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self.wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """The handler to serve ``method`` with (``handler`` to leave it as is)."""
+        raise NotImplementedError
+
+
+class ChainInterceptor(WrappingInterceptor):
+    """Several wrapping interceptors applied as one, outermost first: gRPC
+    then awaits one interceptor per call instead of one per layer."""
+
+    def __init__(self, layers: Sequence[WrappingInterceptor]) -> None:
+        super().__init__()
+        self._layers = tuple(layers)
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        for layer in reversed(self._layers):
+            handler = layer.wrap(method, handler)
+        return handler
+
+
+class ErrorInterceptor(WrappingInterceptor):
+    """Turns AgentCtxError into rich statuses and hides unexpected errors."""
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         return wrap_handler(handler, lambda behavior: _guard(behavior, method, handler.response_streaming))
 
 

@@ -8,7 +8,7 @@ states and reasons. Trace context crosses processes in gRPC metadata
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -18,9 +18,10 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExpo
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from agentctx_common.status import stream_items, wrap_handler
+from agentctx_common.status import WrappingInterceptor, stream_items, wrap_handler
 
 _configured = False
 
@@ -32,13 +33,17 @@ def configure_telemetry(service_name: str, exporter: str = "none") -> None:
         return
     _configured = True
     resource = Resource.create({"service.name": service_name})
+    if exporter == "none":
+        # Nothing is exported, so record nothing: root spans are not sampled
+        # (they still carry trace ids across services), and meters stay the
+        # API's no-ops. A caller's sampled trace is still recorded.
+        trace.set_tracer_provider(TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF)))
+        return
     tracer_provider = TracerProvider(resource=resource)
-    readers = []
-    if exporter == "console":
-        tracer_provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-        readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(), export_interval_millis=60_000))
+    tracer_provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     trace.set_tracer_provider(tracer_provider)
-    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+    reader = PeriodicExportingMetricReader(ConsoleMetricExporter(), export_interval_millis=60_000)
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
 
 
 def outgoing_metadata(extra: Sequence[tuple[str, str]] = ()) -> tuple[tuple[str, str], ...]:
@@ -48,56 +53,50 @@ def outgoing_metadata(extra: Sequence[tuple[str, str]] = ()) -> tuple[tuple[str,
     return tuple(carrier.items()) + tuple(extra)
 
 
-class TracingInterceptor(grpc.aio.ServerInterceptor):
+class TracingInterceptor(WrappingInterceptor):
     """One SERVER span per RPC, parented by the caller's trace context, and
     an RPC duration histogram. Attributes: method and status code only."""
 
     def __init__(self, service_name: str) -> None:
+        super().__init__()
         self._tracer = trace.get_tracer(f"agentctx.{service_name}")
         meter = metrics.get_meter(f"agentctx.{service_name}")
         self._duration = meter.create_histogram("rpc.server.duration", unit="ms")
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
-        metadata = {k: v for k, v in (handler_call_details.invocation_metadata or ()) if isinstance(v, str)}
-        parent = propagate.extract(metadata)
-        service, _, name = method.lstrip("/").rpartition("/")
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        span_name = method.lstrip("/")
+        service, _, name = span_name.rpartition("/")
         attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
+        tracer, finish = self._tracer, self._finish
+
+        def start(context: grpc.aio.ServicerContext) -> Any:
+            carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+            return tracer.start_as_current_span(
+                span_name, context=propagate.extract(carrier), kind=SpanKind.SERVER, attributes=attributes,
+                record_exception=False, set_status_on_exception=False,
+            )
 
         def wrap(behavior: Any) -> Any:
             if handler.response_streaming:
 
                 async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
                     started = time.perf_counter()
-                    with self._tracer.start_as_current_span(
-                        method.lstrip("/"), context=parent, kind=SpanKind.SERVER, attributes=attributes,
-                        record_exception=False, set_status_on_exception=False,
-                    ) as span:
+                    with start(context) as span:
                         try:
                             async for item in stream_items(behavior, request, context):
                                 yield item
                         finally:
-                            self._finish(span, context, started, attributes)
+                            finish(span, context, started, attributes)
 
                 return streaming
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 started = time.perf_counter()
-                with self._tracer.start_as_current_span(
-                    method.lstrip("/"), context=parent, kind=SpanKind.SERVER, attributes=attributes,
-                    record_exception=False, set_status_on_exception=False,
-                ) as span:
+                with start(context) as span:
                     try:
                         return await behavior(request, context)
                     finally:
-                        self._finish(span, context, started, attributes)
+                        finish(span, context, started, attributes)
 
             return unary
 
