@@ -144,6 +144,12 @@ class Generator:
         deadline = asyncio.get_running_loop().time() + timeout
         produced = False
         held: ModelReply | None = None
+        chunks = 0
+        # Not made current: a generator's context changes at every yield.
+        span = _tracer.start_span("cache.generate", attributes={
+            "cache.provider": scope.provider, "cache.leased": bool(lease), "cache.contents": len(call.contents),
+            "cache.streamed": True,
+        })
         try:
             if entry is not None:
                 try:
@@ -153,26 +159,35 @@ class Generator:
                     ):
                         produced = True
                         if held is not None:
+                            chunks += 1
                             yield held, None
                         held = chunk
                 except CacheNotFound:
                     if produced:
                         self._drop(entry)
                         raise
+                    span.set_attribute("cache.missing_retry", True)
                     info = self._drop(entry)
                     entry = None
             if entry is None:
                 async for chunk in _bounded(provider.stream_generate(call, None), deadline):
                     produced = True
                     if held is not None:
+                        chunks += 1
                         yield held, None
                     held = chunk
+            if held is not None:
+                chunks += 1
+                yield held, info
         except ProviderError as exc:
+            span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
             raise provider_error_status(exc) from None
         except TimeoutError:
+            span.set_status(trace.StatusCode.ERROR, "ProviderTimeout")
             raise provider_error_status(ProviderTimeout()) from None
-        if held is not None:
-            yield held, info
+        finally:
+            span.set_attribute("cache.chunks", chunks)
+            span.end()
 
     # --- helpers ------------------------------------------------------------------
 

@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 
 from agentctx_common.errors import AgentCtxError
+from agentctx_common.spans import mark_error
 
 if TYPE_CHECKING:
     from context_service.turns.runner import TurnResult
@@ -41,8 +42,7 @@ def turn_span(*, stream: bool, inputs: int) -> Iterator[Span]:
         try:
             yield span
         except AgentCtxError as err:
-            span.set_attributes({"error.code": err.code.value, "error.reason": err.reason})
-            span.set_status(Status(StatusCode.ERROR, err.reason))
+            mark_error(span, err)
             _turns.add(1, {"outcome": err.reason, "stream": stream})
             log.warning("turn failed", extra={"code": err.code.value, "reason": err.reason, "stream": stream})
             raise

@@ -251,3 +251,21 @@ async def test_streams_carry_usage_and_cache_info_on_the_last_chunk_only(h) -> N
     text = "".join(c.content["parts"][0]["text"] for c, _ in chunks)
     reply, _ = await Generator(h.registry).generate(scope(), call_over(prefix(3), "tell me more"), "")
     assert text == reply.content["parts"][0]["text"]  # type: ignore[index]
+
+
+async def test_streamed_calls_have_a_span_that_ends_however_the_stream_does(h, span_exporter) -> None:
+    r = await h.acquire(prefix(3))
+    gen = Generator(h.registry)
+    span_exporter.clear()
+    chunks = await _stream(gen, call_over(prefix(3), "tell me more"), r.lease)
+    # Abandoned by its consumer after one chunk: the span still ends.
+    stream = gen.stream(scope(), call_over(prefix(3)), r.lease)
+    await anext(stream)
+    await stream.aclose()
+    # A lost cache, retried uncached before anything was streamed.
+    h.provider.lose_caches()
+    await _stream(gen, call_over(prefix(3)), r.lease)
+    spans = [s for s in span_exporter.get_finished_spans() if s.name == "cache.generate"]
+    assert [s.attributes["cache.chunks"] for s in spans] == [len(chunks), 1, 3]
+    assert all(s.attributes["cache.streamed"] and s.attributes["cache.leased"] for s in spans)
+    assert [bool(s.attributes.get("cache.missing_retry")) for s in spans] == [False, False, True]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
+
 import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
@@ -34,6 +36,7 @@ from tests.compaction.rpc_support import (
     text,
 )
 from tests.compaction.servers import answer
+from tests.support.spans import span_exporter
 
 SMALL_KEEP = policy_pb2.CompactionPolicy(keep_recent_tokens=300)
 
@@ -239,3 +242,21 @@ async def test_compress_overflow_mode_goes_through_the_compactor(rpc):
     check_request_shape(list(reply.request.contents))
     # BuildContext stays read-only.
     assert not [e for e in await events(rpc.stub) if e.kind == event_pb2.EVENT_KIND_COMPACTION]
+
+
+async def test_a_failing_compactor_is_recorded_on_the_span_by_reason_only(rpc, remote_server):
+    """The remote compactor's own error text never reaches telemetry."""
+    exporter = span_exporter()
+
+    async def fail(request, context):
+        await context.abort(grpc.StatusCode.INTERNAL, "leaked: the user's password is hunter2")
+
+    remote_server.behavior = fail
+    await create(rpc.stub, SMALL_KEEP)
+    await chat(rpc.stub, turns=3)
+    policy = policy_pb2.CompactionPolicy(compactor=policy_pb2.COMPACTOR_KIND_REMOTE, remote_target=remote_server.target)
+    err = await rpc_error(compact(rpc.stub, policy=policy))
+    assert err.reason == "COMPACTOR_FAILED"
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "compaction"]
+    assert span.attributes["error.reason"] == "COMPACTOR_FAILED" and not span.events
+    assert "hunter2" not in repr([(s.attributes, s.events, s.status) for s in exporter.get_finished_spans()])

@@ -1,5 +1,6 @@
 """Both services in this process on 127.0.0.1 with the dev mTLS
-certificates, the agent's stub, and the cache service's app (for its
+certificates, the agent's stub, the cache service as the context service
+sees it (its client identity), and the cache service's app (for its
 simulator's knobs and counters).
 
 The cache service listens on a fixed free port, so that a test can stop it
@@ -14,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from agentctx.cache.v1 import cache_service_pb2_grpc
 from agentctx.context.v1 import context_service_pb2_grpc
 from agentctx_common.server import GrpcServer
 from cache_service.app import CacheApp
@@ -34,6 +36,22 @@ class ServicePair:
     cache_overrides: dict[str, Any] = field(default_factory=dict)
     cache: GrpcServer | None = None
     cache_app: CacheApp | None = None
+    _cache_channel: grpc.aio.Channel | None = None
+
+    @property
+    def agent(self) -> context_service_pb2_grpc.ContextServiceStub:
+        return self.stub
+
+    @property
+    def context_port(self) -> int:
+        return self.context.port
+
+    @property
+    def cache_stub(self) -> cache_service_pb2_grpc.CacheServiceStub:
+        """The cache service, called with the context service's identity."""
+        if self._cache_channel is None:
+            self._cache_channel = secure_channel(self.cache_port, self.certs, client="context-client")
+        return cache_service_pb2_grpc.CacheServiceStub(self._cache_channel)
 
     @property
     def provider(self) -> LocalProvider:
@@ -56,6 +74,8 @@ class ServicePair:
 
     async def close(self) -> None:
         await self.channel.close()
+        if self._cache_channel is not None:
+            await self._cache_channel.close()
         await self.context.stop(0)
         await self.stop_cache()
 

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 
 from agentctx_common.errors import AgentCtxError
+from agentctx_common.spans import mark_error
 from context_service.domain.config import SelectionPolicy
 from context_service.domain.selection.envelope import Accounting
 
@@ -40,8 +41,7 @@ def build_span(policy: SelectionPolicy) -> Iterator[Span]:
         try:
             yield span
         except AgentCtxError as err:
-            span.set_attributes({"error.code": err.code.value, "error.reason": err.reason})
-            span.set_status(Status(StatusCode.ERROR, err.reason))
+            mark_error(span, err)
             _builds.add(1, {"outcome": err.reason})
             raise
 
@@ -54,10 +54,7 @@ def envelope_span() -> Iterator[Span]:
         try:
             yield span
         except AgentCtxError as err:
-            span.set_attributes({"error.code": err.code.value, "error.reason": err.reason, **{
-                f"error.{k}": v for k, v in err.metadata.items()
-            }})
-            span.set_status(Status(StatusCode.ERROR, err.reason))
+            mark_error(span, err, with_figures=True)
             raise
 
 
