@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import pathlib
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -218,7 +220,9 @@ async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContex
         if exc.code in (Code.INTERNAL, Code.UNAVAILABLE):
             log.warning("rpc failed", extra={"rpc": method, "code": exc.code.value, "reason": exc.reason})
         await abort(context, exc)
-    log.error("unexpected error", extra={"rpc": method, "error_type": type(exc).__name__})
+    # Where it failed, without the message (it may quote request content).
+    where = [f"{pathlib.Path(f.filename).name}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]]
+    log.error("unexpected error", extra={"rpc": method, "error_type": type(exc).__name__, "where": where})
     await abort(context, error_class(Code.INTERNAL)("internal error", reason="INTERNAL"))
 
 

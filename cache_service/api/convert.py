@@ -17,7 +17,7 @@ from agentctx.cache.v1 import cache_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
 from agentctx_common.canonical import content_json, struct_to_dict, tool_config_json, tool_json
 from agentctx_common.errors import FieldViolation, InvalidArgument
-from agentctx_common.protos import unknown_field_violations
+from agentctx_common.protos import unknown_field_violations, value_violations
 from cache_service.domain.keys import Prefix, Scope
 from cache_service.domain.model import CacheInfo, JSON, ModelCall, ModelReply
 
@@ -100,6 +100,7 @@ def _tools(msg: Any) -> tuple[tuple[JSON, ...], JSON | None]:
 
 
 def prefix_from_proto(p: pb.CachePrefix, model: str) -> Prefix:
+    _fail(value_violations(p, "prefix"))
     tools, tool_config = _tools(p)
     return Prefix(
         model=model,
@@ -128,6 +129,8 @@ def call_from_proto(r: generation_pb2.ModelRequest) -> ModelCall:
         raise InvalidArgument.fields([FieldViolation("request.model", "is required")])
     if not r.contents:
         raise InvalidArgument.fields([FieldViolation("request.contents", "must not be empty")])
+    # Unknown enum numbers (tool_config.mode, ...) would fail conversion.
+    _fail(value_violations(r, "request"))
     tools, tool_config = _tools(r)
     return ModelCall(
         model=r.model,

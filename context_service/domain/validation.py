@@ -23,6 +23,12 @@ from context_service.domain.config import (
 
 MAX_COMPACTOR_TIMEOUT_S = 300.0
 MAX_TTL_S = 7 * 24 * 3600.0
+# Far beyond any model, and small enough that byte and token arithmetic
+# stays exact in floating point.
+MAX_BUDGET_BYTES = 2**50
+MAX_BUDGET_TOKENS = 2**44
+# Real tokenizers are 1 to 16 bytes per token; the range leaves room.
+MIN_BYTES_PER_TOKEN, MAX_BYTES_PER_TOKEN = 0.25, 64.0
 
 
 def _positive(violations: list[FieldViolation], path: str, value: int | float | None) -> None:
@@ -30,12 +36,25 @@ def _positive(violations: list[FieldViolation], path: str, value: int | float | 
         violations.append(FieldViolation(path, f"must be greater than 0, got {value}"))
 
 
+def _at_most(violations: list[FieldViolation], path: str, p: object, names: tuple[str, ...], limit: int) -> None:
+    for name in names:
+        value = getattr(p, name)
+        if value is not None and value > limit:
+            violations.append(FieldViolation(f"{path}.{name}", f"must be at most {limit}"))
+
+
 def selection_violations(p: SelectionPolicy, path: str) -> list[FieldViolation]:
     v: list[FieldViolation] = []
     for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token"):
         _positive(v, f"{path}.{name}", getattr(p, name))
-    if p.bytes_per_token is not None and not math.isfinite(p.bytes_per_token):
-        v.append(FieldViolation(f"{path}.bytes_per_token", "must be a finite number"))
+    if p.bytes_per_token is not None and not (
+        math.isfinite(p.bytes_per_token) and MIN_BYTES_PER_TOKEN <= p.bytes_per_token <= MAX_BYTES_PER_TOKEN
+    ):
+        v.append(FieldViolation(
+            f"{path}.bytes_per_token", f"must be between {MIN_BYTES_PER_TOKEN} and {MAX_BYTES_PER_TOKEN:.0f}"
+        ))
+    _at_most(v, path, p, ("max_bytes", "max_request_bytes"), MAX_BUDGET_BYTES)
+    _at_most(v, path, p, ("max_tokens", "max_request_tokens"), MAX_BUDGET_TOKENS)
     if not isinstance(p.overflow, enum.Enum):
         v.append(FieldViolation(f"{path}.overflow", f"unknown overflow mode {p.overflow}"))
     if p.max_bytes is not None and p.max_request_bytes is not None and p.max_bytes > p.max_request_bytes:
@@ -91,6 +110,9 @@ def compaction_violations(p: CompactionPolicy, path: str) -> list[FieldViolation
         and p.background_tokens > p.context_window
     ):
         v.append(FieldViolation(f"{path}.background_tokens", "must not exceed context_window"))
+    _at_most(v, path, p, ("context_window", "reserve_tokens", "keep_recent_tokens", "background_tokens",
+                          "overflow_keep_recent_tokens"), MAX_BUDGET_TOKENS)
+    _at_most(v, path, p, ("max_input_bytes", "max_summary_bytes"), MAX_BUDGET_BYTES)
     v += _compaction_headroom(p, path)
     return v
 

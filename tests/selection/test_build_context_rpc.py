@@ -203,6 +203,12 @@ async def test_session_policy_applies_and_a_call_overrides_it(ctx: Context) -> N
         (policy_pb2.SelectionPolicy(max_bytes=-1), "policy.max_bytes"),
         (policy_pb2.SelectionPolicy(max_tokens=0), "policy.max_tokens"),
         (policy_pb2.SelectionPolicy(bytes_per_token=math.nan), "policy.bytes_per_token"),
+        # Found by tests/e2e/test_fuzzed_requests.py: 1e300 spun the byte
+        # allowance loop for minutes on the event loop.
+        (policy_pb2.SelectionPolicy(bytes_per_token=1e300, max_tokens=100), "policy.bytes_per_token"),
+        (policy_pb2.SelectionPolicy(bytes_per_token=0.01), "policy.bytes_per_token"),
+        (policy_pb2.SelectionPolicy(max_tokens=2**62, max_request_tokens=2**62), "policy.max_tokens"),
+        (policy_pb2.SelectionPolicy(max_request_bytes=2**62), "policy.max_request_bytes"),
         (policy_pb2.SelectionPolicy(max_bytes=100, max_request_bytes=50), "policy.max_bytes"),
         (policy_pb2.SelectionPolicy(filter=policy_pb2.EventFilter(authors=["a"], exclude_authors=["a"])), "policy.filter.exclude_authors"),
         (policy_pb2.SelectionPolicy(filter=policy_pb2.EventFilter(content_types=[0])), "policy.filter.content_types[0]"),

@@ -247,3 +247,16 @@ def test_a_memo_reuses_the_grouping_for_the_same_window_filter_and_input() -> No
     other = select(recs, inputs(response(("x", "f", {}))), policy(), memo=memo)
     assert other.grouping is not first.grouping  # the input's response ids are part of the key
     assert len(memo) == 2
+
+
+@pytest.mark.parametrize("bpt", [0.25, 1.0, 3.7, 4.0, 64.0, 1e300])
+@pytest.mark.parametrize("max_tokens", [1, 7, 1000, 2**44, 2**62])
+def test_byte_allowance_is_exact_and_bounded(bpt: float, max_tokens: int) -> None:
+    """The largest byte count whose estimate fits, found in a few steps even
+    for values validation refuses (1e300 once spun this loop for minutes)."""
+    from context_service.domain.selection.tokens import byte_allowance, estimate
+
+    b = byte_allowance(None, max_tokens, bpt)
+    assert b is not None
+    if bpt * max_tokens < 2**52:  # exactness holds where floats are exact
+        assert estimate(b, bpt) <= max_tokens < estimate(b + 1, bpt)

@@ -33,11 +33,17 @@ def byte_allowance(max_bytes: int | None, max_tokens: int | None, bytes_per_toke
     if max_bytes is not None:
         limits.append(max_bytes)
     if max_tokens is not None:
-        b = math.floor(max_tokens * bytes_per_token)
-        while b > 0 and estimate(b, bytes_per_token) > max_tokens:
-            b -= 1
-        while estimate(b + 1, bytes_per_token) <= max_tokens:
-            b += 1
+        product = max_tokens * bytes_per_token
+        b = math.floor(product) if product < 2**62 else 2**62
+        # Float rounding leaves b at most a step or two off; the bound keeps
+        # a value validation did not anticipate from spinning here.
+        for _ in range(64):
+            if b > 0 and estimate(b, bytes_per_token) > max_tokens:
+                b -= 1
+            elif estimate(b + 1, bytes_per_token) <= max_tokens:
+                b += 1
+            else:
+                break
         limits.append(b)
     return min(limits) if limits else None
 
