@@ -12,17 +12,13 @@ Records depend on the secret key set that pruned them, so entries are keyed
 by (session, key-set fingerprint); the built-in set is the common case. The
 cache is bounded by an estimate of its bytes, least recently used first out.
 
-Reading the session row is most of a warm BuildContext. ``SessionHeads``
-reads just what selection needs (incarnation, last sequence, config) with
-one query: on SQLite on a dedicated read connection, without the thread hops
-an SQLAlchemy session read takes; on other databases through the store's
-get_session.
+Reading the session row is most of a warm BuildContext; storage.heads
+reads just what selection needs with one query.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,19 +26,12 @@ from typing import Any, Protocol
 
 
 from agentctx.type.v1 import content_pb2
-from agentctx_common.errors import NotFound
 from context_service.api.convert import content_to_proto
-from context_service.domain.config import ContextConfig
 from context_service.domain.model import Content, Event, SessionKey
 from context_service.domain.selection import EventRecord, SecretKeys, event_record
-from context_service.domain.sessions import SessionRecord
-from context_service.storage import codec
-from context_service.storage.tables import sessions
+from context_service.storage.heads import SessionHead, SessionHeads, head_of  # noqa: F401 - re-exported
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-# How long a head read on the loop thread may wait for a busy SQLite file
-# before it goes through the store instead.
-BUSY_TIMEOUT_MS = 20
 # Per-record overhead beyond its content bytes (kept three times: canonical
 # JSON, wire encoding, proto), roughly: the domain content and the records.
 _RECORD_OVERHEAD = 600
@@ -89,77 +78,6 @@ class EventSource(Protocol):
     async def list_events(
         self, key: SessionKey, *, after_sequence: int = 0, limit: int | None = None, include_compactions: bool = True
     ) -> list[Event]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SessionHead:
-    """What selection needs of a session row. ``incarnation`` changes when a
-    session is deleted and created again under the same name."""
-
-    key: SessionKey
-    incarnation: str
-    last_sequence: int
-    config: ContextConfig
-
-
-def head_of(record: SessionRecord) -> SessionHead:
-    # The etag is "{incarnation}.{version}" (storage.codec.etag).
-    return SessionHead(record.key, record.etag.rpartition(".")[0], record.last_sequence, record.config)
-
-
-class SessionHeads:
-    """Reads session heads for one store; see the module docstring.
-
-    On SQLite the read runs on the event loop's own thread: a primary-key
-    lookup on an open WAL connection takes microseconds, less than handing
-    it to a worker thread and back. WAL readers do not wait for writers; if
-    the database is busy anyway (a checkpoint, recovery), the read goes
-    through the store instead of blocking the loop.
-    """
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        engine = getattr(store, "engine", None)
-        url = getattr(engine, "url", None)
-        self._sqlite_path = url.database if url is not None and url.get_backend_name() == "sqlite" else None
-        self._db: sqlite3.Connection | None = None
-        self._configs: dict[str, ContextConfig] = {}
-        t = sessions.c
-        self._sql = (
-            f"SELECT {t.incarnation.name}, {t.last_sequence.name}, {t.config_json.name} FROM {sessions.name} "
-            f"WHERE {t.app.name} = ? AND {t.user_id.name} = ? AND {t.session_id.name} = ?"
-        )
-
-    async def get(self, key: SessionKey) -> SessionHead:
-        """NOT_FOUND (SESSION_NOT_FOUND) when there is no such session."""
-        if self._sqlite_path is None:
-            return head_of(await self._store.get_session(key))
-        try:
-            db = self._db or self._open()
-            row = db.execute(self._sql, (key.app, key.user, key.session)).fetchone()
-        except sqlite3.Error:
-            return head_of(await self._store.get_session(key))
-        if row is None:
-            raise NotFound(f"session {key.name} not found", reason="SESSION_NOT_FOUND")
-        incarnation, last_sequence, config_text = row
-        config = self._configs.get(config_text)
-        if config is None:
-            if len(self._configs) > 1024:
-                self._configs.clear()
-            config = self._configs[config_text] = codec.config_from_text(config_text)
-        return SessionHead(key, incarnation, last_sequence, config)
-
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._sqlite_path, isolation_level=None)
-        db.execute("PRAGMA query_only=1")
-        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        self._db = db
-        return db
-
-    async def close(self) -> None:
-        db, self._db = self._db, None
-        if db is not None:
-            db.close()
 
 
 @dataclass(frozen=True, slots=True)

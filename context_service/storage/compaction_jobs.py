@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from context_service.domain.compaction.jobs import Job
 from context_service.domain.model import CompactionTrigger, SessionKey
-from context_service.storage.sql_store import SqlSessionStore, _key_clause
+from context_service.storage.sql_store import SqlSessionStore, key_clause
 from context_service.storage.tables import UtcDateTime, metadata, sessions
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
@@ -57,8 +57,8 @@ class SqlJobStore:
 
     async def enqueue(self, key: SessionKey, trigger: CompactionTrigger) -> bool:
         now = self._clock()
-        async with self._store._write() as conn:
-            live = (await self._store._lock_sessions(conn, {key})).get(key)
+        async with self._store.write_transaction() as conn:
+            live = (await self._store.lock_sessions(conn, {key})).get(key)
             if live is None:
                 return False  # deleted meanwhile: nothing to compact
             active = await conn.execute(
@@ -95,7 +95,7 @@ class SqlJobStore:
                     attempts=j.c.attempts + 1, update_time=now)
             .returning(j.c.job_id, j.c.session_pk, j.c.trigger, j.c.attempts)
         )
-        async with self._store._write() as conn:
+        async with self._store.write_transaction() as conn:
             row = (await conn.execute(claim)).first()
             if row is None:
                 return None
@@ -139,7 +139,7 @@ class SqlJobStore:
     async def _update_owned(self, job: Job, owner: str, **values: object) -> bool:
         j = compaction_jobs
         stmt = sa.update(j).where(j.c.job_id == job.job_id, j.c.lease_owner == owner, j.c.state == RUNNING)
-        async with self._store._write() as conn:
+        async with self._store.write_transaction() as conn:
             result = await conn.execute(stmt.values(**values))
         return result.rowcount == 1
 
@@ -148,16 +148,16 @@ class SqlJobStore:
         stmt = (
             sa.select(sa.func.count())
             .select_from(compaction_jobs.join(sessions, compaction_jobs.c.session_pk == sessions.c.pk))
-            .where(_key_clause(key), compaction_jobs.c.state.in_((PENDING, RUNNING)))
+            .where(key_clause(key), compaction_jobs.c.state.in_((PENDING, RUNNING)))
         )
-        async with self._store._read() as conn:
+        async with self._store.read_connection() as conn:
             return int((await conn.execute(stmt)).scalar_one())
 
     async def purge_finished(self, older_than_s: float) -> int:
         """Deletes done and failed jobs older than ``older_than_s``."""
         cutoff = self._clock() - dt.timedelta(seconds=older_than_s)
         j = compaction_jobs
-        async with self._store._write() as conn:
+        async with self._store.write_transaction() as conn:
             result = await conn.execute(
                 sa.delete(j).where(j.c.state.in_((DONE, FAILED)), j.c.update_time < cutoff)
             )

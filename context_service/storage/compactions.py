@@ -25,7 +25,8 @@ from context_service.domain.compaction.history import History
 from context_service.domain.compaction.plan import CompactionPlan, check_commit
 from context_service.domain.model import Event, EventKind, SessionKey
 from context_service.storage import codec
-from context_service.storage.sql_store import SqlSessionStore, _key_clause, _not_found
+from context_service.storage.append_batch import not_found as session_not_found
+from context_service.storage.sql_store import SqlSessionStore, key_clause
 from context_service.storage.tables import events, sessions
 
 _DECODE_SLICE = 32
@@ -55,14 +56,14 @@ class SqlCompactionStore:
         """The session's compaction view. With ``known`` (an earlier view of
         the same session), only the events appended since are read, unless
         the session was re-created or compacted meanwhile."""
-        async with self._store._read() as conn:
+        async with self._store.read_connection() as conn:
             session = (
                 await conn.execute(
-                    sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.last_sequence).where(_key_clause(key))
+                    sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.last_sequence).where(key_clause(key))
                 )
             ).first()
             if session is None:
-                raise _not_found(key)
+                raise session_not_found(key)
             latest_sequence = (await conn.execute(
                 sa.select(sa.func.max(events.c.sequence))
                 .where(events.c.session_pk == session.pk, events.c.kind == _COMPACTION)
@@ -100,10 +101,10 @@ class SqlCompactionStore:
         return decoded
 
     async def commit(self, key: SessionKey, plan: CompactionPlan, event: Event) -> Event:
-        async with self._store._write() as conn:
-            live = (await self._store._lock_sessions(conn, {key})).get(key)
+        async with self._store.write_transaction() as conn:
+            live = (await self._store.lock_sessions(conn, {key})).get(key)
             if live is None:
-                raise _not_found(key)
+                raise session_not_found(key)
             latest_row = await _latest_compaction(conn, live.pk)
             source_ids = (
                 await conn.execute(
@@ -131,7 +132,7 @@ class SqlCompactionStore:
                 source_ids_now=[(r.sequence, r.event_id) for r in source_ids],
             )
             sequence = live.last_sequence + 1
-            now = self._store._clock()
+            now = self._store.now()
             stored = dataclasses.replace(event, sequence=sequence, create_time=event.create_time or now)
             body = codec.event_body(stored)
             await conn.execute(

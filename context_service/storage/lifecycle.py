@@ -11,7 +11,7 @@ from context_service.domain.diagnostics import LifecycleFacts
 from context_service.domain.model import EventKind, SessionKey
 from context_service.storage.compaction_jobs import SqlJobStore
 from context_service.storage.compactions import SqlCompactionStore
-from context_service.storage.sql_store import SqlSessionStore, _key_clause
+from context_service.storage.sql_store import SqlSessionStore, key_clause
 from context_service.storage.tables import events, sessions
 
 
@@ -29,10 +29,10 @@ class SqlLifecycleReader:
             .select_from(sessions.outerjoin(
                 events, sa.and_(events.c.session_pk == sessions.c.pk, events.c.kind == EventKind.COMPACTION.value)
             ))
-            .where(_key_clause(key))
+            .where(key_clause(key))
             .group_by(sessions.c.pk, sessions.c.event_count)
         )
-        async with self._store._read() as conn:
+        async with self._store.read_connection() as conn:
             row = (await conn.execute(stmt)).first()
         event_count, compactions = (int(row[0]), int(row[1])) if row is not None else (0, 0)
         return LifecycleFacts(

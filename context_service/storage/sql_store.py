@@ -45,7 +45,7 @@ from context_service.domain.sessions import (
 from context_service.storage import codec, schema
 from context_service.storage.append_batch import Append, Live
 from context_service.storage.append_batch import etag_mismatch as _etag_mismatch
-from context_service.storage.append_batch import not_found as _not_found
+from context_service.storage.append_batch import not_found as session_not_found
 from context_service.storage.append_sql import appender_for
 from context_service.storage.engine import (
     DRIVER_ERRORS,
@@ -73,7 +73,7 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _key_clause(key: SessionKey) -> sa.ColumnElement[bool]:
+def key_clause(key: SessionKey) -> sa.ColumnElement[bool]:
     return sa.and_(sessions.c.app == key.app, sessions.c.user_id == key.user, sessions.c.session_id == key.session)
 
 
@@ -131,8 +131,16 @@ class SqlSessionStore:
         await self._appender.close()
         await self.engine.dispose()
 
+    # The storage package's other stores (compactions, jobs, lifecycle) run
+    # their SQL through these, so that every write takes the same lock and
+    # every driver failure maps to the same status.
+
+    def now(self) -> dt.datetime:
+        return self._clock()
+
     @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
+    async def write_transaction(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction, committed on exit (serialized on SQLite)."""
         async with self._write_lock:
             try:
                 async with self._writer.begin() as conn:
@@ -143,7 +151,8 @@ class SqlSessionStore:
                 raise unavailable(exc) from None
 
     @contextlib.asynccontextmanager
-    async def _read(self) -> AsyncIterator[AsyncConnection]:
+    async def read_connection(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only connection."""
         try:
             async with self.engine.connect() as conn:
                 yield conn
@@ -161,7 +170,7 @@ class SqlSessionStore:
             "create_time": now, "update_time": now,
         }
         try:
-            async with self._write() as conn:
+            async with self.write_transaction() as conn:
                 await conn.execute(sa.insert(sessions).values(values))
         except IntegrityError:
             raise AlreadyExists(f"session {key.name} already exists", reason="SESSION_ALREADY_EXISTS") from None
@@ -171,10 +180,10 @@ class SqlSessionStore:
         )
 
     async def get_session(self, key: SessionKey) -> SessionRecord:
-        async with self._read() as conn:
-            row = (await conn.execute(sa.select(sessions).where(_key_clause(key)))).first()
+        async with self.read_connection() as conn:
+            row = (await conn.execute(sa.select(sessions).where(key_clause(key)))).first()
         if row is None:
-            raise _not_found(key)
+            raise session_not_found(key)
         return _record(row)
 
     async def list_sessions(self, query: SessionQuery, *, page_size: int, page_token: str = "") -> SessionPage:
@@ -186,7 +195,7 @@ class SqlSessionStore:
             stmt = stmt.where(sessions.c.app.in_(sorted(query.apps)))
         if query.user is not None:
             stmt = stmt.where(sessions.c.user_id == query.user)
-        async with self._read() as conn:
+        async with self.read_connection() as conn:
             rows = (await conn.execute(stmt)).all()
         more = len(rows) > page_size
         rows = rows[:page_size]
@@ -202,10 +211,10 @@ class SqlSessionStore:
         config_fields: Collection[str] = ALL_CONFIG_FIELDS,
         expected_etag: str | None = None,
     ) -> SessionRecord:
-        async with self._write() as conn:
-            row = (await conn.execute(sa.select(sessions).where(_key_clause(key)).with_for_update())).first()
+        async with self.write_transaction() as conn:
+            row = (await conn.execute(sa.select(sessions).where(key_clause(key)).with_for_update())).first()
             if row is None:
-                raise _not_found(key)
+                raise session_not_found(key)
             _check_etag(codec.etag(row.incarnation, row.version), expected_etag)
             values: dict[str, Any] = {"version": row.version + 1, "update_time": self._clock()}
             if state is not None:
@@ -217,11 +226,11 @@ class SqlSessionStore:
         return _record(row, **values)
 
     async def delete_session(self, key: SessionKey, *, expected_etag: str | None = None) -> None:
-        async with self._write() as conn:
-            stmt = sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.version).where(_key_clause(key))
+        async with self.write_transaction() as conn:
+            stmt = sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.version).where(key_clause(key))
             row = (await conn.execute(stmt.with_for_update())).first()
             if row is None:
-                raise _not_found(key)
+                raise session_not_found(key)
             _check_etag(codec.etag(row.incarnation, row.version), expected_etag)
             await conn.execute(sa.delete(events).where(events.c.session_pk == row.pk))
             await conn.execute(sa.delete(sessions).where(sessions.c.pk == row.pk))
@@ -248,12 +257,12 @@ class SqlSessionStore:
         _batch_ms.record((time.perf_counter() - started) * 1000, attributes)
         return results
 
-    async def _lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, Live]:
+    async def lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, Live]:
         """The sessions' rows, locked in pk order, for write transactions on
         SQLAlchemy (compaction commits, jobs); appends lock in append_sql."""
         stmt = sa.select(*_LIVE_COLUMNS)
         if len(keys) == 1:
-            stmt = stmt.where(_key_clause(next(iter(keys))))
+            stmt = stmt.where(key_clause(next(iter(keys))))
         else:
             wanted = sorted((k.app, k.user, k.session) for k in keys)
             stmt = stmt.where(sa.tuple_(sessions.c.app, sessions.c.user_id, sessions.c.session_id).in_(wanted))
@@ -267,9 +276,9 @@ class SqlSessionStore:
         stmt = (
             sa.select(events)
             .join(sessions, events.c.session_pk == sessions.c.pk)
-            .where(_key_clause(key), events.c.event_id == event_id)
+            .where(key_clause(key), events.c.event_id == event_id)
         )
-        async with self._read() as conn:
+        async with self.read_connection() as conn:
             row = (await conn.execute(stmt)).first()
             if row is None:
                 await self._require_session(conn, key)
@@ -287,22 +296,22 @@ class SqlSessionStore:
         stmt = (
             sa.select(events)
             .join(sessions, events.c.session_pk == sessions.c.pk)
-            .where(_key_clause(key), events.c.sequence > after_sequence)
+            .where(key_clause(key), events.c.sequence > after_sequence)
             .order_by(events.c.sequence)
         )
         if not include_compactions:
             stmt = stmt.where(events.c.kind == EventKind.MESSAGE.value)
         if limit is not None:
             stmt = stmt.limit(limit)
-        async with self._read() as conn:
+        async with self.read_connection() as conn:
             rows = (await conn.execute(stmt)).all()
             if not rows:
                 await self._require_session(conn, key)
         return [codec.event_from_row(r) for r in rows]
 
     async def _require_session(self, conn: AsyncConnection, key: SessionKey) -> None:
-        if (await conn.execute(sa.select(sessions.c.pk).where(_key_clause(key)))).first() is None:
-            raise _not_found(key)
+        if (await conn.execute(sa.select(sessions.c.pk).where(key_clause(key)))).first() is None:
+            raise session_not_found(key)
 
 
 async def open_store(

@@ -1,0 +1,95 @@
+"""Session heads: what selection needs of a session row (incarnation, last
+sequence, config), read with one query.
+
+On SQLite the read runs on a dedicated read connection on the event loop's
+own thread, without the thread hops an SQLAlchemy session read takes; on
+other databases it goes through the store's get_session.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from agentctx_common.errors import NotFound
+from context_service.domain.config import ContextConfig
+from context_service.domain.model import SessionKey
+from context_service.domain.sessions import SessionRecord
+from context_service.storage import codec
+from context_service.storage.tables import sessions
+
+# How long a head read on the loop thread may wait for a busy SQLite file
+# before it goes through the store instead.
+BUSY_TIMEOUT_MS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHead:
+    """What selection needs of a session row. ``incarnation`` changes when a
+    session is deleted and created again under the same name."""
+
+    key: SessionKey
+    incarnation: str
+    last_sequence: int
+    config: ContextConfig
+
+
+def head_of(record: SessionRecord) -> SessionHead:
+    # The etag is "{incarnation}.{version}" (storage.codec.etag).
+    return SessionHead(record.key, record.etag.rpartition(".")[0], record.last_sequence, record.config)
+
+
+class SessionHeads:
+    """Reads session heads for one store; see the module docstring.
+
+    On SQLite the read runs on the event loop's own thread: a primary-key
+    lookup on an open WAL connection takes microseconds, less than handing
+    it to a worker thread and back. WAL readers do not wait for writers; if
+    the database is busy anyway (a checkpoint, recovery), the read goes
+    through the store instead of blocking the loop.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        engine = getattr(store, "engine", None)
+        url = getattr(engine, "url", None)
+        self._sqlite_path = url.database if url is not None and url.get_backend_name() == "sqlite" else None
+        self._db: sqlite3.Connection | None = None
+        self._configs: dict[str, ContextConfig] = {}
+        t = sessions.c
+        self._sql = (
+            f"SELECT {t.incarnation.name}, {t.last_sequence.name}, {t.config_json.name} FROM {sessions.name} "
+            f"WHERE {t.app.name} = ? AND {t.user_id.name} = ? AND {t.session_id.name} = ?"
+        )
+
+    async def get(self, key: SessionKey) -> SessionHead:
+        """NOT_FOUND (SESSION_NOT_FOUND) when there is no such session."""
+        if self._sqlite_path is None:
+            return head_of(await self._store.get_session(key))
+        try:
+            db = self._db or self._open()
+            row = db.execute(self._sql, (key.app, key.user, key.session)).fetchone()
+        except sqlite3.Error:
+            return head_of(await self._store.get_session(key))
+        if row is None:
+            raise NotFound(f"session {key.name} not found", reason="SESSION_NOT_FOUND")
+        incarnation, last_sequence, config_text = row
+        config = self._configs.get(config_text)
+        if config is None:
+            if len(self._configs) > 1024:
+                self._configs.clear()
+            config = self._configs[config_text] = codec.config_from_text(config_text)
+        return SessionHead(key, incarnation, last_sequence, config)
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._sqlite_path, isolation_level=None)
+        db.execute("PRAGMA query_only=1")
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self._db = db
+        return db
+
+    async def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
