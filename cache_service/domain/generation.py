@@ -133,7 +133,10 @@ class Generator:
 
     async def stream(self, scope: Scope, call: ModelCall, lease: str,
                      timeout_s: float | None = None) -> AsyncIterator[tuple[ModelReply, CacheInfo | None]]:
-        """Chunks; the last one carries the usage and the cache info."""
+        """Chunks as the provider sends them; the last one carries the usage
+        and the cache info. Only a chunk that looks final (a finish reason or
+        usage) is held back to learn whether more follow; if the stream ends
+        without one, a content-free last chunk carries the cache info."""
         provider = self.registry.provider(scope.provider)
         timeout = self._timeout(timeout_s)
         info = CacheInfo(scope_fingerprint=scope.fingerprint)
@@ -144,6 +147,7 @@ class Generator:
         deadline = asyncio.get_running_loop().time() + timeout
         produced = False
         held: ModelReply | None = None
+        version = ""
         chunks = 0
         # Not made current: a generator's context changes at every yield.
         span = _tracer.start_span("cache.generate", attributes={
@@ -157,11 +161,11 @@ class Generator:
                         provider.stream_generate(rewrite_for_cache(call, entry.history_len), entry.handle.name),
                         deadline,
                     ):
-                        produced = True
-                        if held is not None:
+                        produced, version = True, chunk.model_version
+                        for out in _release(held, chunk):
                             chunks += 1
-                            yield held, None
-                        held = chunk
+                            yield out, None
+                        held = chunk if _looks_final(chunk) else None
                 except CacheNotFound:
                     if produced:
                         self._drop(entry)
@@ -171,11 +175,13 @@ class Generator:
                     entry = None
             if entry is None:
                 async for chunk in _bounded(provider.stream_generate(call, None), deadline):
-                    produced = True
-                    if held is not None:
+                    produced, version = True, chunk.model_version
+                    for out in _release(held, chunk):
                         chunks += 1
-                        yield held, None
-                    held = chunk
+                        yield out, None
+                    held = chunk if _looks_final(chunk) else None
+            if held is None and produced:
+                held = ModelReply(content=None, model_version=version)
             if held is not None:
                 chunks += 1
                 yield held, info
@@ -243,3 +249,16 @@ async def _bounded(chunks: AsyncIterator[ModelReply], deadline: float) -> AsyncI
             except StopAsyncIteration:
                 return
             yield chunk
+
+
+def _looks_final(chunk: ModelReply) -> bool:
+    return bool(chunk.finish_reason) or chunk.usage is not None
+
+
+def _release(held: ModelReply | None, chunk: ModelReply) -> list[ModelReply]:
+    """What to send now that ``chunk`` arrived: a held chunk (it was not the
+    last after all), and ``chunk`` itself unless it may be the last."""
+    out = [held] if held is not None else []
+    if not _looks_final(chunk):
+        out.append(chunk)
+    return out

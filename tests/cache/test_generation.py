@@ -4,6 +4,7 @@ the lifecycle bugs the ADK Go #1951 review found, translated to leases."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 
 import pytest
@@ -16,7 +17,7 @@ from agentctx_common.errors import (
     Unavailable,
 )
 from cache_service.domain.generation import Generator, rewrite_for_cache
-from cache_service.domain.model import BypassReason, CacheState, ModelCall
+from cache_service.domain.model import BypassReason, CacheState, ModelCall, ModelReply, Usage
 from cache_service.domain.policy import PolicySettings
 from cache_service.providers.base import CacheNotFound, ProviderPermissionDenied, RateLimited
 from tests.cache.support import MODEL, TOOLS, call_over, prefix, scope, view
@@ -269,3 +270,44 @@ async def test_streamed_calls_have_a_span_that_ends_however_the_stream_does(h, s
     assert [s.attributes["cache.chunks"] for s in spans] == [len(chunks), 1, 3]
     assert all(s.attributes["cache.streamed"] and s.attributes["cache.leased"] for s in spans)
     assert [bool(s.attributes.get("cache.missing_retry")) for s in spans] == [False, False, True]
+
+
+def _scripted_stream(h, chunks: list[ModelReply], gate: asyncio.Event) -> None:  # type: ignore[no-untyped-def]
+    """The provider streams ``chunks``, waiting on ``gate`` after the first."""
+
+    async def stream(call, cached):  # type: ignore[no-untyped-def]
+        for i, chunk in enumerate(chunks):
+            if i == 1:
+                await gate.wait()
+            yield chunk
+
+    h.provider.stream_generate = stream
+
+
+async def test_a_chunk_reaches_the_caller_before_the_provider_sends_the_next(h) -> None:
+    """Time to first token: only a chunk that may be the last is held back."""
+    r = await h.acquire(prefix(3))
+    gate = asyncio.Event()
+    text = {"role": "model", "parts": [{"text": "hel"}]}
+    _scripted_stream(h, [ModelReply(content=text, model_version="v1"),
+                         ModelReply(content={"role": "model", "parts": [{"text": "lo"}]}, finish_reason="STOP",
+                                    usage=Usage(prompt_tokens=9, output_tokens=2), model_version="v1")], gate)
+    stream = Generator(h.registry).stream(scope(), call_over(prefix(3)), r.lease)
+    first, info = await asyncio.wait_for(anext(stream), 2)  # the provider is still holding the second chunk
+    assert first.content == text and info is None
+    gate.set()
+    rest = [item async for item in stream]
+    assert len(rest) == 1 and rest[0][0].finish_reason == "STOP" and rest[0][1] is not None
+
+
+async def test_a_stream_without_a_final_chunk_ends_with_a_content_free_one_carrying_the_cache_info(h) -> None:
+    r = await h.acquire(prefix(3))
+    gate = asyncio.Event()
+    gate.set()
+    _scripted_stream(h, [ModelReply(content={"role": "model", "parts": [{"text": t}]}, model_version="v2")
+                         for t in ("a", "b")], gate)
+    items = [item async for item in Generator(h.registry).stream(scope(), call_over(prefix(3)), r.lease)]
+    assert [c.content for c, _ in items[:2]] == [{"role": "model", "parts": [{"text": t}]} for t in ("a", "b")]
+    last, info = items[-1]
+    assert len(items) == 3 and last.content is None and last.model_version == "v2"
+    assert info is not None and info.state is CacheState.CREATED

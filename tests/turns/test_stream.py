@@ -61,7 +61,7 @@ async def test_a_stream_broken_midway_stores_nothing_but_the_input_and_a_retry_c
     agent = Agent(pair.stub, (await create_session(pair.stub)).name, stream=True)
     first = await agent.turn("A first question to start the conversation.")
     request = agent.request("A second question, long enough to stream in pieces.")
-    # The cache service holds one chunk back (the last carries usage): two produced, one sent.
+    # Chunks reach the agent as the provider produces them: two produced, two sent.
     pair.provider.fail_stream_after(2, ProviderUnavailable(status=503))
     received = []
     with pytest.raises(grpc.aio.AioRpcError) as info:
@@ -70,7 +70,7 @@ async def test_a_stream_broken_midway_stores_nothing_but_the_input_and_a_retry_c
     assert info.value.code() is grpc.StatusCode.UNAVAILABLE
     err = error_from_rpc(info.value)
     assert err.reason == "PROVIDER_UNAVAILABLE" and err.retry_after is not None
-    assert [r.WhichOneof("item") for r in received] == ["chunk"]
+    assert [r.WhichOneof("item") for r in received] == ["chunk", "chunk"]
     events = await _events(pair.stub, agent.session)
     assert [e.id for e in events][-1] == "agent-1", "the input is stored, no chunk and no reply"
 
