@@ -60,7 +60,8 @@ class LockSessions:
 
 @dataclass(frozen=True, slots=True)
 class StoredFingerprints:
-    """-> [(session_pk, event_id, fingerprint)] for stored ids among these."""
+    """-> [(session_pk, event_id, fingerprint)] for the stored events among
+    the (pks[i], ids[i]) pairs."""
 
     pks: Sequence[int]
     ids: Sequence[str]
@@ -107,7 +108,8 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
     wanted = {(live[i.key].pk, i.event.id) for i in items if i.key in live}
     stored: dict[tuple[int, str], str] = {}
     if wanted:
-        found = yield StoredFingerprints(sorted({p for p, _ in wanted}), sorted({e for _, e in wanted}))
+        pairs = sorted(wanted)
+        found = yield StoredFingerprints([p for p, _ in pairs], [e for _, e in pairs])
         stored = {(pk, event_id): fingerprint for pk, event_id, fingerprint in found}
 
     results: list[AppendResult | Exception | None] = []

@@ -59,10 +59,6 @@ def _numbered(sql: str) -> str:
     return "".join(p + (f"${i + 1}" if i < len(parts) - 1 else "") for i, p in enumerate(parts))
 
 
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)
-
-
 # --- PostgreSQL ---------------------------------------------------------------------
 
 
@@ -74,9 +70,12 @@ class PostgresAppender:
         f"SELECT {_LIVE} FROM sessions WHERE (app, user_id, session_id) IN "
         "(SELECT * FROM unnest(?::text[], ?::text[], ?::text[])) ORDER BY pk FOR UPDATE"
     )
+    # Exact (session, event id) pairs: "session_pk = ANY(..) AND event_id =
+    # ANY(..)" let the planner scan every event of the sessions, so an
+    # append got slower as its session grew.
     _FINGERPRINTS = _numbered(
-        "SELECT session_pk, event_id, fingerprint FROM events "
-        "WHERE session_pk = ANY(?::bigint[]) AND event_id = ANY(?::text[])"
+        "SELECT e.session_pk, e.event_id, e.fingerprint FROM events e "
+        "JOIN unnest(?::bigint[], ?::text[]) AS w(pk, id) ON e.session_pk = w.pk AND e.event_id = w.id"
     )
 
     def __init__(self, dsn: str, options: EngineOptions) -> None:
@@ -176,9 +175,9 @@ class SqliteAppender:
             sql = f"SELECT {_LIVE} FROM sessions WHERE (app, user_id, session_id) IN (VALUES {values}) ORDER BY pk"
             return conn.execute(sql, [v for k in op.keys for v in (k.app, k.user, k.session)]).fetchall()
         if isinstance(op, StoredFingerprints):
-            sql = (f"SELECT session_pk, event_id, fingerprint FROM events "
-                   f"WHERE session_pk IN ({_marks(len(op.pks))}) AND event_id IN ({_marks(len(op.ids))})")
-            return conn.execute(sql, [*op.pks, *op.ids]).fetchall()
+            values = ", ".join(["(?, ?)"] * len(op.pks))
+            sql = f"SELECT session_pk, event_id, fingerprint FROM events WHERE (session_pk, event_id) IN (VALUES {values})"
+            return conn.execute(sql, [v for pair in zip(op.pks, op.ids, strict=True) for v in pair]).fetchall()
         if isinstance(op, InsertEvents):
             return conn.executemany(_INSERT, [
                 tuple(_sqlite_time(r[c]) if c == "create_time" else r[c] for c in EVENT_COLUMNS) for r in op.rows
