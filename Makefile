@@ -39,4 +39,4 @@ lint: $(TOOLS)/buf
 	$(TOOLS)/buf lint
 
 clean:
-	rm -rf $(VENV) tools/node_modules .agentctx
+	rm -rf $(VENV) tools/node_modules tests/polyglot/node_modules .agentctx
