@@ -59,6 +59,10 @@ def _numbered(sql: str) -> str:
     return "".join(p + (f"${i + 1}" if i < len(parts) - 1 else "") for i, p in enumerate(parts))
 
 
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
 # --- PostgreSQL ---------------------------------------------------------------------
 
 
@@ -126,6 +130,34 @@ class PostgresAppender:
 # --- SQLite -----------------------------------------------------------------------------
 
 
+# Keys per sessions query: an OR of equality groups, and SQLite caps the
+# depth of an expression tree (1,000).
+_SQLITE_KEYS_PER_QUERY = 200
+
+
+def sqlite_sessions_queries(op: LockSessions) -> list[tuple[str, list[Any]]]:
+    """The sessions' rows (the write lock is the database's, BEGIN
+    IMMEDIATE). An OR of equality groups searches the unique index once per
+    key; a row-value ``IN (VALUES ...)`` would scan every session."""
+    queries = []
+    for start in range(0, len(op.keys), _SQLITE_KEYS_PER_QUERY):
+        keys = op.keys[start:start + _SQLITE_KEYS_PER_QUERY]
+        where = " OR ".join(["(app = ? AND user_id = ? AND session_id = ?)"] * len(keys))
+        queries.append((f"SELECT {_LIVE} FROM sessions WHERE {where}",
+                        [v for k in keys for v in (k.app, k.user, k.session)]))
+    return queries
+
+
+def sqlite_fingerprints_query(op: StoredFingerprints) -> tuple[str, list[Any]]:
+    """SQLite searches the (session_pk, event_id) index for two IN lists
+    (a superset of the pairs; the plan filters), but scans the whole table
+    for a row-value ``IN (VALUES ...)``."""
+    pks, ids = sorted(set(op.pks)), sorted(set(op.ids))
+    sql = (f"SELECT session_pk, event_id, fingerprint FROM events "
+           f"WHERE session_pk IN ({_marks(len(pks))}) AND event_id IN ({_marks(len(ids))})")
+    return sql, [*pks, *ids]
+
+
 def _sqlite_time(value: dt.datetime) -> str:
     # SQLAlchemy's SQLite DATETIME format, so its reads parse what we write.
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -171,13 +203,12 @@ class SqliteAppender:
 
     def _run(self, conn: sqlite3.Connection, op: Op) -> Any:
         if isinstance(op, LockSessions):
-            values = ", ".join(["(?, ?, ?)"] * len(op.keys))
-            sql = f"SELECT {_LIVE} FROM sessions WHERE (app, user_id, session_id) IN (VALUES {values}) ORDER BY pk"
-            return conn.execute(sql, [v for k in op.keys for v in (k.app, k.user, k.session)]).fetchall()
+            rows = []
+            for sql, params in sqlite_sessions_queries(op):
+                rows += conn.execute(sql, params).fetchall()
+            return sorted(rows)  # by pk, the first column
         if isinstance(op, StoredFingerprints):
-            values = ", ".join(["(?, ?)"] * len(op.pks))
-            sql = f"SELECT session_pk, event_id, fingerprint FROM events WHERE (session_pk, event_id) IN (VALUES {values})"
-            return conn.execute(sql, [v for pair in zip(op.pks, op.ids, strict=True) for v in pair]).fetchall()
+            return conn.execute(*sqlite_fingerprints_query(op)).fetchall()
         if isinstance(op, InsertEvents):
             return conn.executemany(_INSERT, [
                 tuple(_sqlite_time(r[c]) if c == "create_time" else r[c] for c in EVENT_COLUMNS) for r in op.rows
