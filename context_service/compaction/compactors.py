@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import concurrent.futures.process
 import contextlib
 import logging
 import multiprocessing
@@ -76,11 +77,14 @@ class ExtractiveCompactor:
         try:
             await asyncio.wait_for(asyncio.wrap_future(self._get_pool().submit(_ping)), _POOL_START_S)
             self._warm = True
-        except (TimeoutError, OSError, concurrent.futures.process.BrokenProcessPool) as exc:
-            log.warning("extractive worker processes did not start; running in the event loop",
-                        extra={"error_type": type(exc).__name__})
-            await self.close()
-            self._processes = 0
+        except (TimeoutError, *_POOL_START_ERRORS) as exc:
+            await self._run_in_loop_from_now(exc)
+
+    async def _run_in_loop_from_now(self, exc: BaseException) -> None:
+        log.warning("extractive worker processes did not start; running in the event loop",
+                    extra={"error_type": type(exc).__name__})
+        await self.close()
+        self._processes = 0
 
     def _get_pool(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
@@ -92,7 +96,10 @@ class ExtractiveCompactor:
 
     async def summarize(self, request: SummaryRequest, call: CompactionCall, policy: ResolvedPolicy) -> SummaryResult:
         if self._processes:
-            return SummaryResult(await self._in_process_pool(request))
+            try:
+                return SummaryResult(await self._in_process_pool(request))
+            except _POOL_START_ERRORS as exc:
+                await self._run_in_loop_from_now(exc)
         extractor = Extractor(request.previous_summary)
         budget = _EXTRACT_SLICE_BYTES
         sizes = request.event_sizes or (0,) * len(request.events)
@@ -121,6 +128,11 @@ class ExtractiveCompactor:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool, self._warm = None, False
+
+
+# Starting spawn workers fails with RuntimeError when the embedding program's
+# main module cannot be imported again (no ``if __name__ == "__main__"``).
+_POOL_START_ERRORS = (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool)
 
 
 def _ping() -> bool:

@@ -300,3 +300,19 @@ async def test_extractive_in_worker_processes_matches_in_loop():
         await pooled.close()
     in_loop = await run(ExtractiveCompactor(), make_request(), call(), policy())
     assert in_pool.summary == in_loop.summary == again.summary
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("main module cannot be imported again"), OSError("no processes")])
+async def test_extractive_runs_in_the_loop_when_its_workers_cannot_start(monkeypatch, failure):
+    """An embedding program without an ``if __name__ == "__main__"`` guard
+    cannot start spawn workers: compaction still works, in the event loop."""
+    pooled = ExtractiveCompactor(processes=1)
+
+    def broken():
+        raise failure
+
+    monkeypatch.setattr(pooled, "_get_pool", broken)
+    result = await run(pooled, make_request(), call(), policy())
+    assert result.summary == (await run(ExtractiveCompactor(), make_request(), call(), policy())).summary
+    await pooled.ready()  # nothing to start any more
+    assert pooled._processes == 0

@@ -12,6 +12,7 @@ into the deeper validation, the store, compaction and the model call.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
 import pathlib
@@ -290,6 +291,47 @@ async def test_fuzzed_requests_never_get_internal(fuzz_pair: ServicePair) -> Non
     never_ok = {m: sorted(c) for m, c in seen.items() if "OK" not in c}
     assert len(never_ok) <= 2, never_ok
 
+    for channel in (fuzz_pair.channel, fuzz_pair._cache_channel):
+        health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_concurrent_mixed_requests_never_get_internal(fuzz_pair: ServicePair) -> None:
+    """Several clients at once, each sending valid, mutated and random
+    requests to random RPCs of both services (appends racing compactions,
+    deletes racing turns, invalidations racing leases)."""
+    await _ensure_sessions(fuzz_pair)
+    fuzz_pair.cache_stub  # opens the channel with the context service's identity
+    assert fuzz_pair._cache_channel is not None
+    methods = [(m, t, s, fuzz_pair.channel, "agentctx.context.v1.ContextService")
+               for m, t, s in _methods(context_service_pb2, "ContextService")]
+    methods += [(m, t, s, fuzz_pair._cache_channel, "agentctx.cache.v1.CacheService")
+                for m, t, s in _methods(cache_service_pb2, "CacheService")]
+    failures: list[str] = []
+    codes: set[str] = set()
+
+    async def client(n: int) -> None:
+        rng = random.Random(SEED + n)
+        valid = copy.deepcopy(VALID)
+        for _ in range(40):
+            method, request_type, streaming, channel, service = rng.choice(methods)
+            roll = rng.random()
+            if roll < 0.6:
+                request = json_format.ParseDict(valid[method], request_type())
+            elif roll < 0.85:
+                request = mutate(json_format.ParseDict(valid[method], request_type()), rng)
+            else:
+                request = fill(request_type(), rng)
+            code = await _call(channel, service, method, request, streaming)
+            codes.add(code.name)
+            if code in BAD:
+                failures.append(f"{method} answered {code.name} to {request}")
+            if rng.random() < 0.1:
+                await _ensure_sessions(fuzz_pair)
+
+    await asyncio.gather(*(client(n) for n in range(6)))
+    assert not failures, failures[:3]
+    assert "OK" in codes
     for channel in (fuzz_pair.channel, fuzz_pair._cache_channel):
         health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         assert health.status == health_pb2.HealthCheckResponse.SERVING
