@@ -28,6 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentctx.cache.v1 import cache_service_pb2
 from agentctx.context.v1 import context_service_pb2
+from tests.sessions.helpers import migrate
 from tests.support.pair import ServicePair, start_pair
 
 SEED = 20261201
@@ -296,10 +297,31 @@ async def test_fuzzed_requests_never_get_internal(fuzz_pair: ServicePair) -> Non
         assert health.status == health_pb2.HealthCheckResponse.SERVING
 
 
-async def test_concurrent_mixed_requests_never_get_internal(fuzz_pair: ServicePair) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """None: the embedded SQLite file. (A sync fixture: the PostgreSQL
+    fixtures run their own event loop.)"""
+    return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+
+
+@pytest.fixture
+async def fuzz_pair_on_each_backend(database_url: str | None, certs_dir: pathlib.Path,
+                                    tmp_path: pathlib.Path) -> ServicePair:
+    context: dict[str, Any] = {}
+    if database_url is not None:
+        await migrate(database_url)
+        context["database_url"] = database_url
+    pair = await start_pair(certs_dir, tmp_path, cache={"local_min_cache_tokens": 64, "min_prefix_tokens": 64},
+                            context=context)
+    yield pair
+    await pair.close()
+
+
+async def test_concurrent_mixed_requests_never_get_internal(fuzz_pair_on_each_backend: ServicePair) -> None:
     """Several clients at once, each sending valid, mutated and random
     requests to random RPCs of both services (appends racing compactions,
     deletes racing turns, invalidations racing leases)."""
+    fuzz_pair = fuzz_pair_on_each_backend
     await _ensure_sessions(fuzz_pair)
     fuzz_pair.cache_stub  # opens the channel with the context service's identity
     assert fuzz_pair._cache_channel is not None

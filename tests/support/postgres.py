@@ -6,6 +6,7 @@ Every database this creates is dropped at the end of the session.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import uuid
 
@@ -22,9 +23,21 @@ async def _admin(sql: str) -> None:
         await conn.close()
 
 
+def _run(sql: str) -> None:
+    """Runs admin SQL on a loop of its own, in a thread when the caller is
+    itself inside a running event loop (an async fixture)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(_admin(sql))
+        return
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, _admin(sql)).result()
+
+
 def available() -> bool:
     try:
-        asyncio.run(_admin("SELECT 1"))
+        _run("SELECT 1")
         return True
     except Exception:  # noqa: BLE001 - any failure means "not available"
         return False
@@ -33,10 +46,10 @@ def available() -> bool:
 def create_database() -> tuple[str, str]:
     """Creates a fresh database; returns (name, SQLAlchemy asyncpg URL)."""
     name = f"agentctx_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    _run(f'CREATE DATABASE "{name}"')
     base = ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
     return name, f"{base}/{name}"
 
 
 def drop_database(name: str) -> None:
-    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
