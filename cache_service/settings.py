@@ -88,6 +88,10 @@ class CacheSettings(ServerSettings):
         0.25, gt=0, description="Grow a cache when the uncached part of the prefix exceeds this share of the cached part."
     )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
+    grow_in_background: bool = Field(
+        False, description="Grow a cache without making the call wait for the provider's create: the call "
+        "uses the cache it has, later calls the grown one (faster turns, slightly fewer cached tokens).",
+    )
     create_policy: Literal["agentctx", "adk"] = Field(
         "agentctx", description="agentctx (grow by grow_share), or adk: adk-python's policy, for comparisons "
         "(never grow a valid cache; re-create it after adk_cache_intervals uses).",

@@ -100,6 +100,9 @@ class RegistrySettings:
     lease_ttl_s: float = 120.0
     expiry_margin_s: float = 2.0
     refresh_on_hit: bool = True
+    # Grow without making the caller wait: it leases the cache it has, and
+    # later calls get the grown one. Trades a cheaper turn for a faster one.
+    grow_in_background: bool = False
     policy: policy.PolicySettings = field(default_factory=policy.PolicySettings)
 
 
@@ -152,6 +155,7 @@ class _Flight:
     replaces: Entry | None
     waiters: list[_Waiter] = field(default_factory=list)
     cancelled: bool = False
+    background: bool = False  # installed even when nobody waits for it
 
 
 @dataclass
@@ -301,10 +305,13 @@ class Registry:
         if flight is None:
             if not self._reserve_slot():
                 return self._issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
-            flight = _Flight(key, scope, sfp, view, ttl, replaces=match)
+            flight = _Flight(key, scope, sfp, view, ttl, replaces=match,
+                             background=match is not None and self.settings.grow_in_background)
             state.flights[key] = flight
             self._flight_count += 1
             self._spawn(self._run_flight(flight))
+        if match is not None and flight.background:
+            return self._issue(match, CacheState.HIT)
         if _live_waiters(flight) >= self.settings.max_waiters:
             return self._issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
         waiter = _Waiter(deadline, asyncio.get_running_loop().create_future())
@@ -407,7 +414,7 @@ class Registry:
                 continue
             live.append(waiter)
         self._end_flight(flight)
-        if flight.cancelled or not live:
+        if flight.cancelled or not (live or flight.background):
             self.orphans_deleted += 1
             log.info("orphan cache deleted", extra={"entry": entry_id, "invalidated": flight.cancelled})
             self.janitor.delete(flight.scope.provider, entry_id, handle.name, "orphan")

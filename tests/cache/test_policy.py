@@ -4,6 +4,8 @@ reuse, growth, expiry) with the exact provider calls each step makes."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from cache_service.domain.generation import Generator
@@ -157,3 +159,31 @@ async def test_sixty_turn_conversation_reads_most_prompt_tokens_from_cache(harne
     creates = h.provider.counts["create"]
     assert creates < turns / 3
     await h.assert_in_step()
+
+
+async def test_grow_in_background_leases_the_current_cache_at_once(harness_factory) -> None:
+    """With grow_in_background a growing call never waits for the provider's
+    create: it leases the cache it has; the next call gets the grown one,
+    and the replaced cache goes once no lease names it."""
+    h = await harness_factory(policy=SETTINGS, grow_in_background=True)
+    p = h.provider
+    await h.acquire(prefix(2))
+    created = await h.acquire(prefix(3))
+    assert created.info.state is CacheState.CREATED  # a first create still waits: nothing to lease yet
+    p.create_gate = asyncio.Event()  # the provider holds every create from now on
+    growing = await asyncio.wait_for(h.acquire(prefix(5)), 1)
+    assert growing.info.state is CacheState.HIT and growing.info.prefix_fingerprint == created.info.prefix_fingerprint
+    again = await asyncio.wait_for(h.acquire(prefix(5)), 1)  # joins the grow in flight, still without waiting
+    assert again.info.prefix_fingerprint == created.info.prefix_fingerprint
+    for _ in range(200):  # the grow's create reaches the provider (journal first)
+        if p.counts["create"] == 2:
+            break
+        await asyncio.sleep(0.005)
+    p.create_gate.set()
+    await h.settle()
+    grown = await h.acquire(prefix(5))
+    assert grown.info.state is CacheState.HIT and grown.info.prefix_fingerprint == view(5).fingerprint
+    for lease in (created.lease, growing.lease, again.lease):
+        h.registry.release(lease)
+    await h.assert_in_step()
+    assert len(p.live_names()) == 1 and p.counts["delete"] == 1 and p.counts["create"] == 2  # one grow, shared
