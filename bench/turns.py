@@ -22,12 +22,14 @@ the floor at short histories and within 2x at 1,000 events (where most of
 the difference is the cache service hashing the 1,000-content prefix for
 AcquireLease and again for GenerateContent).
 
-Run: ``.venv/bin/python -m bench.turns`` from the repository root. The last
+Run: ``.venv/bin/python -m bench.turns`` from the repository root
+(``--grow-in-background`` to measure that cache-service setting). The last
 line is one JSON object with every figure.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import pathlib
@@ -131,7 +133,7 @@ async def _run(pair: ServicePair, cache: Any, turns: int, prefill: int, tag: str
     }
 
 
-async def main() -> dict[str, Any]:
+async def main(grow_in_background: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
         certs = root / "certs"
@@ -139,7 +141,8 @@ async def main() -> dict[str, Any]:
         init_dev_certs(certs)
         pair = await start_pair(
             certs, root / "pair",
-            cache={"local_min_cache_tokens": 64, "min_prefix_tokens": 64, "local_context_window": 10_000_000},
+            cache={"local_min_cache_tokens": 64, "min_prefix_tokens": 64, "local_context_window": 10_000_000,
+                   "grow_in_background": grow_in_background},
         )
         channel = secure_channel(pair.cache_port, certs, client="context-client")
         result: dict[str, Any] = {}
@@ -155,6 +158,7 @@ async def main() -> dict[str, Any]:
         finally:
             await channel.close()
             await pair.close()
+    result["grow_in_background"] = grow_in_background
     real = result["model_100ms"]
     result["bar_short_ratio"] = BAR_SHORT
     result["bar_long_ratio"] = BAR_LONG
@@ -163,7 +167,10 @@ async def main() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    figures = asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grow-in-background", action="store_true",
+                        help="the cache service's grow_in_background setting (default off)")
+    figures = asyncio.run(main(parser.parse_args().grow_in_background))
     for mode in MODES:
         for name in ("short", "long"):
             for key, value in figures[mode][name].items():
