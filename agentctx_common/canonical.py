@@ -31,13 +31,18 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
+def json_number(n: float) -> int | float:
+    """A Struct number (always a double) in canonical form: integral values
+    as integers, so 3 and 3.0 canonicalize alike."""
+    return int(n) if n.is_integer() and abs(n) < _MAX_SAFE_INT else n
+
+
 def value_to_py(value: struct_pb2.Value) -> Any:
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         return value.string_value
     if kind == "number_value":
-        n = value.number_value
-        return int(n) if n.is_integer() and abs(n) < _MAX_SAFE_INT else n
+        return json_number(value.number_value)
     if kind == "bool_value":
         return value.bool_value
     if kind == "struct_value":

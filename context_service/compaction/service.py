@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agentctx_common.errors import Aborted, AgentCtxError, FailedPrecondition
-from agentctx_common.spans import mark_error
+from agentctx_common.spans import recording_span
 from context_service.compaction import telemetry
 from context_service.compaction.compactors import CompactionCall, Compactor, ExtractiveCompactor, run
 from context_service.compaction.compress import SessionCompressor
@@ -256,11 +256,9 @@ class CompactionService:
         keys = secret_keys(effective_policy(config.selection, None))
         model = policy.model or config.model or self._default_model
         deadline = time.monotonic() + remaining if remaining is not None else math.inf
-        # Errors are recorded by code and reason only (mark_error): a
-        # compactor's message is not ours to export.
-        with telemetry.tracer.start_as_current_span(
-            "compaction", record_exception=False, set_status_on_exception=False
-        ) as span:
+        # Errors are recorded by code and reason only: a compactor's message
+        # is not ours to export.
+        with recording_span(telemetry.tracer, "compaction") as span:
             span.set_attribute("compaction.trigger", trigger.value)
             for attempt in range(1, attempts + 1):
                 if history is None or measures is None:
@@ -288,7 +286,6 @@ class CompactionService:
                 except Aborted as exc:
                     telemetry.record(trigger.value, compactor.name, exc.reason, attempt=attempt)
                     if attempt == attempts or exc.reason != errors.COMPACTION_CONFLICT:
-                        mark_error(span, exc)
                         raise
                     history = None  # someone else committed: plan again on what is there now
                     measures = None
@@ -298,7 +295,6 @@ class CompactionService:
                     raise
                 except AgentCtxError as exc:
                     telemetry.record(trigger.value, compactor.name, exc.reason)
-                    mark_error(span, exc)
                     raise
                 assert stored.compaction is not None
                 self._views.committed(key, plan, tuple(measures), stored)

@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from agentctx_common.canonical import b64
 from context_service.domain import config as cfg
 from context_service.domain import model as m
 
@@ -39,10 +40,6 @@ def config_from_text(text: str) -> cfg.ContextConfig:
 # --- events ---------------------------------------------------------------------
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def _time(value: dt.datetime | None) -> str | None:
     return value.astimezone(dt.timezone.utc).isoformat() if value is not None else None
 
@@ -56,7 +53,7 @@ def _part_json(p: m.Part) -> dict[str, Any]:
     if p.text is not None:
         out = {"text": p.text}
     elif p.inline_data is not None:
-        out = {"inline_data": {"mime_type": p.inline_data.mime_type, "data": _b64(p.inline_data.data)}}
+        out = {"inline_data": {"mime_type": p.inline_data.mime_type, "data": b64(p.inline_data.data)}}
     elif p.file_data is not None:
         out = {"file_data": {"mime_type": p.file_data.mime_type, "file_uri": p.file_data.file_uri}}
     elif p.function_call is not None:
@@ -70,7 +67,7 @@ def _part_json(p: m.Part) -> dict[str, Any]:
     if p.thought:
         out["thought"] = True
     if p.thought_signature:
-        out["thought_signature"] = _b64(p.thought_signature)
+        out["thought_signature"] = b64(p.thought_signature)
     return out
 
 

@@ -10,15 +10,14 @@ spans join the same trace through the metadata every cache call carries.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span
 
 from agentctx_common.errors import AgentCtxError
-from agentctx_common.spans import mark_error
+from agentctx_common.spans import recording_span
 
 if TYPE_CHECKING:
     from context_service.turns.runner import TurnResult
@@ -31,21 +30,15 @@ _prompt_tokens = _meter.create_counter("agentctx.turns.prompt_tokens", unit="{to
 _cached_tokens = _meter.create_counter("agentctx.turns.cached_tokens", unit="{token}")
 
 
-@contextmanager
-def turn_span(*, stream: bool, inputs: int) -> Iterator[Span]:
+def turn_span(*, stream: bool, inputs: int) -> AbstractContextManager[Span]:
     """The ``turn`` span; an AgentCtxError leaving it is recorded by code
     and reason only (messages may name sizes, never content)."""
-    attributes = {"turn.stream": stream, "turn.inputs": inputs}
-    with _tracer.start_as_current_span(
-        "turn", attributes=attributes, record_exception=False, set_status_on_exception=False
-    ) as span:
-        try:
-            yield span
-        except AgentCtxError as err:
-            mark_error(span, err)
-            _turns.add(1, {"outcome": err.reason, "stream": stream})
-            log.warning("turn failed", extra={"code": err.code.value, "reason": err.reason, "stream": stream})
-            raise
+
+    def failed(err: AgentCtxError) -> None:
+        _turns.add(1, {"outcome": err.reason, "stream": stream})
+        log.warning("turn failed", extra={"code": err.code.value, "reason": err.reason, "stream": stream})
+
+    return recording_span(_tracer, "turn", {"turn.stream": stream, "turn.inputs": inputs}, on_error=failed)
 
 
 def completed(

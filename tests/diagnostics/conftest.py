@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support import spans
-from tests.support.pair import ServicePair, start_pair
+from tests.support.pair import ServicePair, pair_maker
 
 
 @pytest.fixture(scope="session")
@@ -24,18 +24,8 @@ def span_exporter() -> InMemorySpanExporter:
 async def pair_factory(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[Callable[..., Any]]:
     """``await pair_factory(context={...}, cache={...}, with_cache=True)``;
     without the cache service its port stays closed (unreachable)."""
-    made: list[ServicePair] = []
-
-    async def make(*, context: dict[str, Any] | None = None, cache: dict[str, Any] | None = None,
-                   with_cache: bool = True) -> ServicePair:
-        pair = await start_pair(certs_dir, tmp_path / f"pair{len(made)}", cache=cache,
-                                context={"cache_timeout_s": 5.0, **(context or {})}, with_cache=with_cache)
-        made.append(pair)
-        return pair
-
-    yield make
-    for pair in made:
-        await pair.close()
+    async with pair_maker(certs_dir, tmp_path, context_defaults={"cache_timeout_s": 5.0}) as make:
+        yield make
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import copy
 import math
 import pathlib
 import random
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -29,7 +30,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentctx.cache.v1 import cache_service_pb2
 from agentctx.context.v1 import context_service_pb2
 from tests.sessions.helpers import migrate
-from tests.support.pair import ServicePair, start_pair
+from tests.support.pair import ServicePair, pair_maker
 
 SEED = 20261201
 PER_RPC = 60
@@ -41,6 +42,8 @@ STRINGS = ["", " ", "a", "x" * 5000, "\u0000", "\udcff".encode("utf-8", "surroga
 INTS = [0, 1, -1, 2**31 - 1, -(2**31), 2**62, -(2**62), 7, 1000]
 FLOATS = [0.0, -1.0, 1e300, -1e-300, math.inf, -math.inf, math.nan, 0.5, 4.0]
 # Fields whose value steers a request to an existing resource.
+# Small enough that a short conversation is worth caching.
+CACHE_DEFAULTS = {"local_min_cache_tokens": 64, "min_prefix_tokens": 64}
 NAME_FIELDS = {"name", "parent", "session", "prefix_session"}
 
 
@@ -252,10 +255,9 @@ async def _scope_fingerprint(pair: ServicePair) -> str:
 
 
 @pytest.fixture
-async def fuzz_pair(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> ServicePair:
-    pair = await start_pair(certs_dir, tmp_path, cache={"local_min_cache_tokens": 64, "min_prefix_tokens": 64})
-    yield pair
-    await pair.close()
+async def fuzz_pair(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[ServicePair]:
+    async with pair_maker(certs_dir, tmp_path, cache_defaults=CACHE_DEFAULTS) as make:
+        yield await make()
 
 
 async def _fuzz(pair: ServicePair, channel: grpc.aio.Channel, module: Any, service: str,
@@ -306,15 +308,13 @@ def database_url(request: pytest.FixtureRequest) -> str | None:
 
 @pytest.fixture
 async def fuzz_pair_on_each_backend(database_url: str | None, certs_dir: pathlib.Path,
-                                    tmp_path: pathlib.Path) -> ServicePair:
+                                    tmp_path: pathlib.Path) -> AsyncIterator[ServicePair]:
     context: dict[str, Any] = {}
     if database_url is not None:
         await migrate(database_url)
         context["database_url"] = database_url
-    pair = await start_pair(certs_dir, tmp_path, cache={"local_min_cache_tokens": 64, "min_prefix_tokens": 64},
-                            context=context)
-    yield pair
-    await pair.close()
+    async with pair_maker(certs_dir, tmp_path, cache_defaults=CACHE_DEFAULTS) as make:
+        yield await make(context=context)
 
 
 async def test_concurrent_mixed_requests_never_get_internal(fuzz_pair_on_each_backend: ServicePair) -> None:

@@ -9,7 +9,9 @@ and start it again where the context service expects it.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,3 +103,29 @@ async def start_pair(
     if with_cache:
         await pair.start_cache()
     return pair
+
+
+@contextlib.asynccontextmanager
+async def pair_maker(
+    certs: pathlib.Path,
+    tmp: pathlib.Path,
+    *,
+    cache_defaults: dict[str, Any] | None = None,
+    context_defaults: dict[str, Any] | None = None,
+) -> AsyncIterator[Callable[..., Awaitable[ServicePair]]]:
+    """``make(cache={...}, context={...}, with_cache=True)`` starts a pair
+    (overrides on top of the defaults); every pair is closed on exit."""
+    made: list[ServicePair] = []
+
+    async def make(*, cache: dict[str, Any] | None = None, context: dict[str, Any] | None = None,
+                   with_cache: bool = True) -> ServicePair:
+        pair = await start_pair(certs, tmp / f"pair-{len(made)}", cache={**(cache_defaults or {}), **(cache or {})},
+                                context={**(context_defaults or {}), **(context or {})}, with_cache=with_cache)
+        made.append(pair)
+        return pair
+
+    try:
+        yield make
+    finally:
+        for pair in made:
+            await pair.close()

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support import spans
-from tests.support.pair import ServicePair, start_pair
+from tests.support.pair import ServicePair, pair_maker
 
 # Small enough that a short conversation is worth caching.
 CACHE_DEFAULTS = {"local_min_cache_tokens": 64, "min_prefix_tokens": 64}
@@ -26,18 +26,8 @@ def span_exporter() -> InMemorySpanExporter:
 async def pair_factory(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[Callable[..., Any]]:
     """``await pair_factory(cache={...}, context={...})``: settings overrides
     for each service."""
-    made: list[ServicePair] = []
-
-    async def make(*, cache: dict[str, Any] | None = None, context: dict[str, Any] | None = None,
-                   with_cache: bool = True) -> ServicePair:
-        pair = await start_pair(certs_dir, tmp_path / f"pair-{len(made)}", cache={**CACHE_DEFAULTS, **(cache or {})},
-                                context=context, with_cache=with_cache)
-        made.append(pair)
-        return pair
-
-    yield make
-    for pair in made:
-        await pair.close()
+    async with pair_maker(certs_dir, tmp_path, cache_defaults=CACHE_DEFAULTS) as make:
+        yield make
 
 
 @pytest.fixture

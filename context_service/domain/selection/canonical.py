@@ -8,15 +8,11 @@ services fingerprint identical bytes. A test holds the two paths equal.
 
 from __future__ import annotations
 
-import base64
 import math
 from typing import Any
 
-from agentctx_common.canonical import canonical_json
+from agentctx_common.canonical import b64, canonical_json, json_number
 from context_service.domain import model as m
-
-_MAX_SAFE_INT = 2**53
-
 
 def json_value(value: Any) -> Any:
     """A JSON value as a protobuf Struct would carry it: numbers are doubles,
@@ -27,7 +23,7 @@ def json_value(value: Any) -> Any:
         n = float(value)
         if not math.isfinite(n):
             return None  # a Struct cannot carry NaN or infinity
-        return int(n) if n.is_integer() and abs(n) < _MAX_SAFE_INT else n
+        return json_number(n)
     if isinstance(value, dict):
         return {str(k): json_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -35,16 +31,12 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def part_dict(p: m.Part) -> dict[str, Any]:
     out: dict[str, Any]
     if p.text is not None:
         out = {"text": p.text}
     elif p.inline_data is not None:
-        out = {"inlineData": {"mimeType": p.inline_data.mime_type, "data": _b64(p.inline_data.data)}}
+        out = {"inlineData": {"mimeType": p.inline_data.mime_type, "data": b64(p.inline_data.data)}}
     elif p.file_data is not None:
         out = {"fileData": {"mimeType": p.file_data.mime_type, "fileUri": p.file_data.file_uri}}
     elif p.function_call is not None:
@@ -58,7 +50,7 @@ def part_dict(p: m.Part) -> dict[str, Any]:
     if p.thought:
         out["thought"] = True
     if p.thought_signature:
-        out["thoughtSignature"] = _b64(p.thought_signature)
+        out["thoughtSignature"] = b64(p.thought_signature)
     return out
 
 

@@ -11,14 +11,12 @@ outcome), ``agentctx.context.request.bytes`` / ``.tokens`` and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span
 
-from agentctx_common.errors import AgentCtxError
-from agentctx_common.spans import mark_error
+from agentctx_common.spans import recording_span
 from context_service.domain.config import SelectionPolicy
 from context_service.domain.selection.envelope import Accounting
 
@@ -30,32 +28,16 @@ _request_tokens = _meter.create_histogram("agentctx.context.request.tokens", uni
 _history_bytes = _meter.create_histogram("agentctx.context.history.bytes", unit="By")
 
 
-@contextmanager
-def build_span(policy: SelectionPolicy) -> Iterator[Span]:
+def build_span(policy: SelectionPolicy) -> AbstractContextManager[Span]:
     """The ``context.build`` span; an AgentCtxError leaving it is recorded
     by code and reason only (its message may name sizes, never content)."""
     attributes = {"context.overflow": policy.overflow.value, "context.filtered": policy.filter is not None}
-    with _tracer.start_as_current_span(
-        "context.build", attributes=attributes, record_exception=False, set_status_on_exception=False
-    ) as span:
-        try:
-            yield span
-        except AgentCtxError as err:
-            mark_error(span, err)
-            _builds.add(1, {"outcome": err.reason})
-            raise
+    return recording_span(_tracer, "context.build", attributes,
+                          on_error=lambda err: _builds.add(1, {"outcome": err.reason}))
 
 
-@contextmanager
-def envelope_span() -> Iterator[Span]:
-    with _tracer.start_as_current_span(
-        "context.envelope", record_exception=False, set_status_on_exception=False
-    ) as span:
-        try:
-            yield span
-        except AgentCtxError as err:
-            mark_error(span, err, with_figures=True)
-            raise
+def envelope_span() -> AbstractContextManager[Span]:
+    return recording_span(_tracer, "context.envelope", with_figures=True)
 
 
 def record(build: Span, envelope: Span, a: Accounting) -> None:
