@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 
 from agentctx_common.errors import PermissionDenied, Unauthenticated
+from agentctx_common.reasons import Reason
 from agentctx_common.status import WrappingInterceptor, abort, stream_items, wrap_handler
 from agentctx_common.tls import peer_identities
 
@@ -30,9 +31,9 @@ class AllowlistInterceptor(WrappingInterceptor):
     async def _check(self, context: grpc.aio.ServicerContext) -> None:
         identities = peer_identities(context)
         if not identities:
-            await abort(context, Unauthenticated("a client certificate is required", reason="NO_CLIENT_IDENTITY"))
+            await abort(context, Unauthenticated("a client certificate is required", reason=Reason.NO_CLIENT_IDENTITY))
         if identities.isdisjoint(self._allowed):
-            await abort(context, PermissionDenied("caller identity is not allowed", reason="IDENTITY_NOT_ALLOWED"))
+            await abort(context, PermissionDenied("caller identity is not allowed", reason=Reason.IDENTITY_NOT_ALLOWED))
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         if method.startswith(OPEN_SERVICES):

@@ -65,7 +65,7 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def make_ca(common_name: str = "agentctx dev CA", days: int = 825) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name(common_name))
@@ -96,7 +96,7 @@ def issue(
     days: int = 397,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(leaf.spiffe_id)]
     if leaf.server:
         sans += [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]

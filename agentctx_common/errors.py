@@ -19,7 +19,14 @@ Exception tree::
     ├── DeadlineExceeded      DEADLINE_EXCEEDED
     ├── Cancelled             CANCELLED
     ├── Unimplemented         UNIMPLEMENTED
-    └── Internal              INTERNAL
+    ├── Internal              INTERNAL
+    ├── Unknown               UNKNOWN
+    ├── OutOfRange            OUT_OF_RANGE
+    └── DataLoss              DATA_LOSS
+
+Every error carries a ``Reason`` (agentctx_common.reasons, generated from
+the protos' ErrorReason enum): code raises and branches on the enum, never
+on strings. docs/ARCHITECTURE.md ("Errors") shows the whole path.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from agentctx_common.reasons import Reason
 
 
 class Code(enum.Enum):
@@ -45,6 +54,9 @@ class Code(enum.Enum):
     INTERNAL = "INTERNAL"
     UNAVAILABLE = "UNAVAILABLE"
     UNAUTHENTICATED = "UNAUTHENTICATED"
+    UNKNOWN = "UNKNOWN"
+    OUT_OF_RANGE = "OUT_OF_RANGE"
+    DATA_LOSS = "DATA_LOSS"
 
 
 @dataclass(frozen=True)
@@ -67,18 +79,21 @@ class PreconditionViolation:
 class AgentCtxError(Exception):
     """Base of every error that maps to a gRPC status.
 
-    ``reason`` is an UPPER_SNAKE ErrorInfo reason; ``metadata`` holds
-    content-free figures (sizes, limits, etags) as strings.
+    ``reason`` is the ErrorInfo reason; ``metadata`` holds content-free
+    figures (sizes, limits, etags) as strings. ``wire_reason`` is the reason
+    string as sent: the same as ``reason`` unless the error was decoded from
+    a peer that sent a reason this code does not know (then ``reason`` is
+    the code's generic one).
     """
 
     code: Code = Code.INTERNAL
-    default_reason: str = "INTERNAL"
+    default_reason: Reason = Reason.INTERNAL
 
     def __init__(
         self,
         message: str,
         *,
-        reason: str | None = None,
+        reason: Reason | None = None,
         metadata: Mapping[str, object] | None = None,
         field_violations: Iterable[FieldViolation] = (),
         precondition_violations: Iterable[PreconditionViolation] = (),
@@ -86,7 +101,9 @@ class AgentCtxError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.reason = reason or self.default_reason
+        # Reason() also takes a member's name, so a stray string still maps (or fails loudly).
+        self.reason: Reason = Reason(reason) if reason else self.default_reason
+        self.wire_reason: str = self.reason.value
         self.metadata = {k: str(v) for k, v in (metadata or {}).items()}
         self.field_violations = tuple(field_violations)
         self.precondition_violations = tuple(precondition_violations)
@@ -98,10 +115,10 @@ class AgentCtxError(Exception):
 
 class InvalidArgument(AgentCtxError):
     code = Code.INVALID_ARGUMENT
-    default_reason = "INVALID_ARGUMENT"
+    default_reason = Reason.INVALID_ARGUMENT
 
     @classmethod
-    def fields(cls, violations: Iterable[FieldViolation], *, reason: str | None = None) -> InvalidArgument:
+    def fields(cls, violations: Iterable[FieldViolation], *, reason: Reason | None = None) -> InvalidArgument:
         """One error naming every bad field, with a readable summary message."""
         violations = tuple(violations)
         summary = "; ".join(f"{v.field}: {v.description}" for v in violations[:5])
@@ -112,62 +129,77 @@ class InvalidArgument(AgentCtxError):
 
 class NotFound(AgentCtxError):
     code = Code.NOT_FOUND
-    default_reason = "NOT_FOUND"
+    default_reason = Reason.NOT_FOUND
 
 
 class AlreadyExists(AgentCtxError):
     code = Code.ALREADY_EXISTS
-    default_reason = "ALREADY_EXISTS"
+    default_reason = Reason.ALREADY_EXISTS
 
 
 class Aborted(AgentCtxError):
     code = Code.ABORTED
-    default_reason = "CONFLICT"
+    default_reason = Reason.CONFLICT
 
 
 class FailedPrecondition(AgentCtxError):
     code = Code.FAILED_PRECONDITION
-    default_reason = "FAILED_PRECONDITION"
+    default_reason = Reason.FAILED_PRECONDITION
 
 
 class ResourceExhausted(AgentCtxError):
     code = Code.RESOURCE_EXHAUSTED
-    default_reason = "RESOURCE_EXHAUSTED"
+    default_reason = Reason.RESOURCE_EXHAUSTED
 
 
 class PermissionDenied(AgentCtxError):
     code = Code.PERMISSION_DENIED
-    default_reason = "PERMISSION_DENIED"
+    default_reason = Reason.PERMISSION_DENIED
 
 
 class Unauthenticated(AgentCtxError):
     code = Code.UNAUTHENTICATED
-    default_reason = "UNAUTHENTICATED"
+    default_reason = Reason.UNAUTHENTICATED
 
 
 class Unavailable(AgentCtxError):
     code = Code.UNAVAILABLE
-    default_reason = "UNAVAILABLE"
+    default_reason = Reason.UNAVAILABLE
 
 
 class DeadlineExceeded(AgentCtxError):
     code = Code.DEADLINE_EXCEEDED
-    default_reason = "DEADLINE_EXCEEDED"
+    default_reason = Reason.DEADLINE_EXCEEDED
 
 
 class Cancelled(AgentCtxError):
     code = Code.CANCELLED
-    default_reason = "CANCELLED"
+    default_reason = Reason.CANCELLED
 
 
 class Unimplemented(AgentCtxError):
     code = Code.UNIMPLEMENTED
-    default_reason = "UNIMPLEMENTED"
+    default_reason = Reason.UNIMPLEMENTED
 
 
 class Internal(AgentCtxError):
     code = Code.INTERNAL
-    default_reason = "INTERNAL"
+    default_reason = Reason.INTERNAL
+
+
+class Unknown(AgentCtxError):
+    code = Code.UNKNOWN
+    default_reason = Reason.UNKNOWN
+
+
+class OutOfRange(AgentCtxError):
+    code = Code.OUT_OF_RANGE
+    default_reason = Reason.OUT_OF_RANGE
+
+
+class DataLoss(AgentCtxError):
+    code = Code.DATA_LOSS
+    default_reason = Reason.DATA_LOSS
 
 
 _BY_CODE: dict[Code, type[AgentCtxError]] = {
@@ -175,14 +207,16 @@ _BY_CODE: dict[Code, type[AgentCtxError]] = {
     for cls in (
         InvalidArgument, NotFound, AlreadyExists, Aborted, FailedPrecondition,
         ResourceExhausted, PermissionDenied, Unauthenticated, Unavailable,
-        DeadlineExceeded, Cancelled, Unimplemented, Internal,
+        DeadlineExceeded, Cancelled, Unimplemented, Internal, Unknown,
+        OutOfRange, DataLoss,
     )
 }
+assert set(_BY_CODE) == set(Code), "every code has its exception class"
 
 
 def error_class(code: Code) -> type[AgentCtxError]:
-    """The exception class for a status code (Internal for unknown codes)."""
-    return _BY_CODE.get(code, Internal)
+    """The exception class for a status code."""
+    return _BY_CODE[code]
 
 
 class ConfigError(Exception):

@@ -24,7 +24,9 @@ S = TypeVar("S", bound="ServerSettings")
 
 # The config file table being loaded; a context variable keeps it out of
 # class state so concurrent loads of different files do not mix.
-_file_table: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentctx_file_table", default={})
+_file_table: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
+    "agentctx_file_table", default={}  # noqa: B039 - read only; each load sets its own table
+)
 
 
 class _TomlTableSource(PydanticBaseSettingsSource):

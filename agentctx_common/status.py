@@ -30,8 +30,8 @@ from agentctx_common.errors import (
     PreconditionViolation,
     error_class,
 )
+from agentctx_common.reasons import ERROR_DOMAIN, Reason
 
-ERROR_DOMAIN = "agentctx.dev"
 _DETAILS_KEY = "grpc-status-details-bin"
 log = logging.getLogger("agentctx.errors")
 
@@ -40,11 +40,19 @@ def grpc_code(code: Code) -> grpc.StatusCode:
     return grpc.StatusCode[code.value]
 
 
+def code_of(status: grpc.StatusCode | None) -> Code:
+    """The Code of a grpc status code (UNKNOWN for OK or None: a failed call
+    that claims success is not something a caller can act on)."""
+    if status is None or status is grpc.StatusCode.OK:
+        return Code.UNKNOWN
+    return Code[status.name]
+
+
 def to_status(err: AgentCtxError) -> status_pb2.Status:
     """The google.rpc.Status for an error, with every detail it carries."""
     status = status_pb2.Status(code=getattr(code_pb2, err.code.value), message=err.message)
     details: list[Any] = [
-        error_details_pb2.ErrorInfo(reason=err.reason, domain=ERROR_DOMAIN, metadata=err.metadata)
+        error_details_pb2.ErrorInfo(reason=err.wire_reason, domain=ERROR_DOMAIN, metadata=err.metadata)
     ]
     if err.field_violations:
         details.append(
@@ -100,11 +108,11 @@ def status_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> status_pb2.Sta
 
 def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
     """Rebuilds an AgentCtxError from a failed call, details included."""
-    code = err.code()
-    name = code.name if code is not None else "UNKNOWN"
-    cls = error_class(Code[name]) if name in Code.__members__ else error_class(Code.INTERNAL)
+    code = code_of(err.code())
+    cls = error_class(code)
     status = status_from_rpc(err)
     kwargs: dict[str, Any] = {}
+    wire_reason: str | None = None
     if status is not None:
         violations: list[FieldViolation] = []
         preconditions: list[PreconditionViolation] = []
@@ -112,7 +120,7 @@ def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
             if packed.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
                 info = error_details_pb2.ErrorInfo()
                 packed.Unpack(info)
-                kwargs["reason"] = info.reason
+                wire_reason = info.reason
                 kwargs["metadata"] = dict(info.metadata)
             elif packed.Is(error_details_pb2.BadRequest.DESCRIPTOR):
                 bad = error_details_pb2.BadRequest()
@@ -130,9 +138,11 @@ def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
                 kwargs["retry_after"] = retry.retry_delay.ToNanoseconds() / 1e9
         kwargs["field_violations"] = violations
         kwargs["precondition_violations"] = preconditions
-    if "reason" not in kwargs:
-        kwargs["reason"] = name
-    return cls(err.details() or name, **kwargs)
+    known = wire_reason in Reason.__members__
+    error = cls(err.details() or code.value, reason=Reason[wire_reason] if known else None, **kwargs)
+    if wire_reason and not known:
+        error.wire_reason = wire_reason
+    return error
 
 
 class WrappingInterceptor(grpc.aio.ServerInterceptor):
@@ -223,7 +233,7 @@ async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContex
     # Where it failed, without the message (it may quote request content).
     where = [f"{pathlib.Path(f.filename).name}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]]
     log.error("unexpected error", extra={"rpc": method, "error_type": type(exc).__name__, "where": where})
-    await abort(context, error_class(Code.INTERNAL)("internal error", reason="INTERNAL"))
+    await abort(context, error_class(Code.INTERNAL)("internal error", reason=Reason.INTERNAL))
 
 
 def _guard(behavior: Any, method: str, streaming: bool) -> Any:

@@ -68,7 +68,7 @@ def _row(session_pk: int, sequence: int) -> tuple[Any, ...]:
     """One events row exactly as the service stores an AppendEvent."""
     event = Event(id=uuid.uuid4().hex, author="user", content=Content("user", (Part(text=TEXT),)))
     body = codec.event_body(event)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return (session_pk, sequence, event.id, "MESSAGE", "user", "", "", False, False, now,
             codec.event_fingerprint(event, body), body)
 
@@ -172,7 +172,7 @@ def start_service(tmp: pathlib.Path, certs: pathlib.Path, db_url: str) -> tuple[
         f'app_grants = {{ "{SAMPLE_AGENT_ID}" = ["*"] }}',
         f'data_dir = "{tmp}"', f'database_url = "{db_url}"', 'log_level = "WARNING"',
     ]) + "\n")
-    log = open(tmp / f"context-{port}.log", "ab")  # noqa: SIM115 - the child's for its lifetime
+    log = open(tmp / f"context-{port}.log", "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentctx_common.cli.main", "serve", "context", "--config", str(config)],
         stdout=log, stderr=subprocess.STDOUT,

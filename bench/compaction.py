@@ -55,7 +55,15 @@ from context_service.domain.compaction.history import history_from_events
 from context_service.domain.compaction.plan import CompactionPlan, plan_compaction
 from context_service.domain.compaction.policy import resolve
 from context_service.domain.config import CompactionPolicy
-from context_service.domain.model import CompactionTrigger, Content, Event, FunctionCall, FunctionResponse, Part, SessionKey
+from context_service.domain.model import (
+    CompactionTrigger,
+    Content,
+    Event,
+    FunctionCall,
+    FunctionResponse,
+    Part,
+    SessionKey,
+)
 from context_service.settings import ContextSettings
 from context_service.storage.compaction_jobs import SqlJobStore
 from context_service.storage.compactions import SqlCompactionStore
@@ -145,7 +153,7 @@ async def _agent(certs: pathlib.Path, replicas: list[tuple[int, str]], commands:
             names, n = command
             turns = 0
             while running.is_set():
-                for (_, service, _, stub), name in zip(sides, names):
+                for (_, service, _, stub), name in zip(sides, names, strict=False):
                     await append_turn(stub, name, n + turns)
                     await service.maybe_compact_at_turn_boundary(SessionKey(APP, USER, name.rsplit("/", 1)[1]))
                 turns += 1
@@ -182,16 +190,16 @@ async def one_round(stubs: list[Any], replicas: list[Replica], agent: tuple[Any,
     """Fresh sessions with the same history on both replicas; then, while
     the agent keeps both busy, BuildContext alternates between them."""
     commands, replies, running = agent
-    names = [await new_session(stub, r.policy) for stub, r in zip(stubs, replicas)]
+    names = [await new_session(stub, r.policy) for stub, r in zip(stubs, replicas, strict=False)]
     for n in range(PREFILL_TURNS):
-        for stub, name in zip(stubs, names):
+        for stub, name in zip(stubs, names, strict=False):
             await append_turn(stub, name, n)
     budget = policy_pb2.SelectionPolicy(max_tokens=BUILD_BUDGET_TOKENS, overflow=policy_pb2.OVERFLOW_MODE_TRUNCATE)
     builds = [pb.BuildContextRequest(session=name, input=[text("user", "what next?")], policy=budget) for name in names]
     for _ in range(5):  # warm each server's history cache
-        for stub, build in zip(stubs, builds):
+        for stub, build in zip(stubs, builds, strict=False):
             await stub.BuildContext(build)
-    pairs = list(zip(stubs, builds, replicas))
+    pairs = list(zip(stubs, builds, replicas, strict=False))
     running.set()
     commands.put((names, PREFILL_TURNS))
     try:
@@ -204,7 +212,7 @@ async def one_round(stubs: list[Any], replicas: list[Replica], agent: tuple[Any,
     finally:
         running.clear()
         await asyncio.get_running_loop().run_in_executor(None, replies.get)
-    return {r.name: await compaction_count(stub, name) for stub, name, r in zip(stubs, names, replicas)}
+    return {r.name: await compaction_count(stub, name) for stub, name, r in zip(stubs, names, replicas, strict=False)}
 
 
 async def latency(tmp: pathlib.Path) -> dict[str, Any]:
@@ -229,7 +237,7 @@ async def latency(tmp: pathlib.Path) -> dict[str, Any]:
                 context={"log_level": "WARNING", "compaction_job_poll_s": 0.05, "require_client_cert": True},
             )
             procs.append(spawn("context", config, tmp / f"{r.name}.log"))
-        for r, proc in zip(replicas, procs):
+        for r, proc in zip(replicas, procs, strict=False):
             wait_healthy(r.port, certs, "agent-client", proc)
         agent.start()
         channels = [secure_channel(r.port, certs) for r in replicas]
@@ -328,6 +336,7 @@ def fact_recall() -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     # Chained: three compactions over growing thirds, each folding the previous summary.
     previous = ""
+    chained_end = 0
     for third in (1, 2, 3):
         part = events[: len(events) * third // 3]
         chain_plan = plan_compaction(history_from_events(part), policy, CompactionTrigger.MANUAL)

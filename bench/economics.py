@@ -190,7 +190,7 @@ def ideal_share(requests: list[ModelCall]) -> float:
             previous.model, previous.system_instruction, previous.tools, previous.tool_config
         ):
             common = 0
-            for a, b in zip(call.contents, previous.contents):
+            for a, b in zip(call.contents, previous.contents, strict=False):
                 if a != b:
                     break
                 common += 1

@@ -99,7 +99,7 @@ async def _run(pair: ServicePair, cache: Any, turns: int, prefill: int, tag: str
     for i in range(turns):
         text = f"Turn {i}: what should I look at next in the harbour district?"
 
-        def request(name: str) -> pb.GenerateRequest:
+        def request(name: str, i: int = i, text: str = text) -> pb.GenerateRequest:
             return pb.GenerateRequest(session=sessions[name].name, input=[user_text(f"{name}-{i}", text)],
                                       system_instruction=SYSTEM, tools=TOOLS)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import grpc
 
 from agentctx_common.errors import Unavailable
+from agentctx_common.reasons import Reason
 from context_service.authz import Authorizer, Caller, TokenGrant
 from context_service.cache_client import CacheClient
 from context_service.compaction.service import CompactionService
@@ -37,19 +38,19 @@ class ContextApp:
     @property
     def sessions(self) -> SessionStore:
         if self.store is None:
-            raise Unavailable("the session store is not open", reason="STORE_NOT_OPEN", retry_after=1.0)
+            raise Unavailable("the session store is not open", reason=Reason.STORE_NOT_OPEN, retry_after=1.0)
         return self.store
 
     @property
     def compaction(self) -> CompactionService:
         if self.compaction_service is None:
-            raise Unavailable("compaction is not running", reason="COMPACTION_NOT_RUNNING", retry_after=1.0)
+            raise Unavailable("compaction is not running", reason=Reason.COMPACTION_NOT_RUNNING, retry_after=1.0)
         return self.compaction_service
 
     @property
     def cache(self) -> CacheClient:
         if self.cache_client is None:
-            raise Unavailable("the cache service client is not set up", reason="CACHE_CLIENT_NOT_READY", retry_after=1.0)
+            raise Unavailable("the cache service client is not set up", reason=Reason.CACHE_CLIENT_NOT_READY, retry_after=1.0)
         return self.cache_client
 
     @functools.cached_property

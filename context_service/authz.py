@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import grpc
 
 from agentctx_common.errors import PermissionDenied, Unauthenticated
+from agentctx_common.reasons import Reason
 from agentctx_common.tls import peer_identities
 
 ANY_APP = "*"
@@ -45,7 +46,7 @@ class Caller:
         """PERMISSION_DENIED unless the caller may use ``app``."""
         if not self.may_use(app):
             raise PermissionDenied(
-                f"caller is not allowed to use app {app!r}", reason="APP_NOT_ALLOWED", metadata={"app": app}
+                f"caller is not allowed to use app {app!r}", reason=Reason.APP_NOT_ALLOWED, metadata={"app": app}
             )
 
     def visible_apps(self, requested: str | None) -> frozenset[str] | None:
@@ -82,22 +83,22 @@ class Authorizer:
         if identities:
             granted = [self._grants[i] for i in sorted(identities) if i in self._grants]
             if not granted:
-                raise PermissionDenied("caller identity is not allowed", reason="IDENTITY_NOT_ALLOWED")
+                raise PermissionDenied("caller identity is not allowed", reason=Reason.IDENTITY_NOT_ALLOWED)
             return Caller(",".join(sorted(i for i in identities if i in self._grants)), frozenset().union(*granted))
         if self._anonymous:
             return Caller(ANONYMOUS, self._anonymous)
         raise Unauthenticated(
-            "a client certificate or a bearer token is required", reason="NO_CALLER_IDENTITY"
+            "a client certificate or a bearer token is required", reason=Reason.NO_CALLER_IDENTITY
         )
 
     def _token_caller(self, authorization: str) -> Caller:
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated("authorization must be 'Bearer <token>'", reason="INVALID_AUTHORIZATION")
+            raise Unauthenticated("authorization must be 'Bearer <token>'", reason=Reason.INVALID_AUTHORIZATION)
         # Looked up by hash: the configuration never holds the token itself.
         grant = self._tokens.get(hashlib.sha256(token.strip().encode()).hexdigest())
         if grant is None:
-            raise Unauthenticated("unknown bearer token", reason="INVALID_BEARER_TOKEN")
+            raise Unauthenticated("unknown bearer token", reason=Reason.INVALID_BEARER_TOKEN)
         return Caller(f"token:{grant.name}", grant.apps)
 
     def caller(self, context: grpc.aio.ServicerContext) -> Caller:

@@ -23,13 +23,14 @@ import grpc
 
 from agentctx.cache.v1 import cache_service_pb2, cache_service_pb2_grpc
 from agentctx_common.errors import DeadlineExceeded, FailedPrecondition, Unavailable
+from agentctx_common.reasons import Reason
 from agentctx_common.status import error_from_rpc, status_from_rpc
 from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
 from context_service.settings import ContextSettings
 
-CACHE_SERVICE_NOT_CONFIGURED = "CACHE_SERVICE_NOT_CONFIGURED"
-CACHE_SERVICE_UNAVAILABLE = "CACHE_SERVICE_UNAVAILABLE"
+CACHE_SERVICE_NOT_CONFIGURED = Reason.CACHE_SERVICE_NOT_CONFIGURED
+CACHE_SERVICE_UNAVAILABLE = Reason.CACHE_SERVICE_UNAVAILABLE
 _INITIAL_RECONNECT_BACKOFF_MS = 100
 _MAX_RECONNECT_BACKOFF_MS = 1000
 
@@ -78,7 +79,7 @@ class CacheClient:
         stub = await self._get_stub()
         timeout = self.timeout(remaining)
         if timeout <= 0:
-            raise DeadlineExceeded("no time left to call the cache service", reason="DEADLINE_EXCEEDED")
+            raise DeadlineExceeded("no time left to call the cache service", reason=Reason.DEADLINE_EXCEEDED)
         try:
             return await getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
         except grpc.aio.AioRpcError as err:
@@ -88,7 +89,7 @@ class CacheClient:
         stub = await self._get_stub()
         timeout = self.timeout(remaining)
         if timeout <= 0:
-            raise DeadlineExceeded("no time left to call the cache service", reason="DEADLINE_EXCEEDED")
+            raise DeadlineExceeded("no time left to call the cache service", reason=Reason.DEADLINE_EXCEEDED)
         call = getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
         try:
             async for item in call:

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-
 from agentctx.type.v1 import content_pb2
 from context_service.api.convert import content_to_proto
 from context_service.domain.model import Content, Event, SessionKey

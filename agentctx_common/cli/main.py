@@ -12,11 +12,11 @@ import os
 # its own one-line errors instead. Must be set before grpc is imported.
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import sys  # noqa: E402
+import argparse
+import importlib
+import sys
 
-from agentctx_common.errors import AgentCtxError, ConfigError  # noqa: E402
+from agentctx_common.errors import AgentCtxError, ConfigError
 
 # Subcommand modules; each has register(subparsers). Imported lazily so a
 # command only loads what it needs.

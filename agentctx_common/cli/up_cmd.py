@@ -81,7 +81,7 @@ def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> path
 
 
 def _spawn(service: str, config: pathlib.Path, log_path: pathlib.Path) -> subprocess.Popen:
-    log = open(log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+    log = open(log_path, "ab")
     return subprocess.Popen(
         [sys.executable, "-m", "agentctx_common.cli.main", "serve", service, "--config", str(config)],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -19,7 +19,7 @@ from agentctx_common.canonical import content_json, struct_to_dict, tool_config_
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
 from cache_service.domain.keys import Prefix, Scope
-from cache_service.domain.model import CacheInfo, JSON, ModelCall, ModelReply
+from cache_service.domain.model import JSON, CacheInfo, ModelCall, ModelReply
 
 PROVIDERS = ("local", "gemini")
 _ROLES = ("user", "model")

@@ -40,6 +40,7 @@ from agentctx_common.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from agentctx_common.reasons import Reason
 from cache_service.domain.keys import Scope, call_chain
 from cache_service.domain.leases import LeaseRejected
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
@@ -74,30 +75,30 @@ def rewrite_for_cache(call: ModelCall, cached_len: int) -> ModelCall:
 def provider_error_status(exc: ProviderError) -> AgentCtxError:
     """The status a provider failure maps to. Messages are our own fixed text."""
     if isinstance(exc, RateLimited):
-        return ResourceExhausted("the model provider rate-limited the call", reason="RATE_LIMITED",
+        return ResourceExhausted("the model provider rate-limited the call", reason=Reason.RATE_LIMITED,
                                  retry_after=exc.retry_after if exc.retry_after is not None else 1.0)
     if isinstance(exc, ContextWindowExceeded):
         metadata = {k: v for k, v in (("prompt_tokens", exc.prompt_tokens), ("context_window", exc.context_window))
                     if v is not None}
-        return InvalidArgument("the request exceeds the model's context window", reason="CONTEXT_WINDOW_EXCEEDED",
+        return InvalidArgument("the request exceeds the model's context window", reason=Reason.CONTEXT_WINDOW_EXCEEDED,
                                metadata=metadata)
     if isinstance(exc, ProviderTimeout):
-        return DeadlineExceeded("the model provider did not answer in time", reason="PROVIDER_TIMEOUT")
+        return DeadlineExceeded("the model provider did not answer in time", reason=Reason.PROVIDER_TIMEOUT)
     if isinstance(exc, (InvalidRequest, CacheTooSmall)):
-        return InvalidArgument("the model provider rejected the request", reason="PROVIDER_INVALID_REQUEST",
+        return InvalidArgument("the model provider rejected the request", reason=Reason.PROVIDER_INVALID_REQUEST,
                                metadata={"provider_status": exc.status or 0})
     if isinstance(exc, ProviderPermissionDenied):
-        return PermissionDenied("the model provider denied the call", reason="PROVIDER_PERMISSION_DENIED")
+        return PermissionDenied("the model provider denied the call", reason=Reason.PROVIDER_PERMISSION_DENIED)
     if isinstance(exc, CacheNotFound):
         return Unavailable("the provider lost the cache after output was sent; retry the call",
-                           reason="CACHE_MISSING", retry_after=0.0)
-    return Unavailable("the model provider is unavailable", reason="PROVIDER_UNAVAILABLE",
+                           reason=Reason.CACHE_MISSING, retry_after=0.0)
+    return Unavailable("the model provider is unavailable", reason=Reason.PROVIDER_UNAVAILABLE,
                        retry_after=exc.retry_after if exc.retry_after is not None else 1.0)
 
 
 def lease_error(exc: LeaseRejected) -> FailedPrecondition:
     return FailedPrecondition(f"the lease cannot be used ({exc.invalid_reason.lower()}); acquire a new one",
-                              reason="LEASE_INVALID", metadata={"invalid_reason": exc.invalid_reason})
+                              reason=Reason.LEASE_INVALID, metadata={"invalid_reason": exc.invalid_reason})
 
 
 class Generator:
@@ -205,13 +206,13 @@ class Generator:
         n = entry.history_len
         if len(call.contents) <= n:
             raise InvalidArgument(
-                "the request carries no contents after the leased prefix", reason="EMPTY_SUFFIX",
+                "the request carries no contents after the leased prefix", reason=Reason.EMPTY_SUFFIX,
                 metadata={"contents": len(call.contents), "prefix_contents": n},
                 field_violations=[FieldViolation("request.contents", "must extend the leased prefix")],
             )
         if call_chain(call, n) != entry.digest:
             raise FailedPrecondition(
-                "the request does not start with the leased prefix", reason="LEASE_PREFIX_MISMATCH",
+                "the request does not start with the leased prefix", reason=Reason.LEASE_PREFIX_MISMATCH,
                 metadata={"prefix_fingerprint": entry.prefix_fp, "prefix_contents": n},
             )
         return entry, CacheState(claims.state)
@@ -226,7 +227,7 @@ class Generator:
         return self.request_timeout_s if timeout_s is None else max(0.0, min(timeout_s, self.request_timeout_s))
 
     @staticmethod
-    async def _call(fn, timeout: float, passthrough: type[ProviderError] | None = None) -> ModelReply:  # type: ignore[no-untyped-def]
+    async def _call(fn, timeout: float, passthrough: type[ProviderError] | None = None) -> ModelReply:  # type: ignore[no-untyped-def]  # noqa: ASYNC109 - a budget passed on, not a cancel scope
         try:
             async with asyncio.timeout(timeout):
                 return await fn()

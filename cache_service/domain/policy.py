@@ -47,7 +47,6 @@ from dataclasses import dataclass
 
 from cache_service.domain.model import BypassReason
 
-
 AGENTCTX = "agentctx"
 ADK = "adk"
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from opentelemetry import metrics, trace
 
 from agentctx_common.errors import (
-    AgentCtxError,
     Aborted,
+    AgentCtxError,
     DeadlineExceeded,
     FailedPrecondition,
     FieldViolation,
@@ -47,6 +47,7 @@ from agentctx_common.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from agentctx_common.reasons import Reason
 from cache_service.domain import policy
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.clock import Clock
@@ -77,12 +78,12 @@ _creates = _meter.create_counter("agentctx.cache.creates", description="Provider
 _TOMBSTONES = 4096
 # Failures that mean "no cache this time", as opposed to policy decisions.
 _FAILURE_ERRORS: dict[BypassReason, tuple[type[AgentCtxError], str]] = {
-    BypassReason.CREATE_FAILED: (Unavailable, "CACHE_CREATE_FAILED"),
-    BypassReason.RATE_LIMITED: (ResourceExhausted, "RATE_LIMITED"),
-    BypassReason.DEADLINE_EXCEEDED: (DeadlineExceeded, "CACHE_DEADLINE_EXCEEDED"),
-    BypassReason.CAPACITY: (ResourceExhausted, "CACHE_CAPACITY"),
-    BypassReason.INVALIDATED: (Aborted, "CACHE_INVALIDATED"),
-    BypassReason.UNAVAILABLE: (Unavailable, "PROVIDER_UNAVAILABLE"),
+    BypassReason.CREATE_FAILED: (Unavailable, Reason.CACHE_CREATE_FAILED),
+    BypassReason.RATE_LIMITED: (ResourceExhausted, Reason.RATE_LIMITED),
+    BypassReason.DEADLINE_EXCEEDED: (DeadlineExceeded, Reason.CACHE_DEADLINE_EXCEEDED),
+    BypassReason.CAPACITY: (ResourceExhausted, Reason.CACHE_CAPACITY),
+    BypassReason.INVALIDATED: (Aborted, Reason.CACHE_INVALIDATED),
+    BypassReason.UNAVAILABLE: (Unavailable, Reason.PROVIDER_UNAVAILABLE),
 }
 
 
@@ -213,7 +214,7 @@ class Registry:
         provider = self.providers.get(name)
         if provider is None:
             raise FailedPrecondition(
-                f"provider {name!r} is not configured on this cache service", reason="PROVIDER_NOT_CONFIGURED",
+                f"provider {name!r} is not configured on this cache service", reason=Reason.PROVIDER_NOT_CONFIGURED,
                 metadata={"provider": name},
             )
         return provider
@@ -223,7 +224,7 @@ class Registry:
         if size > self.settings.max_scope_bytes:
             raise InvalidArgument(
                 f"the scope is {size} bytes, over the limit of {self.settings.max_scope_bytes}",
-                reason="SCOPE_TOO_LARGE",
+                reason=Reason.SCOPE_TOO_LARGE,
                 metadata={"scope_bytes": size, "max_scope_bytes": self.settings.max_scope_bytes},
                 field_violations=[FieldViolation("scope.policy", "the scope is too large")],
             )
@@ -488,7 +489,7 @@ class Registry:
         PermissionDenied for a genuine lease of another scope."""
         claims = self.signer.verify(token)
         if scope_fp is not None and claims.scope_fingerprint != scope_fp:
-            raise PermissionDenied("the lease belongs to another scope", reason="LEASE_SCOPE_MISMATCH")
+            raise PermissionDenied("the lease belongs to another scope", reason=Reason.LEASE_SCOPE_MISMATCH)
         entry = self._by_id.get(claims.entry_id)
         if entry is None or entry.generation != claims.generation:
             raise LeaseRejected(self._tombstones.get(claims.entry_id, "UNKNOWN"))

@@ -102,7 +102,7 @@ class GeminiProvider:
             system_instruction=_system(spec.system_instruction),
             tools=[_tool(t) for t in spec.tools] or None,
             tool_config=_tool_config(spec.tool_config),
-            ttl=f"{int(round(spec.ttl_s))}s",
+            ttl=f"{round(spec.ttl_s)}s",
             display_name=spec.display_name,
         )
         try:
@@ -114,7 +114,7 @@ class GeminiProvider:
     async def update_ttl(self, name: ResourceName, ttl_s: float) -> CacheHandle:
         try:
             cached = await self._client.aio.caches.update(
-                name=name.reveal(), config=types.UpdateCachedContentConfig(ttl=f"{int(round(ttl_s))}s")
+                name=name.reveal(), config=types.UpdateCachedContentConfig(ttl=f"{round(ttl_s)}s")
             )
         except Exception as exc:  # noqa: BLE001
             raise _classify(exc, cached=True) from None

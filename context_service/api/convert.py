@@ -13,8 +13,8 @@ from typing import Any
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from agentctx.context.v1 import policy_pb2
-from agentctx_common.canonical import struct_to_dict, value_to_py  # noqa: F401 - re-exported
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
+from agentctx_common.canonical import struct_to_dict, value_to_py  # noqa: F401 - re-exported
 from context_service.domain import config as cfg
 from context_service.domain import model as m
 
@@ -33,12 +33,12 @@ def dict_to_struct(data: dict[str, Any] | None, out: struct_pb2.Struct | None = 
 def ts_to_dt(ts: timestamp_pb2.Timestamp) -> dt.datetime | None:
     if ts.seconds == 0 and ts.nanos == 0:
         return None
-    return dt.datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=dt.UTC)
 
 
 def dt_to_ts(value: dt.datetime | None, out: timestamp_pb2.Timestamp) -> None:
     if value is not None:
-        out.FromDatetime(value.astimezone(dt.timezone.utc).replace(tzinfo=None))
+        out.FromDatetime(value.astimezone(dt.UTC).replace(tzinfo=None))
 
 
 def duration_to_s(d: duration_pb2.Duration) -> float | None:

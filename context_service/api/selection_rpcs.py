@@ -28,6 +28,7 @@ from agentctx.type.v1 import content_pb2
 from agentctx_common import canonical
 from agentctx_common.errors import FieldViolation, InvalidArgument, ResourceExhausted
 from agentctx_common.protos import unknown_field_violations, value_violations
+from agentctx_common.reasons import Reason
 from context_service.api.convert import content_from_proto, selection_from_proto
 from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig, SelectionPolicy
@@ -58,7 +59,7 @@ class SelectionRpcs:
             raise ResourceExhausted(
                 "the built context is larger than the largest response this server sends; "
                 "set max_bytes or max_request_bytes",
-                reason="RESPONSE_TOO_LARGE",
+                reason=Reason.RESPONSE_TOO_LARGE,
                 metadata={"response_bytes": len(wire), "max_message_bytes": app.settings.max_message_bytes},
             )
         return wire
@@ -237,13 +238,13 @@ def _call_policy(request: pb.BuildContextRequest) -> SelectionPolicy | None:
     if request.HasField("policy"):
         violations += unknown_field_violations(request.policy, "policy") + value_violations(request.policy, "policy")
     if violations:
-        raise InvalidArgument.fields(violations, reason="INVALID_BUILD_CONTEXT_REQUEST")
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_BUILD_CONTEXT_REQUEST)
     if not request.HasField("policy"):
         return None
     call = selection_from_proto(request.policy)
     violations = selection_violations(call, "policy")
     if violations:
-        raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_SELECTION_POLICY)
     return call
 
 
@@ -273,7 +274,7 @@ def _effective(
     policy = sel.effective_policy(config.selection, call)
     violations = selection_violations(policy, "policy")
     if violations:
-        raise InvalidArgument.fields(violations, reason="INVALID_SELECTION_POLICY")
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_SELECTION_POLICY)
     keys = sel.secret_keys(policy)
     if len(memo) >= _MEMO_MAX:
         memo.clear()
@@ -327,7 +328,7 @@ def _contents(
             violations += content_violations(content, limits, f"{name}[{i}]")
             records.append(_record(c, keys, content))
     if violations:
-        raise InvalidArgument.fields(violations, reason="INVALID_CONTENT")
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_CONTENT)
     return out["input"], out["memory"]
 
 

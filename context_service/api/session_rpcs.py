@@ -157,7 +157,7 @@ class SessionRpcs:
         raw = request.event
         raise_if(value_violations(raw, "event"), "INVALID_EVENT")
         event = event_from_proto(raw)
-        check_event(event, limits, size_bytes=raw.ByteSize(), now=dt.datetime.now(dt.timezone.utc))
+        check_event(event, limits, size_bytes=raw.ByteSize(), now=dt.datetime.now(dt.UTC))
         prepared = prepare_event(event)
         result = await self.app.sessions.append_event(key, prepared, expected_etag=request.expected_etag or None)
         response = pb.AppendEventResponse(session_etag=result.session_etag, deduplicated=result.deduplicated)

@@ -49,7 +49,7 @@ class TurnRpcs:
         events = [event_from_proto(raw) for raw in request.input]
         violations = turns.input_violations(
             events, [raw.ByteSize() for raw in request.input], app.limits,
-            now=dt.datetime.now(dt.timezone.utc), reply_id=request.reply_event_id,
+            now=dt.datetime.now(dt.UTC), reply_id=request.reply_event_id,
             invocation_id=request.invocation_id, agent=request.agent, prefix=prefix,
         )
         if violations:

@@ -103,7 +103,7 @@ class ExtractiveCompactor:
         extractor = Extractor(request.previous_summary)
         budget = _EXTRACT_SLICE_BYTES
         sizes = request.event_sizes or (0,) * len(request.events)
-        for event, size in zip(request.events, sizes):
+        for event, size in zip(request.events, sizes, strict=False):
             extractor.add(event)
             budget -= size or 1024
             if budget <= 0:

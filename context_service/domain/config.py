@@ -135,7 +135,7 @@ def to_json(value: Any) -> Any:
         out = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
-            if _is_unset(item) or item is False and f.type == "bool":
+            if _is_unset(item) or (item is False and f.type == "bool"):
                 continue
             out[f.name] = to_json(item)
         return out

@@ -22,13 +22,14 @@ import re
 from dataclasses import dataclass
 
 from agentctx_common.errors import FailedPrecondition, FieldViolation, InvalidArgument, PreconditionViolation
+from agentctx_common.reasons import Reason
 from context_service.domain.compaction.history import History, history_stats
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import CacheInfo, CompactionTrigger, SessionKey
 
-CONFIRMATION_MISMATCH = "INVALIDATION_CONFIRMATION_MISMATCH"
-CONFIRMATION_REQUIRED = "INVALIDATION_CONFIRMATION_REQUIRED"
-INVALID_DIAGNOSTICS_REQUEST = "INVALID_DIAGNOSTICS_REQUEST"
+CONFIRMATION_MISMATCH = Reason.INVALIDATION_CONFIRMATION_MISMATCH
+CONFIRMATION_REQUIRED = Reason.INVALIDATION_CONFIRMATION_REQUIRED
+INVALID_DIAGNOSTICS_REQUEST = Reason.INVALID_DIAGNOSTICS_REQUEST
 CONFIRMATION_FIELDS = ("app", "user", "session", "model", "scope_fingerprint")
 
 MAX_MODEL_CHARS = 128

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig, config_from_json
 from context_service.domain.model import (
     Content,
@@ -48,7 +49,7 @@ _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
 # ASCII without spaces is accepted.
 _CALL_ID = re.compile(r"[!-~]{1,128}")
 _MIME_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MAX_BRANCH_CHARS = 512
 MAX_URI_CHARS = 4096
 
@@ -131,7 +132,7 @@ class SessionPage:
 # --- errors -----------------------------------------------------------------
 
 
-def raise_if(violations: list[FieldViolation], reason: str = "INVALID_ARGUMENT") -> None:
+def raise_if(violations: list[FieldViolation], reason: str = Reason.INVALID_ARGUMENT) -> None:
     if violations:
         raise InvalidArgument.fields(violations, reason=reason)
 
@@ -148,7 +149,7 @@ def parse_session_name(name: str, limits: Limits, path: str = "name") -> Session
     m = _SESSION_NAME.fullmatch(name)
     if m is None:
         raise InvalidArgument.fields(
-            [FieldViolation(path, "must be apps/{app}/users/{user}/sessions/{session}")], reason="INVALID_NAME"
+            [FieldViolation(path, "must be apps/{app}/users/{user}/sessions/{session}")], reason=Reason.INVALID_NAME
         )
     app, user, session = m.groups()
     violations = _owner_violations(app, user, limits, path)
@@ -164,7 +165,7 @@ def parse_user_parent(parent: str, limits: Limits, path: str = "parent", *, wild
     m = _USER_PARENT.fullmatch(parent)
     if m is None:
         raise InvalidArgument.fields(
-            [FieldViolation(path, "must be apps/{app}/users/{user}")], reason="INVALID_NAME"
+            [FieldViolation(path, "must be apps/{app}/users/{user}")], reason=Reason.INVALID_NAME
         )
     app, user = m.groups()
     violations = []
@@ -375,11 +376,11 @@ def decode_page_token(token: str, scope: str, path: str = "page_token") -> int:
         after = payload["a"]
         tag = payload["s"]
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
-        raise InvalidArgument.fields([FieldViolation(path, "is not a token this server issued")], reason="INVALID_PAGE_TOKEN") from None
+        raise InvalidArgument.fields([FieldViolation(path, "is not a token this server issued")], reason=Reason.INVALID_PAGE_TOKEN) from None
     if tag != _scope_tag(scope) or not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise InvalidArgument.fields(
             [FieldViolation(path, "does not belong to this request; other fields must not change between pages")],
-            reason="INVALID_PAGE_TOKEN",
+            reason=Reason.INVALID_PAGE_TOKEN,
         )
     return after
 

@@ -29,6 +29,7 @@ from agentctx_common.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from agentctx_common.reasons import Reason
 from context_service.domain.model import (
     CacheInfo,
     CacheState,
@@ -46,14 +47,16 @@ MAX_ID_CHARS = 128
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
 # ErrorInfo reasons.
-INVALID_GENERATE_REQUEST = "INVALID_GENERATE_REQUEST"
-CACHE_SERVICE_UNAVAILABLE = "CACHE_SERVICE_UNAVAILABLE"
-CONTEXT_WINDOW_EXCEEDED = "CONTEXT_WINDOW_EXCEEDED"
-CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION = "CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION"
-REPLY_ID_CONFLICT = "REPLY_ID_CONFLICT"
+INVALID_GENERATE_REQUEST = Reason.INVALID_GENERATE_REQUEST
+CACHE_SERVICE_UNAVAILABLE = Reason.CACHE_SERVICE_UNAVAILABLE
+CONTEXT_WINDOW_EXCEEDED = Reason.CONTEXT_WINDOW_EXCEEDED
+CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION = Reason.CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION
+REPLY_ID_CONFLICT = Reason.REPLY_ID_CONFLICT
 # Reasons the cache service gives for a lease it cannot honour: a cache
 # failure, so the call goes ahead uncached.
-LEASE_REFUSALS = frozenset({"LEASE_INVALID", "LEASE_PREFIX_MISMATCH", "LEASE_SCOPE_MISMATCH", "EMPTY_SUFFIX"})
+LEASE_REFUSALS = frozenset({
+    Reason.LEASE_INVALID, Reason.LEASE_PREFIX_MISMATCH, Reason.LEASE_SCOPE_MISMATCH, Reason.EMPTY_SUFFIX,
+})
 # How soon an agent may retry after the cache service was unreachable.
 CACHE_RETRY_AFTER_S = 1.0
 
@@ -280,7 +283,7 @@ def is_transport_failure(err: AgentCtxError, deadline: Deadline) -> bool:
     answers carry a reason of their own, such as PROVIDER_TIMEOUT)."""
     if isinstance(err, Unavailable) and err.reason == CACHE_SERVICE_UNAVAILABLE:
         return True
-    return isinstance(err, DeadlineExceeded) and err.reason == "DEADLINE_EXCEEDED" and not deadline.expired
+    return isinstance(err, DeadlineExceeded) and err.reason == Reason.DEADLINE_EXCEEDED and not deadline.expired
 
 
 def cache_service_unavailable(cause: AgentCtxError) -> Unavailable:

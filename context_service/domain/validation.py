@@ -11,6 +11,7 @@ import enum
 import math
 
 from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.reasons import Reason
 from context_service.domain.compaction import policy as compaction_defaults
 from context_service.domain.config import (
     CachePolicy,
@@ -155,4 +156,4 @@ def check_config(c: ContextConfig, path: str = "config") -> None:
     """Raises InvalidArgument naming every bad field."""
     violations = config_violations(c, path)
     if violations:
-        raise InvalidArgument.fields(violations, reason="INVALID_CONTEXT_CONFIG")
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_CONTEXT_CONFIG)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentctx_common.errors import Aborted, AlreadyExists, NotFound
+from agentctx_common.reasons import Reason
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.sessions import AppendResult
 from context_service.storage import codec
@@ -90,12 +91,12 @@ Plan = Generator[Op, Any, list[AppendResult | Exception]]
 
 
 def not_found(key: SessionKey) -> NotFound:
-    return NotFound(f"session {key.name} not found", reason="SESSION_NOT_FOUND")
+    return NotFound(f"session {key.name} not found", reason=Reason.SESSION_NOT_FOUND)
 
 
 def etag_mismatch(current: str) -> Aborted:
     return Aborted(
-        "the session changed since the etag was read", reason="ETAG_MISMATCH", metadata={"current_etag": current}
+        "the session changed since the etag was read", reason=Reason.ETAG_MISMATCH, metadata={"current_etag": current}
     )
 
 
@@ -131,7 +132,7 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
                 results.append(None)
             else:
                 results.append(AlreadyExists(
-                    f"event id {item.event.id} is already stored with different content", reason="EVENT_ID_CONFLICT"
+                    f"event id {item.event.id} is already stored with different content", reason=Reason.EVENT_ID_CONFLICT
                 ))
             continue
         if item.expected_etag is not None and item.expected_etag != s.etag:

@@ -31,7 +31,6 @@ from context_service.domain.sessions import AppendResult
 from context_service.storage.append_batch import (
     Append,
     InsertEvents,
-    LoadEvent,
     LockSessions,
     Op,
     Plan,
@@ -160,7 +159,7 @@ def sqlite_fingerprints_query(op: StoredFingerprints) -> tuple[str, list[Any]]:
 
 def _sqlite_time(value: dt.datetime) -> str:
     # SQLAlchemy's SQLite DATETIME format, so its reads parse what we write.
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 class SqliteAppender:
@@ -216,7 +215,7 @@ class SqliteAppender:
         if isinstance(op, UpdateSessions):
             return conn.executemany(_UPDATE, [(v, s, n, _sqlite_time(t), pk) for v, s, n, t, pk in op.rows])
         row = dict(zip(EVENT_COLUMNS, conn.execute(_LOAD, (op.pk, op.event_id)).fetchone(), strict=True))
-        row["create_time"] = dt.datetime.fromisoformat(row["create_time"]).replace(tzinfo=dt.timezone.utc)
+        row["create_time"] = dt.datetime.fromisoformat(row["create_time"]).replace(tzinfo=dt.UTC)
         return SimpleNamespace(**row)
 
     async def close(self) -> None:

@@ -41,7 +41,7 @@ def config_from_text(text: str) -> cfg.ContextConfig:
 
 
 def _time(value: dt.datetime | None) -> str | None:
-    return value.astimezone(dt.timezone.utc).isoformat() if value is not None else None
+    return value.astimezone(dt.UTC).isoformat() if value is not None else None
 
 
 def _parse_time(value: str | None) -> dt.datetime | None:

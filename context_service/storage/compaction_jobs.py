@@ -47,7 +47,7 @@ compaction_jobs = sa.Table(
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 class SqlJobStore:

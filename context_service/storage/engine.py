@@ -22,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentctx_common.errors import ConfigError, Unavailable
+from agentctx_common.reasons import Reason
 
 # Execution option that makes a SQLite transaction BEGIN IMMEDIATE.
 WRITE_OPTION = "agentctx_write"
@@ -112,10 +113,10 @@ def unavailable(exc: BaseException) -> Unavailable:
     can name hosts or values)."""
     text = str(getattr(exc, "orig", exc)).lower()
     if "locked" in text or "busy" in text:
-        return Unavailable("the database is busy; retry", reason="DATABASE_BUSY", retry_after=0.2)
+        return Unavailable("the database is busy; retry", reason=Reason.DATABASE_BUSY, retry_after=0.2)
     return Unavailable(
         "the database is unavailable; retry",
-        reason="DATABASE_UNAVAILABLE",
+        reason=Reason.DATABASE_UNAVAILABLE,
         retry_after=1.0,
         metadata={"error_type": type(getattr(exc, "orig", exc)).__name__},
     )

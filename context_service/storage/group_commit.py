@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from agentctx_common.errors import Unavailable
+from agentctx_common.reasons import Reason
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -35,7 +36,7 @@ class GroupCommitter(Generic[T, R]):
     async def submit(self, item: T) -> R:
         """Runs ``item`` in the next batch; returns when that batch committed."""
         if self._closed:
-            raise Unavailable("the service is shutting down", reason="SHUTTING_DOWN", retry_after=1.0)
+            raise Unavailable("the service is shutting down", reason=Reason.SHUTTING_DOWN, retry_after=1.0)
         if self._worker is None:
             self._worker = asyncio.get_running_loop().create_task(self._work(), name="group-commit")
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()

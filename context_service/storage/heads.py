@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentctx_common.errors import NotFound
+from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
 from context_service.domain.sessions import SessionRecord
@@ -73,7 +74,7 @@ class SessionHeads:
         except sqlite3.Error:
             return head_of(await self._store.get_session(key))
         if row is None:
-            raise NotFound(f"session {key.name} not found", reason="SESSION_NOT_FOUND")
+            raise NotFound(f"session {key.name} not found", reason=Reason.SESSION_NOT_FOUND)
         incarnation, last_sequence, config_text = row
         config = self._configs.get(config_text)
         if config is None:

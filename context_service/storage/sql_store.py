@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentctx_common.errors import AlreadyExists, ConfigError
+from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, EventKind, JsonObject, SessionKey
 from context_service.domain.sessions import (
@@ -70,7 +71,7 @@ _batch_ms = _meter.create_histogram("agentctx.append.batch_duration", unit="ms",
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def key_clause(key: SessionKey) -> sa.ColumnElement[bool]:
@@ -173,7 +174,7 @@ class SqlSessionStore:
             async with self.write_transaction() as conn:
                 await conn.execute(sa.insert(sessions).values(values))
         except IntegrityError:
-            raise AlreadyExists(f"session {key.name} already exists", reason="SESSION_ALREADY_EXISTS") from None
+            raise AlreadyExists(f"session {key.name} already exists", reason=Reason.SESSION_ALREADY_EXISTS) from None
         return SessionRecord(
             key=key, state=state, config=config, etag=codec.etag(values["incarnation"], 1),
             create_time=now, update_time=now, event_count=0, last_sequence=0,

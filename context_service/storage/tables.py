@@ -36,13 +36,13 @@ class UtcDateTime(sa.TypeDecorator[dt.datetime]):
     def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> Any:
         if value is None:
             return None
-        value = value.astimezone(dt.timezone.utc)
+        value = value.astimezone(dt.UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 sessions = sa.Table(

@@ -29,6 +29,7 @@ from agentctx.cache.v1 import cache_service_pb2 as cpb
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import generation_pb2
 from agentctx_common.errors import AgentCtxError, AlreadyExists
+from agentctx_common.reasons import Reason
 from context_service.api.selection_rpcs import build_context
 from context_service.domain import turns
 from context_service.domain.config import ContextConfig
@@ -178,7 +179,7 @@ class TurnRunner:
             try:
                 await self.app.sessions.append_event(key, chunk)
             except AlreadyExists as err:
-                if err.reason != "EVENT_ID_CONFLICT":
+                if err.reason != Reason.EVENT_ID_CONFLICT:
                     raise
         return await self._store_reply(key, turn, answer)
 
@@ -208,7 +209,7 @@ class TurnRunner:
         try:
             result = await self.app.sessions.append_event(key, event)
         except AlreadyExists as err:
-            if err.reason != "EVENT_ID_CONFLICT":
+            if err.reason != Reason.EVENT_ID_CONFLICT:
                 raise
             # A concurrent attempt of this turn stored its reply first: that one stands.
             stored = await self.app.sessions.get_event(key, turn.ids.reply_id)

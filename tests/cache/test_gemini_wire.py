@@ -243,7 +243,7 @@ class _StaticToken(google.auth.credentials.Credentials):
 
     def refresh(self, request: object) -> None:
         self.token = "vertex-test-token"
-        self.expiry = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(hours=1)
+        self.expiry = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(hours=1)
 
 
 async def test_vertex_ai_paths(fake_gemini: FakeGemini) -> None:

@@ -57,7 +57,7 @@ async def test_scopes_are_isolated(harness_factory) -> None:
     assert len({r.info.scope_fingerprint for r in results}) == len(scopes)
     assert h.provider.counts["create"] == len(scopes)
     # A lease is honoured only in its own scope.
-    entry, _ = h.registry.resolve(results[0].lease, scopes[0].fingerprint)
+    _entry, _ = h.registry.resolve(results[0].lease, scopes[0].fingerprint)
     with pytest.raises(Exception) as refused:
         h.registry.resolve(results[0].lease, scopes[1].fingerprint)
     assert getattr(refused.value, "reason", "") == "LEASE_SCOPE_MISMATCH"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from context_service.domain.model import Content, Event, FunctionCall, FunctionResponse, Part, Usage
 
-T0 = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
 
 def user(text: str, **kw) -> Event:

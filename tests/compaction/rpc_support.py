@@ -9,8 +9,7 @@ import grpc
 import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import context_service_pb2_grpc
-from agentctx.context.v1 import policy_pb2, session_pb2
+from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
 from agentctx.type.v1 import content_pb2, event_pb2
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.status import error_from_rpc

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 
 import grpc
-
 import pytest
 
-from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2
 from agentctx.type.v1 import event_pb2
 from agentctx_common.errors import Code

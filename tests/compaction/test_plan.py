@@ -28,7 +28,7 @@ from context_service.domain.model import CompactionTrigger, Event, EventKind, Us
 from tests.compaction.builders import histories, model, numbered, tool, user
 from tests.compaction.reference import tail_ok
 
-NOW = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
 
 
 def policy(**kw):

@@ -32,7 +32,7 @@ from context_service.domain.model import CompactionTrigger, Event, SessionKey
 from tests.compaction.builders import step
 from tests.compaction.reference import tail_ok
 
-NOW = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
 _counter = itertools.count()
 
 _append = st.tuples(st.just("append"), st.lists(step(_counter), min_size=1, max_size=4).map(lambda s: [e for x in s for e in x]))

@@ -19,7 +19,7 @@ from context_service.storage.compaction_jobs import SqlJobStore
 from tests.compaction.builders import model, tool, user
 
 KEY = SessionKey("app1", "u1", "s1")
-NOW = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
 POLICY = resolve(CompactionPolicy(keep_recent_tokens=200))
 
 

@@ -11,8 +11,7 @@ from google.protobuf import json_format
 from agentctx.cache.v1 import cache_service_pb2 as cpb
 from agentctx.cache.v1 import cache_service_pb2_grpc
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import context_service_pb2_grpc
-from agentctx.context.v1 import policy_pb2, session_pb2
+from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
 from agentctx.type.v1 import event_pb2
 from tests.cache import protos
 

@@ -69,7 +69,7 @@ def _facts(history: History) -> diag.LifecycleFacts:
 
 def test_the_view_copies_counts_ids_and_fingerprints() -> None:
     cache = CacheInfo(CacheState.HIT, prefix_fingerprint=FP, prefix_tokens=900, scope_fingerprint=FP, uses=3,
-                      expire_time=dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc))
+                      expire_time=dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
     view = diag.build_lifecycle(KEY, "m", _facts(_history(["hello"], checkpoint=_checkpoint(), cache=cache)),
                                 diag.ScopeCounts(FP, 2, 1, 4), bytes_per_token=4)
     assert (view.session, view.model, view.event_count, view.compaction_count) == (KEY.name, "m", 20, 1)

@@ -288,7 +288,7 @@ async def test_fuzzed_requests_never_get_internal(fuzz_pair: ServicePair) -> Non
     assert len(never_ok) <= 2, never_ok
     assert len(seen) == len(context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].methods)
 
-    fuzz_pair.cache_stub  # opens the channel with the context service's identity
+    _ = fuzz_pair.cache_stub  # opens the channel with the context service's identity
     assert fuzz_pair._cache_channel is not None
     seen = await _fuzz(fuzz_pair, fuzz_pair._cache_channel, cache_service_pb2, "agentctx.cache.v1.CacheService", valid, rng)
     never_ok = {m: sorted(c) for m, c in seen.items() if "OK" not in c}
@@ -323,7 +323,7 @@ async def test_concurrent_mixed_requests_never_get_internal(fuzz_pair_on_each_ba
     deletes racing turns, invalidations racing leases)."""
     fuzz_pair = fuzz_pair_on_each_backend
     await _ensure_sessions(fuzz_pair)
-    fuzz_pair.cache_stub  # opens the channel with the context service's identity
+    _ = fuzz_pair.cache_stub  # opens the channel with the context service's identity
     assert fuzz_pair._cache_channel is not None
     methods = [(m, t, s, fuzz_pair.channel, "agentctx.context.v1.ContextService")
                for m, t, s in _methods(context_service_pb2, "ContextService")]

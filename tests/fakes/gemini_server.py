@@ -82,7 +82,7 @@ class _Cache:
 
 
 def _rfc3339(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _estimate_tokens(value: Any) -> int:
@@ -344,7 +344,7 @@ class FakeGemini:
         })
         if scripted is not None:
             err = {"error": {"code": scripted.status, "message": scripted.message, "status": scripted.status_text}}
-            chunks = chunks[: scripted.after_chunks] + [err]
+            chunks = [*chunks[:scripted.after_chunks], err]
         return 200, None, iter(chunks)
 
 
@@ -371,7 +371,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_fake: FakeGemini
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _serve(self) -> None:

@@ -20,11 +20,16 @@ def _tree(root: pathlib.Path) -> dict[str, pathlib.Path]:
 
 
 def test_generated_code_is_fresh(tmp_path: pathlib.Path) -> None:
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), str(tmp_path)], check=True)
-    fresh, committed = _tree(tmp_path / "agentctx"), _tree(ROOT / "gen" / "agentctx")
+    reasons = tmp_path / "reasons.py"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), str(tmp_path / "gen"), str(reasons)],
+                   check=True)
+    fresh, committed = _tree(tmp_path / "gen" / "agentctx"), _tree(ROOT / "gen" / "agentctx")
     assert sorted(fresh) == sorted(committed), "gen/ has missing or extra files: run `make gen`"
     stale = [name for name in fresh if not filecmp.cmp(fresh[name], committed[name], shallow=False)]
     assert not stale, f"gen/ is stale ({', '.join(stale)}): run `make gen`"
+    assert reasons.read_text() == (ROOT / "agentctx_common" / "reasons.py").read_text(), (
+        "agentctx_common/reasons.py is stale: run `make gen`"
+    )
 
 
 def test_buf_lint_is_clean() -> None:
@@ -42,11 +47,12 @@ def test_every_proto_field_and_message_is_documented() -> None:
     from agentctx.cache.v1 import cache_service_pb2
     from agentctx.compactor.v1 import compactor_service_pb2
     from agentctx.context.v1 import context_service_pb2, policy_pb2, session_pb2
+    from agentctx.error.v1 import error_reason_pb2
     from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 
     undocumented: list[str] = []
     for module in (cache_service_pb2, compactor_service_pb2, context_service_pb2, policy_pb2, session_pb2,
-                   cache_pb2, content_pb2, event_pb2, generation_pb2):
+                   cache_pb2, content_pb2, event_pb2, generation_pb2, error_reason_pb2):
         proto = descriptor_pb2.FileDescriptorProto()
         module.DESCRIPTOR.CopyToProto(proto)
         source = (ROOT / "protos" / proto.name).read_text()

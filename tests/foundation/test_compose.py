@@ -49,7 +49,7 @@ def test_commands_are_real_cli_commands(compose) -> None:
 
 def test_environment_variables_are_real_settings(compose) -> None:
     for name, service in compose["services"].items():
-        for variable, value in _env(service).items():
+        for variable, _value in _env(service).items():
             for prefix, settings in SETTINGS.items():
                 if variable.startswith(prefix):
                     field = variable.removeprefix(prefix).lower()

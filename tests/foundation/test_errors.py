@@ -16,8 +16,8 @@ from agentctx_common.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from agentctx_common.settings import ServerSettings
 from agentctx_common.server import new_server
+from agentctx_common.settings import ServerSettings
 from agentctx_common.status import error_from_rpc
 
 RAISED: dict[str, Exception] = {

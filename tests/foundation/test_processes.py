@@ -5,8 +5,8 @@ and SIGTERM shuts them down gracefully."""
 from __future__ import annotations
 
 import json
-import re
 import pathlib
+import re
 import shutil
 import subprocess
 import sys

@@ -7,7 +7,7 @@ from typing import Any
 
 from context_service.domain import model as m
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def text(role: str, value: str) -> m.Content:

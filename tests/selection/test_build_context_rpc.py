@@ -286,7 +286,7 @@ async def test_the_history_cache_follows_appends_deletes_and_recreation(ctx: Con
 async def test_token_estimate_is_calibrated_by_real_prompt_counts(ctx: Context) -> None:
     await create(ctx)
     prompt = 500
-    for i in range(4):
+    for _i in range(4):
         await append(ctx, text("user", "question " * 20))
         prompt += 60
         reply_event = event_pb2.Event(author="agent", content=text("model", "answer " * 10))

@@ -41,7 +41,7 @@ def build(policy: SelectionPolicy | None = None, *, memory=(), tools=(b'{"functi
 
 
 def test_sections_add_up_and_framing_is_documented() -> None:
-    a, selection, parts = build(memory=[text("user", "remembered fact")])
+    a, _selection, parts = build(memory=[text("user", "remembered fact")])
     sections = [a.instructions, a.settings, a.history, a.memory, a.input, a.tools, a.framing]
     assert a.request.bytes == sum(s.bytes for s in sections)
     contents = 1 + 3 + 1  # memory, history, input

@@ -143,7 +143,7 @@ def keys_in(value: Any) -> set[str]:
 def test_results_respect_every_budget_or_fail_with_the_documented_error(history, call_policy) -> None:  # type: ignore[no-untyped-def]
     events, current = history
     try:
-        p, records, inputs, s = build(events, current, call_policy)
+        p, _records, inputs, s = build(events, current, call_policy)
     except ResourceExhausted as err:
         p = effective_policy(None, call_policy)
         assert err.reason in {"CONTEXT_BUDGET_EXCEEDED", "CURRENT_INPUT_EXCEEDS_BUDGET", "COMPRESSED_CONTEXT_OVER_BUDGET"}
@@ -180,7 +180,7 @@ def test_results_respect_every_budget_or_fail_with_the_documented_error(history,
 def test_calls_stay_with_responses_and_truncation_keeps_the_newest_units(history, call_policy) -> None:  # type: ignore[no-untyped-def]
     events, current = history
     try:
-        _, records, inputs, s = build(events, current, call_policy)
+        _, _records, inputs, s = build(events, current, call_policy)
     except ResourceExhausted:
         return
     unbounded_policy = dataclasses.replace(call_policy, max_bytes=None, max_tokens=None)
@@ -224,7 +224,7 @@ def test_calls_stay_with_responses_and_truncation_keeps_the_newest_units(history
 def test_input_is_last_and_no_pruned_key_survives(history, call_policy) -> None:  # type: ignore[no-untyped-def]
     events, current = history
     try:
-        p, records, inputs, s = build(events, current, call_policy)
+        p, _records, inputs, s = build(events, current, call_policy)
     except ResourceExhausted:
         return
     parts = RequestParts("m", None, [], None, None, [], inputs)

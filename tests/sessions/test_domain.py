@@ -48,7 +48,7 @@ from context_service.storage import codec
 from tests.sessions.helpers import call_event, response_event, text_event
 
 LIMITS = Limits()
-NOW = dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 
 
 def violations(event: Event, limits: Limits = LIMITS, size: int = 100) -> list[str]:
@@ -114,7 +114,7 @@ def _with_parts(*parts: Part, role: str = "user") -> Event:
     (dataclasses.replace(text_event("e"), invocation_id="x" * 129), ["event.invocation_id"]),
     (dataclasses.replace(text_event("e"), branch="root..child"), ["event.branch"]),
     (dataclasses.replace(text_event("e"), branch="root/child"), ["event.branch"]),
-    (dataclasses.replace(text_event("e"), create_time=dt.datetime(1969, 1, 1, tzinfo=dt.timezone.utc)), ["event.create_time"]),
+    (dataclasses.replace(text_event("e"), create_time=dt.datetime(1969, 1, 1, tzinfo=dt.UTC)), ["event.create_time"]),
     (dataclasses.replace(text_event("e"), create_time=NOW + dt.timedelta(days=2)), ["event.create_time"]),
     (Event(id="e", author="user"), ["event.content"]),
     (dataclasses.replace(text_event("e"), content=Content("system", (Part(text="x"),))), ["event.content.role"]),
@@ -251,7 +251,7 @@ json_objects = st.dictionaries(st.text(max_size=6), st.recursive(
     json_scalars, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
     max_leaves=8), max_size=4)
 times = st.datetimes(min_value=dt.datetime(1971, 1, 1), max_value=dt.datetime(2200, 1, 1),
-                     timezones=st.just(dt.timezone.utc))
+                     timezones=st.just(dt.UTC))
 parts = st.one_of(
     st.builds(Part, text=st.text(min_size=1, max_size=20), thought=st.booleans(), thought_signature=st.binary(max_size=4)),
     st.builds(Part, inline_data=st.builds(Blob, st.just("image/png"), st.binary(min_size=1, max_size=16))),

@@ -16,14 +16,13 @@ from alembic.runtime.migration import MigrationContext
 
 from agentctx_common.cli.main import main
 from agentctx_common.errors import ConfigError
-from context_service.server import build_server
 from context_service import storage
+from context_service.server import build_server
 from context_service.storage import schema
 from context_service.storage.engine import create_engine
 from context_service.storage.tables import metadata
 from tests.sessions.helpers import migrate
 from tests.support.servers import context_settings
-
 
 
 def _all_tables() -> sa.MetaData:

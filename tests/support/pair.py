@@ -92,7 +92,7 @@ async def start_pair(
 ) -> ServicePair:
     """Settings overrides for each service; ``with_cache=False`` leaves the
     cache service's port closed (start it later with ``start_cache``)."""
-    tmp.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - a test fixture, before any server runs
     cache_port = free_port()
     server = await start_context(
         context_settings(certs, tmp, cache_target=f"127.0.0.1:{cache_port}", **(context or {}))

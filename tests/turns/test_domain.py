@@ -10,11 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentctx_common.errors import DeadlineExceeded, InvalidArgument, Unavailable
+from agentctx_common.reasons import Reason
 from context_service.domain import turns
 from context_service.domain.model import CacheInfo, CacheState, Content, Event, FunctionCall, Part, Usage
 from context_service.domain.sessions import Limits
 
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 LIMITS = Limits()
 
 
@@ -151,8 +152,8 @@ def test_overflow_errors_carry_the_figures() -> None:
 
 
 @pytest.mark.parametrize("reason", sorted(turns.LEASE_REFUSALS))
-def test_lease_refusals_are_reasons_the_cache_service_gives(reason: str) -> None:
-    # A renamed reason on that side would silently turn a bypass into a failed turn here.
+def test_lease_refusals_are_reasons_the_cache_service_gives(reason: Reason) -> None:
+    # A reason that side stopped raising would silently turn a bypass into a failed turn here.
     root = pathlib.Path(__file__).resolve().parents[2] / "cache_service"
     sources = "".join(p.read_text() for p in root.rglob("*.py"))
-    assert f'reason="{reason}"' in sources
+    assert f"reason=Reason.{reason.name}" in sources

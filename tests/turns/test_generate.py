@@ -202,7 +202,7 @@ async def test_a_reply_that_is_never_stored_deletes_no_cache(pair) -> None:
     pair.provider.latency_s = 0.3
     before = pair.provider.counts["generate"]
     turn = asyncio.create_task(a.turn("Second question."))
-    while pair.provider.counts["generate"] == before:
+    while pair.provider.counts["generate"] == before:  # noqa: ASYNC110 - polls a fake's counter
         await asyncio.sleep(0.01)
     await pair.stub.DeleteSession(pb.DeleteSessionRequest(name=a.session))
     with pytest.raises(grpc.aio.AioRpcError) as info:

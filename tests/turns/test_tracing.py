@@ -16,7 +16,7 @@ CACHE_RPC = "agentctx.cache.v1.CacheService/"
 def _values(span) -> list[str]:  # type: ignore[no-untyped-def]
     values = [str(v) for v in (span.attributes or {}).values()]
     values += [str(v) for event in span.events for v in (event.attributes or {}).values()]
-    return values + [span.name, span.status.description or ""]
+    return [*values, span.name, span.status.description or ""]
 
 
 @pytest.mark.parametrize("stream", [False, True])

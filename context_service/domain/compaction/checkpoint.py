@@ -28,7 +28,7 @@ def source_fingerprint(
     and the summary folded in. Equal fingerprints mean the same source."""
     h = hashlib.sha256()
     h.update(canonical_json({"schema": SCHEMA_VERSION, "previousSummary": previous_summary}))
-    for e, m in zip(events, measures if measures is not None else measure_all(events)):
+    for e, m in zip(events, measures if measures is not None else measure_all(events), strict=False):
         h.update(canonical_json([e.id, e.sequence, e.author, e.partial]))
         h.update(m.digest)
     return h.hexdigest()
@@ -37,8 +37,8 @@ def source_fingerprint(
 def _time(value: dt.datetime | None) -> str | None:
     if value is None:
         return None
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
-    return aware.astimezone(dt.timezone.utc).isoformat()
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+    return aware.astimezone(dt.UTC).isoformat()
 
 
 def checkpoint_to_json(c: Checkpoint) -> dict[str, Any]:

@@ -88,7 +88,7 @@ def history_stats(
     measured = reported_tokens or 0
     if reported_tokens is None:
         after = 0
-        for e, event_tokens in zip(reversed(h.visible), reversed(per_event)):
+        for e, event_tokens in zip(reversed(h.visible), reversed(per_event), strict=False):
             usage = e.usage
             if usage is not None and usage.prompt_tokens > 0 and e.sequence > h.latest_compaction_sequence:
                 measured = usage.prompt_tokens + usage.output_tokens + after

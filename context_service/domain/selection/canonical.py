@@ -14,6 +14,7 @@ from typing import Any
 from agentctx_common.canonical import b64, canonical_json, json_number
 from context_service.domain import model as m
 
+
 def json_value(value: Any) -> Any:
     """A JSON value as a protobuf Struct would carry it: numbers are doubles,
     so an integral one is written as an integer, whatever its Python type."""

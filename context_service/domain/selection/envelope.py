@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from agentctx_common.canonical import canonical_json
 from context_service.domain.config import SelectionPolicy
 from context_service.domain.selection import errors
-from context_service.domain.selection.records import ContentRecord
 from context_service.domain.selection.grouping import Grouping
+from context_service.domain.selection.records import ContentRecord
 from context_service.domain.selection.select import Selection
 from context_service.domain.selection.tokens import estimate
 

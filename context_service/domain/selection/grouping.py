@@ -22,7 +22,7 @@ MEMO_LIMIT = 32
 
 
 class Grouping:
-    __slots__ = ("seen", "filtered", "units", "total", "_joined", "_offsets", "_digests", "_pruned")
+    __slots__ = ("_digests", "_joined", "_offsets", "_pruned", "filtered", "seen", "total", "units")
 
     def __init__(self, seen: int, filtered: int, units: Units) -> None:
         self.seen = seen

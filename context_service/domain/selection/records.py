@@ -146,7 +146,7 @@ def summary_content(summary: str) -> m.Content:
 
 def _aware(t: dt.datetime | None) -> dt.datetime | None:
     # Storage may hand back naive UTC times; filters compare with aware ones.
-    return t.replace(tzinfo=dt.timezone.utc) if t is not None and t.tzinfo is None else t
+    return t.replace(tzinfo=dt.UTC) if t is not None and t.tzinfo is None else t
 
 
 def event_record(event: m.Event, keys: SecretKeys, render: Render | None = None) -> EventRecord:

@@ -105,7 +105,7 @@ def select(
     inputs: Sequence[ContentRecord],
     policy: SelectionPolicy,
     *,
-    compaction_index: int | None | object = _UNKNOWN,
+    compaction_index: int | object | None = _UNKNOWN,
     memo: dict | None = None,
 ) -> Selection:
     """The history for one request. ``records``: every stored event in

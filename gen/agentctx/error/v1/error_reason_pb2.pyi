@@ -1,0 +1,181 @@
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from typing import ClassVar as _ClassVar
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_REASON_UNSPECIFIED: _ClassVar[ErrorReason]
+    INVALID_ARGUMENT: _ClassVar[ErrorReason]
+    NOT_FOUND: _ClassVar[ErrorReason]
+    ALREADY_EXISTS: _ClassVar[ErrorReason]
+    CONFLICT: _ClassVar[ErrorReason]
+    FAILED_PRECONDITION: _ClassVar[ErrorReason]
+    RESOURCE_EXHAUSTED: _ClassVar[ErrorReason]
+    PERMISSION_DENIED: _ClassVar[ErrorReason]
+    UNAUTHENTICATED: _ClassVar[ErrorReason]
+    UNAVAILABLE: _ClassVar[ErrorReason]
+    DEADLINE_EXCEEDED: _ClassVar[ErrorReason]
+    CANCELLED: _ClassVar[ErrorReason]
+    UNIMPLEMENTED: _ClassVar[ErrorReason]
+    INTERNAL: _ClassVar[ErrorReason]
+    UNKNOWN: _ClassVar[ErrorReason]
+    OUT_OF_RANGE: _ClassVar[ErrorReason]
+    DATA_LOSS: _ClassVar[ErrorReason]
+    INVALID_NAME: _ClassVar[ErrorReason]
+    INVALID_EVENT: _ClassVar[ErrorReason]
+    INVALID_STATE: _ClassVar[ErrorReason]
+    INVALID_CONTEXT_CONFIG: _ClassVar[ErrorReason]
+    INVALID_SELECTION_POLICY: _ClassVar[ErrorReason]
+    INVALID_PAGE_TOKEN: _ClassVar[ErrorReason]
+    INVALID_BUILD_CONTEXT_REQUEST: _ClassVar[ErrorReason]
+    INVALID_CONTENT: _ClassVar[ErrorReason]
+    INVALID_GENERATE_REQUEST: _ClassVar[ErrorReason]
+    INVALID_COMPACTION_REQUEST: _ClassVar[ErrorReason]
+    INVALID_DIAGNOSTICS_REQUEST: _ClassVar[ErrorReason]
+    INVALIDATION_CONFIRMATION_REQUIRED: _ClassVar[ErrorReason]
+    SCOPE_TOO_LARGE: _ClassVar[ErrorReason]
+    EMPTY_SUFFIX: _ClassVar[ErrorReason]
+    SESSION_NOT_FOUND: _ClassVar[ErrorReason]
+    SESSION_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    EVENT_ID_CONFLICT: _ClassVar[ErrorReason]
+    ETAG_MISMATCH: _ClassVar[ErrorReason]
+    REPLY_ID_CONFLICT: _ClassVar[ErrorReason]
+    CONTEXT_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
+    CURRENT_INPUT_EXCEEDS_BUDGET: _ClassVar[ErrorReason]
+    REQUEST_CONTEXT_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
+    COMPRESSED_CONTEXT_OVER_BUDGET: _ClassVar[ErrorReason]
+    COMPRESS_NOT_AVAILABLE: _ClassVar[ErrorReason]
+    RESPONSE_TOO_LARGE: _ClassVar[ErrorReason]
+    CONTEXT_WINDOW_EXCEEDED: _ClassVar[ErrorReason]
+    CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION: _ClassVar[ErrorReason]
+    COMPACTION_CONFLICT: _ClassVar[ErrorReason]
+    COMPACTION_NOT_RUNNING: _ClassVar[ErrorReason]
+    COMPACTOR_NOT_ALLOWED: _ClassVar[ErrorReason]
+    COMPACTOR_FAILED: _ClassVar[ErrorReason]
+    COMPACTOR_TIMEOUT: _ClassVar[ErrorReason]
+    COMPACTOR_UNAVAILABLE: _ClassVar[ErrorReason]
+    COMPACTOR_CANCELLED: _ClassVar[ErrorReason]
+    COMPACTOR_INPUT_TOO_LARGE: _ClassVar[ErrorReason]
+    SUMMARY_EMPTY: _ClassVar[ErrorReason]
+    SUMMARY_MALFORMED: _ClassVar[ErrorReason]
+    SUMMARY_TOO_LARGE: _ClassVar[ErrorReason]
+    CHECKPOINT_TOO_LARGE: _ClassVar[ErrorReason]
+    NO_CALLER_IDENTITY: _ClassVar[ErrorReason]
+    NO_CLIENT_IDENTITY: _ClassVar[ErrorReason]
+    INVALID_AUTHORIZATION: _ClassVar[ErrorReason]
+    INVALID_BEARER_TOKEN: _ClassVar[ErrorReason]
+    APP_NOT_ALLOWED: _ClassVar[ErrorReason]
+    IDENTITY_NOT_ALLOWED: _ClassVar[ErrorReason]
+    DATABASE_UNAVAILABLE: _ClassVar[ErrorReason]
+    DATABASE_BUSY: _ClassVar[ErrorReason]
+    STORE_NOT_OPEN: _ClassVar[ErrorReason]
+    SHUTTING_DOWN: _ClassVar[ErrorReason]
+    CACHE_SERVICE_UNAVAILABLE: _ClassVar[ErrorReason]
+    CACHE_SERVICE_NOT_CONFIGURED: _ClassVar[ErrorReason]
+    CACHE_CLIENT_NOT_READY: _ClassVar[ErrorReason]
+    INVALIDATION_CONFIRMATION_MISMATCH: _ClassVar[ErrorReason]
+    LEASE_INVALID: _ClassVar[ErrorReason]
+    LEASE_PREFIX_MISMATCH: _ClassVar[ErrorReason]
+    LEASE_SCOPE_MISMATCH: _ClassVar[ErrorReason]
+    CACHE_CREATE_FAILED: _ClassVar[ErrorReason]
+    CACHE_DEADLINE_EXCEEDED: _ClassVar[ErrorReason]
+    CACHE_CAPACITY: _ClassVar[ErrorReason]
+    CACHE_INVALIDATED: _ClassVar[ErrorReason]
+    CACHE_MISSING: _ClassVar[ErrorReason]
+    PROVIDER_NOT_CONFIGURED: _ClassVar[ErrorReason]
+    PROVIDER_INVALID_REQUEST: _ClassVar[ErrorReason]
+    PROVIDER_PERMISSION_DENIED: _ClassVar[ErrorReason]
+    PROVIDER_TIMEOUT: _ClassVar[ErrorReason]
+    PROVIDER_UNAVAILABLE: _ClassVar[ErrorReason]
+    RATE_LIMITED: _ClassVar[ErrorReason]
+ERROR_REASON_UNSPECIFIED: ErrorReason
+INVALID_ARGUMENT: ErrorReason
+NOT_FOUND: ErrorReason
+ALREADY_EXISTS: ErrorReason
+CONFLICT: ErrorReason
+FAILED_PRECONDITION: ErrorReason
+RESOURCE_EXHAUSTED: ErrorReason
+PERMISSION_DENIED: ErrorReason
+UNAUTHENTICATED: ErrorReason
+UNAVAILABLE: ErrorReason
+DEADLINE_EXCEEDED: ErrorReason
+CANCELLED: ErrorReason
+UNIMPLEMENTED: ErrorReason
+INTERNAL: ErrorReason
+UNKNOWN: ErrorReason
+OUT_OF_RANGE: ErrorReason
+DATA_LOSS: ErrorReason
+INVALID_NAME: ErrorReason
+INVALID_EVENT: ErrorReason
+INVALID_STATE: ErrorReason
+INVALID_CONTEXT_CONFIG: ErrorReason
+INVALID_SELECTION_POLICY: ErrorReason
+INVALID_PAGE_TOKEN: ErrorReason
+INVALID_BUILD_CONTEXT_REQUEST: ErrorReason
+INVALID_CONTENT: ErrorReason
+INVALID_GENERATE_REQUEST: ErrorReason
+INVALID_COMPACTION_REQUEST: ErrorReason
+INVALID_DIAGNOSTICS_REQUEST: ErrorReason
+INVALIDATION_CONFIRMATION_REQUIRED: ErrorReason
+SCOPE_TOO_LARGE: ErrorReason
+EMPTY_SUFFIX: ErrorReason
+SESSION_NOT_FOUND: ErrorReason
+SESSION_ALREADY_EXISTS: ErrorReason
+EVENT_ID_CONFLICT: ErrorReason
+ETAG_MISMATCH: ErrorReason
+REPLY_ID_CONFLICT: ErrorReason
+CONTEXT_BUDGET_EXCEEDED: ErrorReason
+CURRENT_INPUT_EXCEEDS_BUDGET: ErrorReason
+REQUEST_CONTEXT_BUDGET_EXCEEDED: ErrorReason
+COMPRESSED_CONTEXT_OVER_BUDGET: ErrorReason
+COMPRESS_NOT_AVAILABLE: ErrorReason
+RESPONSE_TOO_LARGE: ErrorReason
+CONTEXT_WINDOW_EXCEEDED: ErrorReason
+CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION: ErrorReason
+COMPACTION_CONFLICT: ErrorReason
+COMPACTION_NOT_RUNNING: ErrorReason
+COMPACTOR_NOT_ALLOWED: ErrorReason
+COMPACTOR_FAILED: ErrorReason
+COMPACTOR_TIMEOUT: ErrorReason
+COMPACTOR_UNAVAILABLE: ErrorReason
+COMPACTOR_CANCELLED: ErrorReason
+COMPACTOR_INPUT_TOO_LARGE: ErrorReason
+SUMMARY_EMPTY: ErrorReason
+SUMMARY_MALFORMED: ErrorReason
+SUMMARY_TOO_LARGE: ErrorReason
+CHECKPOINT_TOO_LARGE: ErrorReason
+NO_CALLER_IDENTITY: ErrorReason
+NO_CLIENT_IDENTITY: ErrorReason
+INVALID_AUTHORIZATION: ErrorReason
+INVALID_BEARER_TOKEN: ErrorReason
+APP_NOT_ALLOWED: ErrorReason
+IDENTITY_NOT_ALLOWED: ErrorReason
+DATABASE_UNAVAILABLE: ErrorReason
+DATABASE_BUSY: ErrorReason
+STORE_NOT_OPEN: ErrorReason
+SHUTTING_DOWN: ErrorReason
+CACHE_SERVICE_UNAVAILABLE: ErrorReason
+CACHE_SERVICE_NOT_CONFIGURED: ErrorReason
+CACHE_CLIENT_NOT_READY: ErrorReason
+INVALIDATION_CONFIRMATION_MISMATCH: ErrorReason
+LEASE_INVALID: ErrorReason
+LEASE_PREFIX_MISMATCH: ErrorReason
+LEASE_SCOPE_MISMATCH: ErrorReason
+CACHE_CREATE_FAILED: ErrorReason
+CACHE_DEADLINE_EXCEEDED: ErrorReason
+CACHE_CAPACITY: ErrorReason
+CACHE_INVALIDATED: ErrorReason
+CACHE_MISSING: ErrorReason
+PROVIDER_NOT_CONFIGURED: ErrorReason
+PROVIDER_INVALID_REQUEST: ErrorReason
+PROVIDER_PERMISSION_DENIED: ErrorReason
+PROVIDER_TIMEOUT: ErrorReason
+PROVIDER_UNAVAILABLE: ErrorReason
+RATE_LIMITED: ErrorReason
+ERROR_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+error_domain: _descriptor.FieldDescriptor
+METADATA_KEYS_FIELD_NUMBER: _ClassVar[int]
+metadata_keys: _descriptor.FieldDescriptor
