@@ -39,6 +39,13 @@ def test_buf_lint_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_buf_breaking_against_the_released_v1_api() -> None:
+    buf = ROOT / "tools" / "node_modules" / ".bin" / "buf"
+    image = ROOT / "api" / "agentctx-v1.binpb"
+    result = subprocess.run([str(buf), "breaking", "--against", str(image)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_every_proto_field_and_message_is_documented() -> None:
     """Every message, field, enum value, service and RPC has a leading
     comment, so users of generated stubs in any language can act on it."""
