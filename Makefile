@@ -34,6 +34,7 @@ test: venv $(TOOLS)/buf
 
 gen: venv
 	$(BIN)/python scripts/gen_protos.py
+	$(BIN)/python scripts/gen_error_table.py
 
 lint: venv $(TOOLS)/buf
 	$(TOOLS)/buf lint
