@@ -69,7 +69,7 @@ def run_agent(command: list[str], certs_dir: pathlib.Path, tmp_path: pathlib.Pat
     finally:
         pair.stop()
     assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout.strip().splitlines()[-1])
+    report: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["ok"] is True
     turns = report["turns"]
     assert len(turns) == 5
@@ -82,7 +82,7 @@ def run_agent(command: list[str], certs_dir: pathlib.Path, tmp_path: pathlib.Pat
     return report
 
 
-def test_typescript_agent_on_generated_stubs(ts_agent, certs_dir, tmp_path) -> None:
+def test_typescript_agent_on_generated_stubs(ts_agent: list[str], certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
     report = run_agent(ts_agent, certs_dir, tmp_path)
     assert report["errors"] == [
         {"code": "Aborted", "reason": "ETAG_MISMATCH", "domain": "agentctx.dev", "metadata_keys": ["current_etag"],
@@ -92,7 +92,7 @@ def test_typescript_agent_on_generated_stubs(ts_agent, certs_dir, tmp_path) -> N
     ]
 
 
-def test_typescript_stubs_reject_a_wrongly_typed_request(node, tmp_path) -> None:
+def test_typescript_stubs_reject_a_wrongly_typed_request(node: str, tmp_path: pathlib.Path) -> None:
     """The client is typed from the protos: a number for a string field is a
     compile error, not a run-time surprise."""
     (tmp_path / "node_modules").symlink_to(HERE / "node_modules")
@@ -116,5 +116,5 @@ def test_typescript_stubs_reject_a_wrongly_typed_request(node, tmp_path) -> None
     assert len(errors) == 1 and errors[0].startswith("wrong.ts(5,") and "TS2322" in errors[0], result.stdout
 
 
-def test_node_agent_with_protos_loaded_at_run_time(node, certs_dir, tmp_path) -> None:
+def test_node_agent_with_protos_loaded_at_run_time(node: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
     run_agent([node, str(HERE / "agent.js")], certs_dir, tmp_path)
