@@ -1,7 +1,15 @@
-"""The polyglot client: a Node.js agent (@grpc/grpc-js and
-@grpc/proto-loader from the npm registry, stubs loaded from protos/ at run
-time) runs a five-turn, tool-using conversation against both services as
-real processes, over TLS with a client certificate."""
+"""The polyglot clients, against both services as real processes over TLS
+with a client certificate, each running a five-turn, tool-using
+conversation:
+
+- agent.ts: TypeScript on the stubs generated from protos/ into gen/
+  (protoc-gen-es, Connect's gRPC transport), type-checked by tsc --strict
+  before it runs; it also decodes two errors' ErrorInfo by the generated
+  ErrorReason enum and domain option.
+- agent.js: plain Node.js with the stubs loaded from protos/ at run time
+  (@grpc/grpc-js and @grpc/proto-loader).
+
+Node packages come from package-lock.json (npm ci)."""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -21,20 +30,32 @@ HERE = pathlib.Path(__file__).parent
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        pytest.fail(f"{name} is required for the polyglot client test (Node.js 18 or later)")
+        pytest.fail(f"{name} is required for the polyglot client tests (Node.js 20 or later)")
     return path
 
 
 @pytest.fixture(scope="module")
-def node_agent() -> list[str]:
-    """``node agent.js``, its packages installed from the lock file."""
-    node = _tool("node")
-    if not (HERE / "node_modules" / "@grpc" / "grpc-js").is_dir():
-        subprocess.run([_tool("npm"), "ci", "--no-audit", "--no-fund"], cwd=HERE, check=True, timeout=600)
-    return [node, str(HERE / "agent.js")]
+def node() -> str:
+    """node, with this folder's packages installed from the lock file
+    (again only when the lock file is newer than the installed tree)."""
+    installed = HERE / "node_modules" / ".package-lock.json"
+    if not installed.exists() or installed.stat().st_mtime < (HERE / "package-lock.json").stat().st_mtime:
+        subprocess.run([_tool("npm"), "ci", "--silent", "--no-audit", "--no-fund"], cwd=HERE, check=True, timeout=600)
+    return _tool("node")
 
 
-def test_node_agent_runs_a_tool_using_conversation(node_agent, certs_dir, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def ts_agent(node: str) -> list[str]:
+    """``node build/agent.js``, compiled from agent.ts once it type-checks."""
+    shutil.rmtree(HERE / "build", ignore_errors=True)
+    tsc = HERE / "node_modules" / "typescript" / "bin" / "tsc"
+    # tsconfig.json: strict, and nothing is emitted on a type error.
+    result = subprocess.run([node, str(tsc), "-p", str(HERE)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, "agent.ts does not type-check:\n" + result.stdout + result.stderr
+    return [node, str(HERE / "build" / "agent.js")]
+
+
+def run_agent(command: list[str], certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> dict[str, Any]:
     pair = ServiceProcesses(certs_dir, tmp_path, cache={"local_min_cache_tokens": 64, "min_prefix_tokens": 64}).start()
     try:
         env = {
@@ -44,12 +65,11 @@ def test_node_agent_runs_a_tool_using_conversation(node_agent, certs_dir, tmp_pa
             "AGENTCTX_CERT": str(certs_dir / "agent-client.pem"),
             "AGENTCTX_KEY": str(certs_dir / "agent-client.key"),
         }
-        run = subprocess.run(node_agent, env=env, capture_output=True, text=True, timeout=120)
+        run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     finally:
         pair.stop()
-    lines = run.stdout.strip().splitlines() or run.stderr.strip().splitlines()
     assert run.returncode == 0, run.stderr
-    report = json.loads(lines[-1])
+    report: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["ok"] is True
     turns = report["turns"]
     assert len(turns) == 5
@@ -59,3 +79,42 @@ def test_node_agent_runs_a_tool_using_conversation(node_agent, certs_dir, tmp_pa
     assert "CACHE_STATE_CREATED" in {t["cache_state"] for t in turns}, "the stable prefix was cached"
     assert report["events"] == 10, "five inputs and five replies, each stored once"
     assert report["built_contents"] == 11
+    return report
+
+
+def test_typescript_agent_on_generated_stubs(ts_agent: list[str], certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    report = run_agent(ts_agent, certs_dir, tmp_path)
+    assert report["errors"] == [
+        {"code": "Aborted", "reason": "ETAG_MISMATCH", "domain": "agentctx.dev", "metadata_keys": ["current_etag"],
+         "field_violations": []},
+        {"code": "InvalidArgument", "reason": "INVALID_NAME", "domain": "agentctx.dev", "metadata_keys": [],
+         "field_violations": ["name"]},
+    ]
+
+
+def test_typescript_stubs_reject_a_wrongly_typed_request(node: str, tmp_path: pathlib.Path) -> None:
+    """The client is typed from the protos: a number for a string field is a
+    compile error, not a run-time surprise."""
+    (tmp_path / "node_modules").symlink_to(HERE / "node_modules")
+    (tmp_path / "tsconfig.json").write_text(json.dumps({
+        "extends": str(HERE / "tsconfig.json"),
+        "compilerOptions": {"noEmit": True, "rootDir": "/"},
+        "include": ["wrong.ts"],
+    }))
+    stubs = HERE / "gen" / "agentctx" / "context" / "v1" / "context_service_pb.js"
+    (tmp_path / "wrong.ts").write_text(
+        'import { createClient } from "@connectrpc/connect";\n'
+        'import { createGrpcTransport } from "@connectrpc/connect-node";\n'
+        f'import {{ ContextService }} from "{stubs}";\n'
+        'const client = createClient(ContextService, createGrpcTransport({ baseUrl: "https://localhost" }));\n'
+        'void client.getSession({ name: 42 });\n'
+    )
+    tsc = HERE / "node_modules" / "typescript" / "bin" / "tsc"
+    result = subprocess.run([node, str(tsc), "-p", "."], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    errors = [line for line in result.stdout.splitlines() if ": error TS" in line]
+    assert result.returncode != 0
+    assert len(errors) == 1 and errors[0].startswith("wrong.ts(5,") and "TS2322" in errors[0], result.stdout
+
+
+def test_node_agent_with_protos_loaded_at_run_time(node: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    run_agent([node, str(HERE / "agent.js")], certs_dir, tmp_path)
