@@ -32,9 +32,10 @@ demo: venv
 test: venv $(TOOLS)/buf
 	$(BIN)/python -m pytest
 
-gen: venv
+gen: venv $(TOOLS)/buf
 	$(BIN)/python scripts/gen_protos.py
 	$(BIN)/python scripts/gen_error_table.py
+	$(TOOLS)/buf generate
 
 lint: venv $(TOOLS)/buf
 	$(TOOLS)/buf lint
@@ -43,4 +44,4 @@ lint: venv $(TOOLS)/buf
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) tools/node_modules tests/polyglot/node_modules .agentctx
+	rm -rf $(VENV) tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx
