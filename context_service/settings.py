@@ -119,6 +119,10 @@ class ContextSettings(ServerSettings):
         for identity, apps in self.app_grants.items():
             if not apps:
                 raise ValueError(f"app_grants[{identity!r}] is empty; remove it or name apps ('*' = all)")
+        cache_files = (self.cache_ca, self.cache_cert, self.cache_key)
+        if any(f is not None for f in cache_files) and None in cache_files:
+            raise ValueError("cache_ca, cache_cert and cache_key go together: set all three, or none "
+                             "(Generate then answers FAILED_PRECONDITION)")
         if self.dev_anonymous_apps and not _is_loopback(self.host):
             raise ValueError("dev_anonymous_apps is allowed only on a loopback host (development and tests)")
         return self
