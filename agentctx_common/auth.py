@@ -12,16 +12,17 @@ from agentctx_common.reasons import Reason
 from agentctx_common.status import WrappingInterceptor, abort, stream_items, wrap_handler
 from agentctx_common.tls import peer_identities
 
-# Probes and schema discovery need a verified certificate, not an allowlisted one.
-OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/")
+# Probes need a verified certificate, not an allowlisted one. Reflection is
+# not open: the schema is answered only to allowed callers.
+OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 
 
 class AllowlistInterceptor(WrappingInterceptor):
     """Admits only callers whose certificate carries an allowed identity.
 
     No identity: UNAUTHENTICATED. An identity not on the list:
-    PERMISSION_DENIED. Deny by default; health and reflection are open to any
-    caller that passed the TLS handshake.
+    PERMISSION_DENIED. Deny by default, reflection included; only health is
+    open to any caller that passed the TLS handshake (probes).
     """
 
     def __init__(self, allowed: Collection[str]) -> None:
