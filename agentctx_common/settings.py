@@ -55,7 +55,11 @@ class ServerSettings(BaseSettings):
     tls_cert: pathlib.Path | None = Field(None, description="Server certificate (PEM).")
     tls_key: pathlib.Path | None = Field(None, description="Server private key (PEM).")
     tls_client_ca: pathlib.Path | None = Field(None, description="CA that signs client certificates.")
-    require_client_cert: bool = Field(False, description="Refuse clients without a verified certificate.")
+    require_client_cert: bool = Field(
+        False,
+        description="Ask every client for a certificate, verify it against tls_client_ca and refuse clients "
+        "without one. gRPC Python cannot ask for an optional certificate: when false none is asked for.",
+    )
     dev_plaintext: bool = Field(False, description="Serve without TLS. Allowed only on loopback.")
     max_message_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Max gRPC message size.")
     keepalive_time_s: float = Field(30.0, gt=0, description="Keepalive ping interval.")
@@ -76,6 +80,11 @@ class ServerSettings(BaseSettings):
             raise ValueError("tls_cert and tls_key are required unless dev_plaintext is set")
         if self.require_client_cert and self.tls_client_ca is None:
             raise ValueError("require_client_cert needs tls_client_ca")
+        if self.tls_client_ca is not None and not self.require_client_cert:
+            raise ValueError(
+                "tls_client_ca is set but require_client_cert is false: gRPC Python cannot ask for an optional "
+                "client certificate, so none would be verified; set require_client_cert = true or remove tls_client_ca"
+            )
         return self
 
     @classmethod
