@@ -29,14 +29,14 @@ class AllowlistInterceptor(WrappingInterceptor):
         super().__init__()
         self._allowed = frozenset(allowed)
 
-    async def _check(self, context: grpc.aio.ServicerContext) -> None:
+    async def _check(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         identities = peer_identities(context)
         if not identities:
             await abort(context, Unauthenticated("a client certificate is required", reason=Reason.NO_CLIENT_IDENTITY))
         if identities.isdisjoint(self._allowed):
             await abort(context, PermissionDenied("caller identity is not allowed", reason=Reason.IDENTITY_NOT_ALLOWED))
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         if method.startswith(OPEN_SERVICES):
             return handler
         check = self._check
@@ -44,14 +44,14 @@ class AllowlistInterceptor(WrappingInterceptor):
         def wrap(behavior: Any) -> Any:
             if handler.response_streaming:
 
-                async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                     await check(context)
                     async for item in stream_items(behavior, request, context):
                         yield item
 
                 return streaming
 
-            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 await check(context)
                 return await behavior(request, context)
 

@@ -21,8 +21,8 @@ import inspect
 import logging
 import pathlib
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, cast
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -91,7 +91,7 @@ def to_status(err: AgentCtxError) -> status_pb2.Status:
     return status
 
 
-async def abort(context: grpc.aio.ServicerContext, err: AgentCtxError) -> None:
+async def abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentCtxError) -> None:
     """Ends the RPC with the error's rich status (raises grpc's AbortError)."""
     status = to_status(err)
     await context.abort(
@@ -104,7 +104,8 @@ async def abort(context: grpc.aio.ServicerContext, err: AgentCtxError) -> None:
 def status_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> status_pb2.Status | None:
     """The google.rpc.Status a server attached to an error, if any."""
     metadata = err.trailing_metadata() if callable(getattr(err, "trailing_metadata", None)) else None
-    for key, value in metadata or ():
+    # Items are (key, value) pairs at run time, whatever the stubs say.
+    for key, value in cast("Iterable[tuple[str, bytes]]", metadata or ()):
         if key == _DETAILS_KEY:
             status = status_pb2.Status()
             status.ParseFromString(value)
@@ -144,9 +145,9 @@ def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
                 kwargs["retry_after"] = retry.retry_delay.ToNanoseconds() / 1e9
         kwargs["field_violations"] = violations
         kwargs["precondition_violations"] = preconditions
-    known = wire_reason in Reason.__members__
-    error = cls(err.details() or code.value, reason=Reason[wire_reason] if known else None, **kwargs)
-    if wire_reason and not known:
+    reason = Reason[wire_reason] if wire_reason is not None and wire_reason in Reason.__members__ else None
+    error = cls(err.details() or code.value, reason=reason, **kwargs)
+    if wire_reason and reason is None:
         error.wire_reason = wire_reason
     return error
 
@@ -156,13 +157,13 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
     wrapped handler: building handlers per call would cost every RPC."""
 
     def __init__(self) -> None:
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
@@ -174,7 +175,7 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         """The handler to serve ``method`` with (``handler`` to leave it as is)."""
         raise NotImplementedError
 
@@ -187,7 +188,7 @@ class ChainInterceptor(WrappingInterceptor):
         super().__init__()
         self._layers = tuple(layers)
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         for layer in reversed(self._layers):
             handler = layer.wrap(method, handler)
         return handler
@@ -197,7 +198,7 @@ class ErrorInterceptor(WrappingInterceptor):
     """Turns AgentCtxError into rich statuses, undecodable requests into
     INVALID_ARGUMENT, and hides unexpected errors."""
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         return wrap_handler(
             handler,
             lambda behavior: _guard(behavior, method, handler.response_streaming, handler.request_streaming),
@@ -206,8 +207,8 @@ class ErrorInterceptor(WrappingInterceptor):
 
 
 def wrap_handler(
-    handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any], *, deserializer: Callable[[bytes], Any] | None = None
-) -> grpc.RpcMethodHandler:
+    handler: grpc.RpcMethodHandler[Any, Any], wrap: Callable[[Any], Any], *, deserializer: Callable[[bytes], Any] | None = None
+) -> grpc.RpcMethodHandler[Any, Any]:
     """A copy of ``handler`` whose behaviour function is ``wrap(behaviour)``
     (and whose request deserializer is ``deserializer``, when given)."""
     decode = deserializer or handler.request_deserializer
@@ -265,7 +266,7 @@ async def _decoded(requests: AsyncIterator[Any], method: str) -> AsyncIterator[A
         yield request
 
 
-async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
     """Items of a response-streaming behaviour, whether it is an async
     generator or a coroutine that writes with ``context.write`` (as
     grpcio-health-checking's Watch does)."""
@@ -277,7 +278,7 @@ async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerCo
         await result
 
 
-async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContext, method: str) -> None:
+async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContext[Any, Any], method: str) -> None:
     if isinstance(exc, AgentCtxError):
         if exc.code in (Code.INTERNAL, Code.UNAVAILABLE):
             log.warning("rpc failed", extra={"rpc": method, "code": exc.code.value, "reason": exc.reason})
@@ -299,7 +300,7 @@ def _checked(request_or_iterator: Any, method: str, request_streaming: bool) -> 
 def _guard(behavior: Any, method: str, streaming: bool, request_streaming: bool) -> Any:
     if streaming:
 
-        async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             try:
                 request_or_iterator = _checked(request_or_iterator, method, request_streaming)
                 async for item in stream_items(behavior, request_or_iterator, context):
@@ -311,7 +312,7 @@ def _guard(behavior: Any, method: str, streaming: bool, request_streaming: bool)
 
         return stream_guarded
 
-    async def guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
             return await behavior(_checked(request_or_iterator, method, request_streaming), context)
         except (asyncio.CancelledError, grpc.aio.AbortError):

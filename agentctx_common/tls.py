@@ -7,6 +7,7 @@ its verified client certificate (SPIFFE ids are URI SANs).
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import grpc
 from cryptography import x509
@@ -102,7 +103,7 @@ def channel_credentials(
     return grpc.ssl_channel_credentials(root_certificates=roots, private_key=private_key, certificate_chain=chain)
 
 
-def peer_identities(context: grpc.aio.ServicerContext) -> frozenset[str]:
+def peer_identities(context: grpc.aio.ServicerContext[Any, Any]) -> frozenset[str]:
     """URI and DNS SANs of the caller's verified certificate; empty without
     one (plaintext, or TLS without a client certificate)."""
     auth = context.auth_context() or {}
