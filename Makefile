@@ -34,9 +34,13 @@ test: venv $(TOOLS)/buf
 
 gen: venv
 	$(BIN)/python scripts/gen_protos.py
+	$(BIN)/python scripts/gen_error_table.py
 
-lint: $(TOOLS)/buf
+lint: venv $(TOOLS)/buf
 	$(TOOLS)/buf lint
+	$(TOOLS)/buf breaking --against api/agentctx-v1.binpb
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) tools/node_modules tests/polyglot/node_modules .agentctx

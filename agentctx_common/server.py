@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from agentctx_common.errors import ConfigError
 from agentctx_common.settings import ServerSettings
 from agentctx_common.status import ChainInterceptor, ErrorInterceptor, WrappingInterceptor
-from agentctx_common.telemetry import TracingInterceptor
+from agentctx_common.telemetry import TracingInterceptor, shutdown_telemetry
 from agentctx_common.tls import server_credentials
 
 log = logging.getLogger("agentctx.server")
@@ -131,3 +131,5 @@ async def serve_until_signal(server: GrpcServer, grace: float, on_ready: Callabl
         await server.stop(grace)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        # Export what is still queued (the last turn's spans) before the process ends.
+        await asyncio.to_thread(shutdown_telemetry)

@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agentctx_common.errors import ConfigError
+from agentctx_common.telemetry import OtlpConfig
 
 S = TypeVar("S", bound="ServerSettings")
 log = logging.getLogger("agentctx.settings")
@@ -97,9 +98,30 @@ class ServerSettings(BaseSettings):
     shutdown_grace_s: float = Field(5.0, ge=0, description="Time to drain RPCs on shutdown.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
-    telemetry_exporter: Literal["none", "console"] = Field(
-        "none", description="Where spans and metrics go."
+    telemetry_exporter: Literal["none", "console", "otlp"] = Field(
+        "none", description="Where spans and metrics go: nowhere, stdout, or an OpenTelemetry collector."
     )
+    otlp_endpoint: str = Field(
+        "127.0.0.1:4317",
+        description="The collector: host:port for gRPC, or a base URL (https://host:4318) for HTTP/protobuf.",
+    )
+    otlp_protocol: Literal["grpc", "http/protobuf"] = Field("grpc", description="OTLP transport.")
+    otlp_insecure: bool = Field(False, description="Plaintext gRPC to the collector (a local sidecar).")
+    otlp_ca: pathlib.Path | None = Field(None, description="CA of the collector's certificate (PEM).")
+    otlp_cert: pathlib.Path | None = Field(None, description="Client certificate for the collector (PEM).")
+    otlp_key: pathlib.Path | None = Field(None, description="Client key for the collector (PEM).")
+    otlp_headers: dict[str, str] = Field(
+        default_factory=dict, description="Headers sent with every export (auth tokens); never logged."
+    )
+    otlp_timeout_s: float = Field(10.0, gt=0, description="Timeout of one export.")
+    metrics_export_interval_s: float = Field(60.0, gt=0, description="How often metrics are exported.")
+
+    def otlp_config(self) -> OtlpConfig:
+        return OtlpConfig(
+            endpoint=self.otlp_endpoint, protocol=self.otlp_protocol, insecure=self.otlp_insecure,
+            ca=self.otlp_ca, cert=self.otlp_cert, key=self.otlp_key, headers=dict(self.otlp_headers),
+            timeout_s=self.otlp_timeout_s, metrics_interval_s=self.metrics_export_interval_s,
+        )
 
     @model_validator(mode="after")
     def _check_transport(self) -> ServerSettings:

@@ -3,47 +3,135 @@
 Span and metric attributes are limited to counts, sizes, fingerprints, codes,
 states and reasons. Trace context crosses processes in gRPC metadata
 (W3C traceparent), so one agent turn is one trace across both services.
+
+Exporters: ``none`` (the default: nothing recorded), ``console`` (stdout),
+and ``otlp`` (an OpenTelemetry collector over gRPC or HTTP/protobuf, with
+TLS, a client certificate and headers as collectors expect). Spans still
+queued are flushed when the server stops (``shutdown_telemetry``).
 """
 
 from __future__ import annotations
 
+import pathlib
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import grpc
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from agentctx_common.errors import ConfigError
 from agentctx_common.status import WrappingInterceptor, stream_items, wrap_handler
+
+Exporter = Literal["none", "console", "otlp"]
+
+
+@dataclass(frozen=True)
+class OtlpConfig:
+    """Where an ``otlp`` exporter sends, as collectors expect it.
+
+    ``endpoint``: ``host:port`` for gRPC (default port 4317), or a base URL
+    such as ``https://collector:4318`` for HTTP/protobuf (``/v1/traces`` and
+    ``/v1/metrics`` are appended). ``insecure``: plaintext gRPC (a sidecar
+    collector); otherwise TLS, verified against ``ca`` (or the system roots),
+    with ``cert``/``key`` as the client certificate when the collector wants
+    one. ``headers`` are sent with every export (an auth token, a tenant);
+    they are never logged.
+    """
+
+    endpoint: str = "127.0.0.1:4317"
+    protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    insecure: bool = False
+    ca: pathlib.Path | None = None
+    cert: pathlib.Path | None = None
+    key: pathlib.Path | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    metrics_interval_s: float = 60.0
+
 
 _configured = False
 
 
-def configure_telemetry(service_name: str, exporter: str = "none") -> None:
-    """Installs SDK providers once per process, unless a test already did."""
+def configure_telemetry(service_name: str, exporter: Exporter = "none", otlp: OtlpConfig | None = None) -> None:
+    """Installs SDK providers once per process, unless a test already did.
+    Raises ConfigError for an unusable OTLP configuration."""
     global _configured
     if _configured or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return
-    _configured = True
     resource = Resource.create({"service.name": service_name})
     if exporter == "none":
+        _configured = True
         # Nothing is exported, so record nothing: root spans are not sampled
         # (they still carry trace ids across services), and meters stay the
         # API's no-ops. A caller's sampled trace is still recorded.
         trace.set_tracer_provider(TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF)))
         return
+    spans, measures, interval_s = _exporters(exporter, otlp or OtlpConfig())
+    _configured = True
     tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    tracer_provider.add_span_processor(BatchSpanProcessor(spans))
     trace.set_tracer_provider(tracer_provider)
-    reader = PeriodicExportingMetricReader(ConsoleMetricExporter(), export_interval_millis=60_000)
+    reader = PeriodicExportingMetricReader(measures, export_interval_millis=interval_s * 1000)
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
+
+
+def shutdown_telemetry() -> None:
+    """Flushes and stops the exporters (queued spans, a last metrics export)."""
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        shutdown = getattr(provider, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
+
+def _exporters(exporter: Exporter, otlp: OtlpConfig) -> tuple[SpanExporter, MetricExporter, float]:
+    if exporter == "console":
+        return ConsoleSpanExporter(), ConsoleMetricExporter(), 60.0
+    files = {}
+    for name in ("ca", "cert", "key"):
+        path = getattr(otlp, name)
+        if path is not None:
+            try:
+                files[name] = pathlib.Path(path).read_bytes()
+            except OSError as exc:
+                raise ConfigError(f"otlp_{name} {path}: cannot be read ({exc.strerror or exc})") from None
+    if ("cert" in files) != ("key" in files):
+        raise ConfigError("otlp_cert and otlp_key go together: set both or neither")
+    headers = dict(otlp.headers)
+    if otlp.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+
+        credentials = None
+        if not otlp.insecure:
+            credentials = grpc.ssl_channel_credentials(files.get("ca"), files.get("key"), files.get("cert"))
+        common: dict[str, Any] = {
+            "endpoint": otlp.endpoint, "insecure": otlp.insecure, "credentials": credentials,
+            "headers": headers, "timeout": otlp.timeout_s,
+        }
+        return GrpcSpans(**common), GrpcMetrics(**common), otlp.metrics_interval_s
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetrics
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
+
+    base = otlp.endpoint.rstrip("/")
+    tls: dict[str, Any] = {}
+    if otlp.ca is not None:
+        tls["certificate_file"] = str(otlp.ca)
+    if otlp.cert is not None and otlp.key is not None:
+        tls["client_certificate_file"], tls["client_key_file"] = str(otlp.cert), str(otlp.key)
+    return (
+        HttpSpans(endpoint=f"{base}/v1/traces", headers=headers, timeout=otlp.timeout_s, **tls),
+        HttpMetrics(endpoint=f"{base}/v1/metrics", headers=headers, timeout=otlp.timeout_s, **tls),
+        otlp.metrics_interval_s,
+    )
 
 
 def outgoing_metadata(extra: Sequence[tuple[str, str]] = ()) -> tuple[tuple[str, str], ...]:

@@ -42,7 +42,7 @@ async def build_server(settings: CacheSettings, *, app: CacheApp | None = None) 
 
 async def serve(settings: CacheSettings) -> None:
     configure_logging(settings.log_level, settings.log_format)
-    configure_telemetry("agentctx-cache", settings.telemetry_exporter)
+    configure_telemetry("agentctx-cache", settings.telemetry_exporter, settings.otlp_config())
     server = await build_server(settings)
     await serve_until_signal(server, settings.shutdown_grace_s)
 

@@ -68,7 +68,7 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
 
 async def serve(settings: ContextSettings) -> None:
     configure_logging(settings.log_level, settings.log_format)
-    configure_telemetry("agentctx-context", settings.telemetry_exporter)
+    configure_telemetry("agentctx-context", settings.telemetry_exporter, settings.otlp_config())
     server = await build_server(settings)
     await serve_until_signal(server, settings.shutdown_grace_s)
 

@@ -16,9 +16,8 @@ import sys
 import tempfile
 import textwrap
 
-from google.protobuf import descriptor_pb2
-
 import grpc_tools
+from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -102,7 +101,7 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
 def reasons_source(well_known: pathlib.Path) -> str:
     """The Python mirror of agentctx.error.v1.ErrorReason."""
     file = _descriptor_set(well_known).file[0]
-    enum_index = [i for i, e in enumerate(file.enum_type) if e.name == "ErrorReason"][0]
+    enum_index = next(i for i, e in enumerate(file.enum_type) if e.name == "ErrorReason")
     enum = file.enum_type[enum_index]
     comments = {
         tuple(loc.path): loc.leading_comments.strip()

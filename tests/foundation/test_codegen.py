@@ -39,6 +39,13 @@ def test_buf_lint_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_buf_breaking_against_the_released_v1_api() -> None:
+    buf = ROOT / "tools" / "node_modules" / ".bin" / "buf"
+    image = ROOT / "api" / "agentctx-v1.binpb"
+    result = subprocess.run([str(buf), "breaking", "--against", str(image)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_every_proto_field_and_message_is_documented() -> None:
     """Every message, field, enum value, service and RPC has a leading
     comment, so users of generated stubs in any language can act on it."""
@@ -71,3 +78,31 @@ def test_every_proto_field_and_message_is_documented() -> None:
             if not previous.startswith("//"):
                 undocumented.append(f"{proto.name}:{i + 1}: {stripped}")
     assert not undocumented, "undocumented declarations:\n" + "\n".join(undocumented)
+
+
+def test_every_proto_carries_each_languages_package_options() -> None:
+    """One naming scheme, derived from the proto package, so stubs for any
+    language generate without hand-written mappings and never collide."""
+    import re
+
+    wrong: list[str] = []
+    for path in sorted((ROOT / "protos").rglob("*.proto")):
+        text = path.read_text()
+        area, version = re.search(r"^package agentctx\.(\w+)\.(v\d+);", text, re.M).groups()
+        title, ver = area.capitalize(), version.capitalize()
+        outer = "".join(w.capitalize() for w in path.stem.split("_")) + "Proto"
+        expected = {
+            "csharp_namespace": f'"AgentCtx.{title}.{ver}"',
+            "go_package": f'"agentctx.dev/genproto/agentctx/{area}/{version};{area}{version}"',
+            "java_multiple_files": "true",
+            "java_outer_classname": f'"{outer}"',
+            "java_package": f'"dev.agentctx.{area}.{version}"',
+            "objc_class_prefix": '"ACX"',
+            "php_namespace": f'"AgentCtx\\\\{title}\\\\{ver}"',
+            "ruby_package": f'"AgentCtx::{title}::{ver}"',
+        }
+        found = dict(re.findall(r"^option (\w+) = (.+);$", text, re.M))
+        for name, value in expected.items():
+            if found.get(name) != value:
+                wrong.append(f"{path.relative_to(ROOT)}: option {name} is {found.get(name)}, expected {value}")
+    assert not wrong, "\n".join(wrong)

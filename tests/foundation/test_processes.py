@@ -122,3 +122,5 @@ def test_readme_grpcurl_walkthrough_runs(pair, certs_dir, tmp_path) -> None:
     assert output.count("ERROR:") == 1 and "ETAG_MISMATCH" in output, output
     assert '"secrets_pruned"' in output and "sk-123" not in output.split('"secrets_pruned"')[1]
     assert '"reply"' in output and "agentctx.cache.v1.CacheService" in output
+    # The CompactSession example compacts the README's own session.
+    assert '"compacted": true' in output, output

@@ -26,13 +26,14 @@ from agentctx.type.v1 import event_pb2 as agentctx_dot_type_dot_v1_dot_event__pb
 from agentctx.type.v1 import generation_pb2 as agentctx_dot_type_dot_v1_dot_generation__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-agentctx/compactor/v1/compactor_service.proto\x12\x15\x61gentctx.compactor.v1\x1a\x1c\x61gentctx/type/v1/event.proto\x1a!agentctx/type/v1/generation.proto\"\x95\x01\n\x0e\x43ompactRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\'\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x17.agentctx.type.v1.Event\x12\x18\n\x10previous_summary\x18\x03 \x01(\t\x12\x14\n\x0cinstructions\x18\x04 \x01(\t\x12\x19\n\x11max_summary_bytes\x18\x05 \x01(\x03\"J\n\x0f\x43ompactResponse\x12\x0f\n\x07summary\x18\x01 \x01(\t\x12&\n\x05usage\x18\x02 \x01(\x0b\x32\x17.agentctx.type.v1.Usage2l\n\x10\x43ompactorService\x12X\n\x07\x43ompact\x12%.agentctx.compactor.v1.CompactRequest\x1a&.agentctx.compactor.v1.CompactResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-agentctx/compactor/v1/compactor_service.proto\x12\x15\x61gentctx.compactor.v1\x1a\x1c\x61gentctx/type/v1/event.proto\x1a!agentctx/type/v1/generation.proto\"\x95\x01\n\x0e\x43ompactRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\'\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x17.agentctx.type.v1.Event\x12\x18\n\x10previous_summary\x18\x03 \x01(\t\x12\x14\n\x0cinstructions\x18\x04 \x01(\t\x12\x19\n\x11max_summary_bytes\x18\x05 \x01(\x03\"J\n\x0f\x43ompactResponse\x12\x0f\n\x07summary\x18\x01 \x01(\t\x12&\n\x05usage\x18\x02 \x01(\x0b\x32\x17.agentctx.type.v1.Usage2l\n\x10\x43ompactorService\x12X\n\x07\x43ompact\x12%.agentctx.compactor.v1.CompactRequest\x1a&.agentctx.compactor.v1.CompactResponseB\xbd\x01\n\x19\x64\x65v.agentctx.compactor.v1B\x15\x43ompactorServiceProtoP\x01Z7agentctx.dev/genproto/agentctx/compactor/v1;compactorv1\xa2\x02\x03\x41\x43X\xaa\x02\x15\x41gentCtx.Compactor.V1\xca\x02\x15\x41gentCtx\\Compactor\\V1\xea\x02\x17\x41gentCtx::Compactor::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentctx.compactor.v1.compactor_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\031dev.agentctx.compactor.v1B\025CompactorServiceProtoP\001Z7agentctx.dev/genproto/agentctx/compactor/v1;compactorv1\242\002\003ACX\252\002\025AgentCtx.Compactor.V1\312\002\025AgentCtx\\Compactor\\V1\352\002\027AgentCtx::Compactor::V1'
   _globals['_COMPACTREQUEST']._serialized_start=138
   _globals['_COMPACTREQUEST']._serialized_end=287
   _globals['_COMPACTRESPONSE']._serialized_start=289
