@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import time
+from typing import TextIO
 
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 
@@ -31,7 +32,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, separators=(",", ":"))
 
 
-def configure_logging(level: str = "INFO", fmt: str = "json", stream=None) -> None:
+def configure_logging(level: str = "INFO", fmt: str = "json", stream: TextIO | None = None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())

@@ -195,6 +195,11 @@ class Reason(str, enum.Enum):
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
     # RESOURCE_EXHAUSTED: the provider rate-limited the call.
     RATE_LIMITED = "RATE_LIMITED"
+    # INVALID_ARGUMENT: the request's bytes are not a valid message of the
+    # method's request type (not protobuf, invalid UTF-8 in a string field,
+    # nesting deeper than the decoder allows). No field violations: nothing
+    # decoded. request_bytes: the size received.
+    MALFORMED_REQUEST = "MALFORMED_REQUEST"
 
     def __str__(self) -> str:
         return self.value
@@ -235,4 +240,5 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.PROVIDER_INVALID_REQUEST: ('provider_status',),
     Reason.PROVIDER_UNAVAILABLE: ('prefix_tokens',),
     Reason.RATE_LIMITED: ('prefix_tokens',),
+    Reason.MALFORMED_REQUEST: ('request_bytes',),
 }

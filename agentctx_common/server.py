@@ -78,6 +78,12 @@ def new_server(
 ) -> GrpcServer:
     """Creates and binds a server with health, reflection and the standard
     interceptors (tracing outermost, then ``interceptors``, then errors)."""
+    creds = None
+    if not settings.dev_plaintext:
+        assert settings.tls_cert is not None and settings.tls_key is not None
+        # Checked here (ConfigError naming the file): gRPC reports a bad
+        # certificate or key only as a failure to bind.
+        creds = server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca, settings.require_client_cert)
     options = [
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
@@ -101,14 +107,7 @@ def new_server(
     )
     address = f"{settings.host}:{settings.port}"
     try:
-        if settings.dev_plaintext:
-            port = server.add_insecure_port(address)
-        else:
-            assert settings.tls_cert is not None and settings.tls_key is not None
-            creds = server_credentials(
-                settings.tls_cert, settings.tls_key, settings.tls_client_ca, settings.require_client_cert
-            )
-            port = server.add_secure_port(address, creds)
+        port = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
     except RuntimeError:
         raise ConfigError(f"cannot listen on {address}: the address is in use or not available") from None
     if port == 0:

@@ -3,25 +3,33 @@
 Sources, highest priority first: explicit arguments, environment variables
 (``AGENTCTX_CONTEXT_*`` / ``AGENTCTX_CACHE_*``, nested with ``__``), the
 service's table in a TOML config file (``[context]`` / ``[cache]``), then the
-defaults. Invalid values fail at start with a ConfigError naming each field.
+defaults. Invalid values fail at start with a ConfigError naming each field
+(and its variable: a complex value that is not JSON names the variable, never
+its value). A variable with the service's prefix that names no setting (a
+misspelling) is logged as a warning and ignored.
 """
 
 from __future__ import annotations
 
 import contextvars
+import difflib
 import ipaddress
+import json
+import logging
+import os
 import pathlib
 import tomllib
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, get_origin
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agentctx_common.errors import ConfigError
 from agentctx_common.telemetry import OtlpConfig
 
 S = TypeVar("S", bound="ServerSettings")
+log = logging.getLogger("agentctx.settings")
 
 # The config file table being loaded; a context variable keeps it out of
 # class state so concurrent loads of different files do not mix.
@@ -44,6 +52,28 @@ class _TomlTableSource(PydanticBaseSettingsSource):
         return dict(self._data)
 
 
+class _EnvSource(EnvSettingsSource):
+    """The environment, with a complex value that does not decode as a
+    ConfigError naming the variable (pydantic-settings raises a SettingsError
+    that prints as a traceback)."""
+
+    def prepare_field_value(self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool) -> Any:
+        try:
+            return super().prepare_field_value(field_name, field, value, value_is_complex)
+        except ValueError as exc:
+            variable = f"{self.env_prefix}{field_name}".upper()
+            why = f": {exc.msg}" if isinstance(exc, json.JSONDecodeError) else ""
+            raise ConfigError(
+                f"environment variable {variable} (or {variable}__*) is not valid JSON{why}; "
+                f"{field_name} takes a JSON {_json_kind(field)}"
+            ) from None
+
+
+def _json_kind(field: FieldInfo) -> str:
+    origin = get_origin(field.annotation) or field.annotation
+    return "object" if origin is dict else "array" if origin is list else "value"
+
+
 class ServerSettings(BaseSettings):
     """Listening, TLS, limits, logging and telemetry of one gRPC server."""
 
@@ -56,7 +86,11 @@ class ServerSettings(BaseSettings):
     tls_cert: pathlib.Path | None = Field(None, description="Server certificate (PEM).")
     tls_key: pathlib.Path | None = Field(None, description="Server private key (PEM).")
     tls_client_ca: pathlib.Path | None = Field(None, description="CA that signs client certificates.")
-    require_client_cert: bool = Field(False, description="Refuse clients without a verified certificate.")
+    require_client_cert: bool = Field(
+        False,
+        description="Ask every client for a certificate, verify it against tls_client_ca and refuse clients "
+        "without one. gRPC Python cannot ask for an optional certificate: when false none is asked for.",
+    )
     dev_plaintext: bool = Field(False, description="Serve without TLS. Allowed only on loopback.")
     max_message_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Max gRPC message size.")
     keepalive_time_s: float = Field(30.0, gt=0, description="Keepalive ping interval.")
@@ -98,6 +132,11 @@ class ServerSettings(BaseSettings):
             raise ValueError("tls_cert and tls_key are required unless dev_plaintext is set")
         if self.require_client_cert and self.tls_client_ca is None:
             raise ValueError("require_client_cert needs tls_client_ca")
+        if self.tls_client_ca is not None and not self.require_client_cert:
+            raise ValueError(
+                "tls_client_ca is set but require_client_cert is false: gRPC Python cannot ask for an optional "
+                "client certificate, so none would be verified; set require_client_cert = true or remove tls_client_ca"
+            )
         return self
 
     @classmethod
@@ -109,7 +148,7 @@ class ServerSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _TomlTableSource(settings_cls, _file_table.get()))
+        return (init_settings, _EnvSource(settings_cls), _TomlTableSource(settings_cls, _file_table.get()))
 
     @classmethod
     def load(cls: type[S], config_file: pathlib.Path | str | None = None, **overrides: Any) -> S:
@@ -129,6 +168,7 @@ class ServerSettings(BaseSettings):
             table = document.get(cls.config_table, {})
             if not isinstance(table, dict):
                 raise ConfigError(f"config file {path}: [{cls.config_table}] must be a table")
+        warn_unknown_environment(cls)
         token = _file_table.set(table)
         try:
             return cls(**overrides)
@@ -136,6 +176,30 @@ class ServerSettings(BaseSettings):
             raise ConfigError(describe_validation_error(exc, cls)) from None
         finally:
             _file_table.reset(token)
+
+
+def warn_unknown_environment(cls: type[BaseSettings]) -> list[str]:
+    """Variables with ``cls``'s prefix that name none of its settings, each
+    logged as a warning (with the closest setting's variable, if any):
+    otherwise a misspelt variable is silently ignored. Names only, never values."""
+    prefix = str(cls.model_config.get("env_prefix", "")).upper()
+    if not prefix:
+        return []
+    fields = set(cls.model_fields)
+    unknown = []
+    for name in sorted(os.environ):
+        upper = name.upper()
+        if not upper.startswith(prefix):
+            continue
+        field = upper[len(prefix):].split("__", 1)[0].lower()
+        if field in fields:
+            continue
+        unknown.append(name)
+        close = difflib.get_close_matches(field, fields, n=1)
+        hint = f"; did you mean {prefix}{close[0].upper()}?" if close else ""
+        log.warning(f"environment variable {name} is not a {cls.__name__} setting and is ignored{hint}",
+                    extra={"variable": name})
+    return unknown
 
 
 def describe_validation_error(exc: ValidationError, cls: type[BaseSettings]) -> str:

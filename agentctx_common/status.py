@@ -5,6 +5,11 @@ a ``google.rpc.Status`` with ErrorInfo, BadRequest, PreconditionFailure and
 RetryInfo details. Anything else becomes INTERNAL with a generic message; the
 exception type is logged, its text is not (it may hold content).
 
+A request whose bytes do not decode (not protobuf, invalid UTF-8 in a
+string field, nesting past the decoder's limit) is INVALID_ARGUMENT
+MALFORMED_REQUEST, logged at WARNING with its size only: grpc.aio would
+answer UNKNOWN with the decoder's message, before any interceptor runs.
+
 Clients: ``error_from_rpc`` rebuilds the AgentCtxError from an AioRpcError so
 callers can act on the reason (for example CONTEXT_WINDOW_EXCEEDED).
 """
@@ -16,8 +21,8 @@ import inspect
 import logging
 import pathlib
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, cast
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -27,6 +32,7 @@ from agentctx_common.errors import (
     AgentCtxError,
     Code,
     FieldViolation,
+    InvalidArgument,
     PreconditionViolation,
     error_class,
 )
@@ -85,7 +91,7 @@ def to_status(err: AgentCtxError) -> status_pb2.Status:
     return status
 
 
-async def abort(context: grpc.aio.ServicerContext, err: AgentCtxError) -> None:
+async def abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentCtxError) -> None:
     """Ends the RPC with the error's rich status (raises grpc's AbortError)."""
     status = to_status(err)
     await context.abort(
@@ -98,7 +104,8 @@ async def abort(context: grpc.aio.ServicerContext, err: AgentCtxError) -> None:
 def status_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> status_pb2.Status | None:
     """The google.rpc.Status a server attached to an error, if any."""
     metadata = err.trailing_metadata() if callable(getattr(err, "trailing_metadata", None)) else None
-    for key, value in metadata or ():
+    # Items are (key, value) pairs at run time, whatever the stubs say.
+    for key, value in cast("Iterable[tuple[str, bytes]]", metadata or ()):
         if key == _DETAILS_KEY:
             status = status_pb2.Status()
             status.ParseFromString(value)
@@ -138,9 +145,9 @@ def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
                 kwargs["retry_after"] = retry.retry_delay.ToNanoseconds() / 1e9
         kwargs["field_violations"] = violations
         kwargs["precondition_violations"] = preconditions
-    known = wire_reason in Reason.__members__
-    error = cls(err.details() or code.value, reason=Reason[wire_reason] if known else None, **kwargs)
-    if wire_reason and not known:
+    reason = Reason[wire_reason] if wire_reason is not None and wire_reason in Reason.__members__ else None
+    error = cls(err.details() or code.value, reason=reason, **kwargs)
+    if wire_reason and reason is None:
         error.wire_reason = wire_reason
     return error
 
@@ -150,13 +157,13 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
     wrapped handler: building handlers per call would cost every RPC."""
 
     def __init__(self) -> None:
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
@@ -168,7 +175,7 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         """The handler to serve ``method`` with (``handler`` to leave it as is)."""
         raise NotImplementedError
 
@@ -181,39 +188,85 @@ class ChainInterceptor(WrappingInterceptor):
         super().__init__()
         self._layers = tuple(layers)
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         for layer in reversed(self._layers):
             handler = layer.wrap(method, handler)
         return handler
 
 
 class ErrorInterceptor(WrappingInterceptor):
-    """Turns AgentCtxError into rich statuses and hides unexpected errors."""
+    """Turns AgentCtxError into rich statuses, undecodable requests into
+    INVALID_ARGUMENT, and hides unexpected errors."""
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        return wrap_handler(handler, lambda behavior: _guard(behavior, method, handler.response_streaming))
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        return wrap_handler(
+            handler,
+            lambda behavior: _guard(behavior, method, handler.response_streaming, handler.request_streaming),
+            deserializer=_tolerant(handler.request_deserializer),
+        )
 
 
-def wrap_handler(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
-    """A copy of ``handler`` whose behaviour function is ``wrap(behaviour)``."""
+def wrap_handler(
+    handler: grpc.RpcMethodHandler[Any, Any], wrap: Callable[[Any], Any], *, deserializer: Callable[[bytes], Any] | None = None
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A copy of ``handler`` whose behaviour function is ``wrap(behaviour)``
+    (and whose request deserializer is ``deserializer``, when given)."""
+    decode = deserializer or handler.request_deserializer
     if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(
-            wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
-        )
+        return grpc.unary_unary_rpc_method_handler(wrap(handler.unary_unary), decode, handler.response_serializer)
     if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(
-            wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
-        )
+        return grpc.unary_stream_rpc_method_handler(wrap(handler.unary_stream), decode, handler.response_serializer)
     if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(
-            wrap(handler.stream_unary), handler.request_deserializer, handler.response_serializer
-        )
-    return grpc.stream_stream_rpc_method_handler(
-        wrap(handler.stream_stream), handler.request_deserializer, handler.response_serializer
+        return grpc.stream_unary_rpc_method_handler(wrap(handler.stream_unary), decode, handler.response_serializer)
+    return grpc.stream_stream_rpc_method_handler(wrap(handler.stream_stream), decode, handler.response_serializer)
+
+
+class Undecodable:
+    """What the tolerant deserializer hands on for bytes that do not decode:
+    their size and the decoder's exception type, never the bytes or the
+    decoder's message (either may quote request content)."""
+
+    __slots__ = ("error_type", "size")
+
+    def __init__(self, size: int, error_type: str) -> None:
+        self.size = size
+        self.error_type = error_type
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer`` returning an Undecodable instead of raising: grpc.aio
+    deserializes before any behaviour runs and answers a raise with UNKNOWN."""
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # noqa: BLE001 - whatever the decoder raises, the bytes are at fault
+            return Undecodable(len(data), type(exc).__name__)
+
+    return deserialize
+
+
+def _malformed(request: Undecodable, method: str) -> InvalidArgument:
+    log.warning("undecodable request", extra={"rpc": method, "request_bytes": request.size,
+                                               "error_type": request.error_type})
+    return InvalidArgument(
+        "the request is not a valid message of the method's request type",
+        reason=Reason.MALFORMED_REQUEST,
+        metadata={"request_bytes": str(request.size)},
     )
 
 
-async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+async def _decoded(requests: AsyncIterator[Any], method: str) -> AsyncIterator[Any]:
+    """A request stream that raises MALFORMED_REQUEST at an undecodable message."""
+    async for request in requests:
+        if isinstance(request, Undecodable):
+            raise _malformed(request, method)
+        yield request
+
+
+async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
     """Items of a response-streaming behaviour, whether it is an async
     generator or a coroutine that writes with ``context.write`` (as
     grpcio-health-checking's Watch does)."""
@@ -225,7 +278,7 @@ async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerCo
         await result
 
 
-async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContext, method: str) -> None:
+async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContext[Any, Any], method: str) -> None:
     if isinstance(exc, AgentCtxError):
         if exc.code in (Code.INTERNAL, Code.UNAVAILABLE):
             log.warning("rpc failed", extra={"rpc": method, "code": exc.code.value, "reason": exc.reason})
@@ -236,11 +289,20 @@ async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContex
     await abort(context, error_class(Code.INTERNAL)("internal error", reason=Reason.INTERNAL))
 
 
-def _guard(behavior: Any, method: str, streaming: bool) -> Any:
+def _checked(request_or_iterator: Any, method: str, request_streaming: bool) -> Any:
+    if request_streaming:
+        return _decoded(request_or_iterator, method)
+    if isinstance(request_or_iterator, Undecodable):
+        raise _malformed(request_or_iterator, method)
+    return request_or_iterator
+
+
+def _guard(behavior: Any, method: str, streaming: bool, request_streaming: bool) -> Any:
     if streaming:
 
-        async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             try:
+                request_or_iterator = _checked(request_or_iterator, method, request_streaming)
                 async for item in stream_items(behavior, request_or_iterator, context):
                     yield item
             except (asyncio.CancelledError, grpc.aio.AbortError):
@@ -250,9 +312,9 @@ def _guard(behavior: Any, method: str, streaming: bool) -> Any:
 
         return stream_guarded
 
-    async def guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
-            return await behavior(request_or_iterator, context)
+            return await behavior(_checked(request_or_iterator, method, request_streaming), context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary of every RPC

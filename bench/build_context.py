@@ -171,7 +171,8 @@ async def main() -> dict[str, Any]:
         tmp = pathlib.Path(tmp_name)
         certs = tmp / "certs"
         init_dev_certs(certs)
-        settings = context_settings(certs, tmp, app_grants={SAMPLE_AGENT_ID: [APP]}, log_level="WARNING")
+        settings = context_settings(certs, tmp, app_grants={SAMPLE_AGENT_ID: [APP]}, require_client_cert=True,
+                                    log_level="WARNING")
         made = await populate(settings.resolved_database_url)
         server = await start_context(settings)
         channel = secure_channel(server.port, certs)

@@ -1,5 +1,9 @@
 """Cache service settings: ``AGENTCTX_CACHE_*`` environment variables or the
-``[cache]`` table of the config file. The service accepts mTLS only.
+``[cache]`` table of the config file. The service accepts mTLS only, and
+answers only callers whose certificate carries one of ``allowed_identities``
+(by default the context service's): the cache service's RPCs and reflection.
+``grpc.health.v1.Health`` is open to any certificate of the client CA, for
+probes; it tells only whether the service is serving.
 
 Provider credentials live here and nowhere else in the system: the Gemini
 API key is read from ``AGENTCTX_CACHE_GEMINI_API_KEY`` (or, when that is

@@ -11,6 +11,7 @@ from agentctx.context.v1 import context_service_pb2, context_service_pb2_grpc
 from agentctx_common.logs import configure_logging
 from agentctx_common.server import GrpcServer, new_server, serve_until_signal
 from agentctx_common.telemetry import configure_telemetry
+from agentctx_common.tls import channel_credentials
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp
@@ -27,7 +28,20 @@ def register_servicer(server: grpc.aio.Server, servicer: ContextServicer) -> Non
     register_raw_build_context(server, servicer)
 
 
+def check_client_files(settings: ContextSettings) -> None:
+    """The client certificates this service presents to the cache service and
+    to remote compactors, checked at start (ConfigError naming the setting):
+    gRPC reads them only at the first call, which would fail INTERNAL."""
+    if settings.cache_ca is not None:
+        channel_credentials(settings.cache_ca, settings.cache_cert, settings.cache_key,
+                            names=("cache_ca", "cache_cert", "cache_key"))
+    if settings.remote_compactor_ca is not None:
+        channel_credentials(settings.remote_compactor_ca, settings.remote_compactor_cert, settings.remote_compactor_key,
+                            names=("remote_compactor_ca", "remote_compactor_cert", "remote_compactor_key"))
+
+
 async def build_server(settings: ContextSettings) -> GrpcServer:
+    check_client_files(settings)
     # Refuses (ConfigError) a database whose schema is not this code's.
     store = await open_from_settings(settings)
     app = ContextApp(settings=settings, store=store)

@@ -93,7 +93,8 @@ class ContextSettings(ServerSettings):
 
     # Authorization: which apps each caller may use ("*" = every app).
     app_grants: dict[str, list[str]] = Field(
-        default_factory=dict, description="Client certificate identity (URI or DNS SAN) -> apps it may use."
+        default_factory=dict,
+        description="Client certificate identity (URI or DNS SAN) -> apps it may use; needs require_client_cert.",
     )
     bearer_tokens: list[BearerToken] = Field(
         default_factory=list, description="Bearer tokens (by SHA-256) for callers without client certificates."
@@ -119,6 +120,16 @@ class ContextSettings(ServerSettings):
         for identity, apps in self.app_grants.items():
             if not apps:
                 raise ValueError(f"app_grants[{identity!r}] is empty; remove it or name apps ('*' = all)")
+        if self.app_grants and not self.require_client_cert:
+            raise ValueError(
+                "app_grants name certificate identities but require_client_cert is false: gRPC Python cannot ask "
+                "for an optional client certificate, so no caller would have one; set require_client_cert = true "
+                "(bearer-token callers then present a certificate too) or use bearer_tokens"
+            )
+        cache_files = (self.cache_ca, self.cache_cert, self.cache_key)
+        if any(f is not None for f in cache_files) and None in cache_files:
+            raise ValueError("cache_ca, cache_cert and cache_key go together: set all three, or none "
+                             "(Generate then answers FAILED_PRECONDITION)")
         if self.dev_anonymous_apps and not _is_loopback(self.host):
             raise ValueError("dev_anonymous_apps is allowed only on a loopback host (development and tests)")
         return self

@@ -4,11 +4,15 @@ mapping of driver failures to service errors.
 SQLite: WAL, ``synchronous`` from settings (FULL: a commit is on disk when
 it returns), a busy timeout, foreign keys on, and SQLAlchemy emitting BEGIN
 itself so that write transactions start with BEGIN IMMEDIATE: they take the
-write lock up front and cannot deadlock on a lock upgrade.
+write lock up front and cannot deadlock on a lock upgrade. The database holds
+event content verbatim: its directory is made 0700 and the file 0600 (SQLite
+gives its -wal and -shm files the database file's mode).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import pathlib
 import sqlite3
 from dataclasses import dataclass
@@ -23,6 +27,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentctx_common.errors import ConfigError, Unavailable
 from agentctx_common.reasons import Reason
+
+log = logging.getLogger("agentctx.storage")
 
 # Execution option that makes a SQLite transaction BEGIN IMMEDIATE.
 WRITE_OPTION = "agentctx_write"
@@ -65,7 +71,7 @@ def describe(url: sa.URL) -> str:
 def create_engine(url: str | sa.URL, options: EngineOptions = EngineOptions()) -> AsyncEngine:
     url = normalize_url(str(url) if isinstance(url, str) else url.render_as_string(hide_password=False))
     if url.get_backend_name() == "sqlite":
-        pathlib.Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
+        make_private(pathlib.Path(url.database or ""))
         engine = create_async_engine(
             url, pool_size=options.pool_size, max_overflow=0,
             connect_args={"timeout": options.sqlite_busy_timeout_ms / 1000},
@@ -76,6 +82,25 @@ def create_engine(url: str | sa.URL, options: EngineOptions = EngineOptions()) -
         url, pool_size=options.pool_size, max_overflow=options.pool_size, pool_pre_ping=True,
         connect_args={"timeout": options.connect_timeout_s, "server_settings": POSTGRES_SETTINGS},
     )
+
+
+def make_private(database: pathlib.Path) -> None:
+    """The SQLite file readable by this user only, before SQLite opens it: a
+    new directory 0700, the file (created empty if missing) and any -wal and
+    -shm files 0600. An existing directory is left as it is (it may be shared,
+    like /tmp); the files in it are ours."""
+    database.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        os.close(os.open(database, os.O_RDWR | os.O_CREAT, 0o600))
+    except OSError as exc:
+        raise ConfigError(f"cannot open the SQLite database {database}: {exc.strerror}") from None
+    for path in (database, database.with_name(database.name + "-wal"), database.with_name(database.name + "-shm")):
+        try:
+            if path.exists() and path.stat().st_mode & 0o077:
+                path.chmod(0o600)
+        except OSError as exc:
+            # Not ours to change (another owner): say so once, keep serving.
+            log.warning("cannot make the database file private", extra={"file": path.name, "error": exc.strerror})
 
 
 def sqlite_pragmas(options: EngineOptions) -> tuple[str, ...]:

@@ -123,3 +123,26 @@ async def test_context_service_can_require_client_certificates(certs_dir, tmp_pa
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         await server.stop(0)
+
+
+async def _list_services(channel: grpc.aio.Channel) -> list[str]:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    names: list[str] = []
+    async for reply in stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
+                                                 timeout=5):
+        names += [s.name for s in reply.list_services_response.service]
+    return names
+
+
+async def test_cache_service_reflection_follows_the_allowlist(cache_server, certs_dir) -> None:
+    """The README: the cache service answers only the context service. Its
+    schema too; health stays open for probes (above)."""
+    async with secure_channel(cache_server.port, certs_dir, client="agent-client") as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _list_services(channel)
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_from_rpc(caught.value).reason == "IDENTITY_NOT_ALLOWED"
+    async with secure_channel(cache_server.port, certs_dir, client="context-client") as channel:
+        assert "agentctx.cache.v1.CacheService" in await _list_services(channel)

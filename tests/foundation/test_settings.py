@@ -88,3 +88,21 @@ def test_missing_certificate_file_is_a_config_error(tmp_path, certs_dir) -> None
     not_pem.write_text("hello")
     with pytest.raises(ConfigError, match="not PEM"):
         server_credentials(not_pem, certs_dir / "context-server.key")
+
+
+def test_certificate_settings_that_would_be_ignored_are_refused(certs_dir) -> None:
+    """gRPC Python asks for a client certificate only when it requires one:
+    with require_client_cert false a granted certificate was silently
+    ignored (UNAUTHENTICATED). Such configurations fail at start instead."""
+    tls = _tls(certs_dir, "context-server")
+    with pytest.raises(ConfigError, match="tls_client_ca is set but require_client_cert is false") as caught:
+        ContextSettings.load(**tls)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ConfigError, match=r"app_grants .* require_client_cert is false"):
+        ContextSettings.load(**{**tls, "tls_client_ca": None}, app_grants={"spiffe://x/agent": ["*"]})
+    with pytest.raises(ConfigError, match="app_grants"):
+        ContextSettings.load(dev_plaintext=True, app_grants={"spiffe://x/agent": ["*"]})
+    granted = ContextSettings.load(**tls, require_client_cert=True, app_grants={"spiffe://x/agent": ["*"]})
+    assert granted.require_client_cert and granted.app_grants
+    # TLS without client certificates, for bearer tokens and loopback development.
+    assert not ContextSettings.load(**{**tls, "tls_client_ca": None}).require_client_cert

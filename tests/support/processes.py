@@ -52,12 +52,14 @@ def write_config(
     ctx: dict[str, Any] = {
         "host": "127.0.0.1", "port": context_port,
         "tls_cert": certs / "context-server.pem", "tls_key": certs / "context-server.key",
-        "tls_client_ca": certs / "ca.pem", "data_dir": data_dir,
+        "data_dir": data_dir,
         "cache_target": f"127.0.0.1:{cache_port}", "cache_ca": certs / "ca.pem",
         "cache_cert": certs / "context-client.pem", "cache_key": certs / "context-client.key",
-        "app_grants": {SAMPLE_AGENT_ID: ["*"]}, "dev_anonymous_apps": ["*"],
+        "dev_anonymous_apps": ["*"],
         **(context or {}),
     }
+    if ctx.get("require_client_cert"):  # certificate identities need a requested certificate
+        ctx = {"tls_client_ca": certs / "ca.pem", "app_grants": {SAMPLE_AGENT_ID: ["*"]}, **ctx}
     cch: dict[str, Any] = {
         "host": "127.0.0.1", "port": cache_port,
         "tls_cert": certs / "cache-server.pem", "tls_key": certs / "cache-server.key",

@@ -36,17 +36,18 @@ def context_settings(certs: pathlib.Path, tmp: pathlib.Path, **overrides: Any) -
         port=0,
         tls_cert=certs / "context-server.pem",
         tls_key=certs / "context-server.key",
-        tls_client_ca=certs / "ca.pem",
         data_dir=tmp / "context-data",
         cache_ca=certs / "ca.pem",
         cache_cert=certs / "context-client.pem",
         cache_key=certs / "context-client.key",
         log_format="text",
-        app_grants={SAMPLE_AGENT_ID: ["*"]},
         # Without require_client_cert no certificate is requested: callers are anonymous.
         dev_anonymous_apps=["*"],
     )
     values.update(overrides)
+    if values.get("require_client_cert"):
+        values.setdefault("tls_client_ca", certs / "ca.pem")
+        values.setdefault("app_grants", {SAMPLE_AGENT_ID: ["*"]})
     return ContextSettings(**values)
 
 

@@ -91,6 +91,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROVIDER_TIMEOUT: _ClassVar[ErrorReason]
     PROVIDER_UNAVAILABLE: _ClassVar[ErrorReason]
     RATE_LIMITED: _ClassVar[ErrorReason]
+    MALFORMED_REQUEST: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_ARGUMENT: ErrorReason
 NOT_FOUND: ErrorReason
@@ -175,6 +176,7 @@ PROVIDER_PERMISSION_DENIED: ErrorReason
 PROVIDER_TIMEOUT: ErrorReason
 PROVIDER_UNAVAILABLE: ErrorReason
 RATE_LIMITED: ErrorReason
+MALFORMED_REQUEST: ErrorReason
 ERROR_DOMAIN_FIELD_NUMBER: _ClassVar[int]
 error_domain: _descriptor.FieldDescriptor
 METADATA_KEYS_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,78 @@
+"""The context database holds event content, tool arguments and state
+verbatim: its directory is 0700 and the database, WAL and SHM files 0600,
+whatever the umask allows, as the cache journal is."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import stat
+from collections.abc import Iterator
+
+import pytest
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import context_service_pb2_grpc
+from agentctx.type.v1 import content_pb2, event_pb2
+from tests.support.servers import context_settings, secure_channel, start_context
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _mode(path: pathlib.Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+async def _append_one(port: int, certs: pathlib.Path) -> None:
+    async with secure_channel(port, certs) as channel:
+        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+        session = await stub.CreateSession(pb.CreateSessionRequest(parent="apps/a/users/u"))
+        content = content_pb2.Content(role="user", parts=[content_pb2.Part(text="tool args: api_key=x")])
+        await stub.AppendEvent(pb.AppendEventRequest(parent=session.name, event=event_pb2.Event(
+            author="user", content=content)))
+
+
+@pytest.mark.parametrize("existing", [False, True])
+async def test_context_database_is_private(certs_dir: pathlib.Path, tmp_path: pathlib.Path, existing: bool) -> None:
+    data_dir = tmp_path / "context-data"
+    with _umask(0o022):
+        if existing:  # an empty database file made before: world-readable
+            data_dir.mkdir(mode=0o700)
+            (data_dir / "context.db").touch(mode=0o644)
+        server = await start_context(context_settings(certs_dir, tmp_path, data_dir=data_dir))
+        try:
+            await _append_one(server.port, certs_dir)
+            files = {p.name: _mode(p) for p in data_dir.iterdir()}
+        finally:
+            await server.stop(0)
+    assert _mode(data_dir) == 0o700
+    assert {"context.db", "context.db-wal", "context.db-shm"} <= set(files)
+    assert all(mode == 0o600 for name, mode in files.items() if name.startswith("context.db")), files
+
+
+async def test_existing_files_are_made_private(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """A database (and WAL and SHM files left by a crash) written before
+    the fix, world-readable, is made private at the next start."""
+    data_dir = tmp_path / "context-data"
+    with _umask(0o022):
+        first = await start_context(context_settings(certs_dir, tmp_path, data_dir=data_dir))
+        await _append_one(first.port, certs_dir)
+        await first.stop(0)
+        for suffix in ("", "-wal", "-shm"):
+            (data_dir / f"context.db{suffix}").touch()
+            (data_dir / f"context.db{suffix}").chmod(0o644)
+        second = await start_context(context_settings(certs_dir, tmp_path, data_dir=data_dir))
+        try:
+            modes = {p.name: _mode(p) for p in data_dir.iterdir() if p.name.startswith("context.db")}
+            await _append_one(second.port, certs_dir)  # still a working database
+        finally:
+            await second.stop(0)
+    assert modes == {"context.db": 0o600, "context.db-wal": 0o600, "context.db-shm": 0o600}
