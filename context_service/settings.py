@@ -68,8 +68,13 @@ class ContextSettings(ServerSettings):
     max_event_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest event AppendEvent accepts (encoded).")
     max_parts_per_event: int = Field(256, ge=1, description="Most parts in one event's content.")
     max_state_bytes: int = Field(1024 * 1024, ge=2, description="Largest session state (encoded).")
-    id_pattern: str = Field(r"[A-Za-z0-9._:-]{1,128}", description="Regex session and event ids must match.")
-    owner_id_pattern: str = Field(r"[A-Za-z0-9._:@+-]{1,128}", description="Regex app and user ids must match.")
+    # "-" (the list wildcard), "." and ".." are never ids, whatever the patterns allow.
+    id_pattern: str = Field(
+        r"[A-Za-z0-9._:-]{1,128}", description="Regex session and event ids must match; never '-', '.' or '..'."
+    )
+    owner_id_pattern: str = Field(
+        r"[A-Za-z0-9._:@+-]{1,128}", description="Regex app and user ids must match; never '-', '.' or '..'."
+    )
     default_session_page_size: int = Field(50, ge=1, description="ListSessions page size when none is asked.")
     default_event_page_size: int = Field(100, ge=1, description="ListEvents page size when none is asked.")
     max_page_size: int = Field(1000, ge=1, description="Largest page size a request may ask for.")

@@ -38,6 +38,10 @@ from context_service.domain.validation import config_violations
 ROLES = ("user", "model")
 # "apps/{app}/users/-" lists every user; "apps/-/..." every app the caller may use.
 ALL = "-"
+# Never ids, whatever the patterns allow: "-" is the list wildcard and "."
+# and ".." read as path steps, so a name holding one is ambiguous.
+RESERVED_IDS = frozenset({ALL, ".", ".."})
+_NOT_RESERVED = "and not be '-', '.' or '..'"
 
 _SESSION_NAME = re.compile(r"apps/([^/]*)/users/([^/]*)/sessions/([^/]*)")
 _USER_PARENT = re.compile(r"apps/([^/]*)/users/([^/]*)")
@@ -78,10 +82,10 @@ class Limits:
         object.__setattr__(self, "_owner_re", re.compile(self.owner_id_pattern))
 
     def valid_id(self, value: str) -> bool:
-        return self._id_re.fullmatch(value) is not None
+        return value not in RESERVED_IDS and self._id_re.fullmatch(value) is not None
 
     def valid_owner_id(self, value: str) -> bool:
-        return value != ALL and self._owner_re.fullmatch(value) is not None
+        return value not in RESERVED_IDS and self._owner_re.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def parse_session_name(name: str, limits: Limits, path: str = "name") -> Session
     app, user, session = m.groups()
     violations = _owner_violations(app, user, limits, path)
     if not limits.valid_id(session):
-        violations.append(FieldViolation(path, f"session id must match {limits.id_pattern}"))
+        violations.append(FieldViolation(path, f"session id must match {limits.id_pattern} {_NOT_RESERVED}"))
     raise_if(violations, "INVALID_NAME")
     return SessionKey(app, user, session)
 
@@ -180,15 +184,15 @@ def parse_user_parent(parent: str, limits: Limits, path: str = "parent", *, wild
 def _owner_violations(app: str, user: str, limits: Limits, path: str) -> list[FieldViolation]:
     v = []
     if not limits.valid_owner_id(app):
-        v.append(FieldViolation(path, f"app id must match {limits.owner_id_pattern} and not be '-'"))
+        v.append(FieldViolation(path, f"app id must match {limits.owner_id_pattern} {_NOT_RESERVED}"))
     if not limits.valid_owner_id(user):
-        v.append(FieldViolation(path, f"user id must match {limits.owner_id_pattern} and not be '-'"))
+        v.append(FieldViolation(path, f"user id must match {limits.owner_id_pattern} {_NOT_RESERVED}"))
     return v
 
 
 def check_session_id(session_id: str, limits: Limits, path: str = "session_id") -> None:
     if not limits.valid_id(session_id):
-        raise InvalidArgument.fields([FieldViolation(path, f"must match {limits.id_pattern}")])
+        raise InvalidArgument.fields([FieldViolation(path, f"must match {limits.id_pattern} {_NOT_RESERVED}")])
 
 
 # --- JSON values ----------------------------------------------------------------
@@ -228,7 +232,7 @@ def event_violations(
     if size_bytes > limits.max_event_bytes:
         v.append(FieldViolation(path, f"is {size_bytes} bytes; the limit is {limits.max_event_bytes}"))
     if event.id and not limits.valid_id(event.id):
-        v.append(FieldViolation(f"{path}.id", f"must match {limits.id_pattern}"))
+        v.append(FieldViolation(f"{path}.id", f"must match {limits.id_pattern} {_NOT_RESERVED}"))
     if not event.author:
         v.append(FieldViolation(f"{path}.author", "is required"))
     elif not _LABEL.fullmatch(event.author):
