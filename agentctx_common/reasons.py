@@ -195,6 +195,14 @@ class Reason(str, enum.Enum):
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
     # RESOURCE_EXHAUSTED: the provider rate-limited the call.
     RATE_LIMITED = "RATE_LIMITED"
+    # INVALID_ARGUMENT: the request bytes are not a message of the method's
+    # request type, or nest deeper than the protobuf decoder allows (100
+    # levels). Sent by both services instead of the decoder's own error.
+    REQUEST_UNDECODABLE = "REQUEST_UNDECODABLE"
+    # FAILED_PRECONDITION: the cache service could not decode the model request
+    # the context service built from the session and the call (an event stored
+    # before max_json_depth applied, or deep tool declarations).
+    CACHE_REQUEST_UNDECODABLE = "CACHE_REQUEST_UNDECODABLE"
 
     def __str__(self) -> str:
         return self.value

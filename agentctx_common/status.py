@@ -12,6 +12,7 @@ callers can act on the reason (for example CONTEXT_WINDOW_EXCEEDED).
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import pathlib
@@ -27,6 +28,7 @@ from agentctx_common.errors import (
     AgentCtxError,
     Code,
     FieldViolation,
+    InvalidArgument,
     PreconditionViolation,
     error_class,
 )
@@ -188,21 +190,65 @@ class ChainInterceptor(WrappingInterceptor):
 
 
 class ErrorInterceptor(WrappingInterceptor):
-    """Turns AgentCtxError into rich statuses and hides unexpected errors."""
+    """Turns AgentCtxError into rich statuses and hides unexpected errors.
+
+    A unary request that cannot be decoded (malformed, or nested deeper than
+    the protobuf decoder allows) is INVALID_ARGUMENT REQUEST_UNDECODABLE:
+    gRPC itself would answer UNKNOWN with the decoder's text."""
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        return wrap_handler(handler, lambda behavior: _guard(behavior, method, handler.response_streaming))
+        guard = functools.partial(_guard, method=method, streaming=handler.response_streaming)
+        if handler.request_streaming or handler.request_deserializer is None:
+            return wrap_handler(handler, guard)
+        return wrap_handler(handler, guard, request_deserializer=_tolerant(handler.request_deserializer))
 
 
-def wrap_handler(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
-    """A copy of ``handler`` whose behaviour function is ``wrap(behaviour)``."""
+class _Undecodable:
+    """What a tolerant deserializer hands on instead of raising."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    message_type = getattr(deserializer, "__self__", None)
+    descriptor = getattr(message_type, "DESCRIPTOR", None)
+    undecodable = _Undecodable(descriptor.full_name if descriptor is not None else "request")
+
+    def decode(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception:  # noqa: BLE001 - DecodeError, or anything a custom deserializer raises
+            return undecodable
+
+    return decode
+
+
+def _refuse_undecodable(request: Any) -> None:
+    if isinstance(request, _Undecodable):
+        # The decoder's text is left out: clients act on the reason.
+        raise InvalidArgument.fields(
+            [FieldViolation("", f"is not a decodable {request.type_name}: malformed, or nested deeper than "
+                                "the protobuf decoder allows")],
+            reason=Reason.REQUEST_UNDECODABLE,
+        )
+
+
+def wrap_handler(
+    handler: grpc.RpcMethodHandler[Any, Any], wrap: Callable[[Any], Any], *, request_deserializer: Any = None
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A copy of ``handler`` whose behaviour function is ``wrap(behaviour)``
+    (and ``request_deserializer``, when given, its deserializer)."""
+    deserializer = request_deserializer or handler.request_deserializer
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
-            wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+            wrap(handler.unary_unary), deserializer, handler.response_serializer
         )
     if handler.unary_stream:
         return grpc.unary_stream_rpc_method_handler(
-            wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+            wrap(handler.unary_stream), deserializer, handler.response_serializer
         )
     if handler.stream_unary:
         return grpc.stream_unary_rpc_method_handler(
@@ -241,6 +287,7 @@ def _guard(behavior: Any, method: str, streaming: bool) -> Any:
 
         async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
+                _refuse_undecodable(request_or_iterator)
                 async for item in stream_items(behavior, request_or_iterator, context):
                     yield item
             except (asyncio.CancelledError, grpc.aio.AbortError):
@@ -252,6 +299,7 @@ def _guard(behavior: Any, method: str, streaming: bool) -> Any:
 
     async def guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            _refuse_undecodable(request_or_iterator)
             return await behavior(request_or_iterator, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise

@@ -25,6 +25,7 @@ from typing import Any
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig, config_from_json
+from context_service.domain.json_depth import DEFAULT_MAX_JSON_DEPTH, depth_violations
 from context_service.domain.model import (
     Content,
     Event,
@@ -65,6 +66,8 @@ class Limits:
     max_event_bytes: int = 8 * 1024 * 1024
     max_parts_per_event: int = 256
     max_state_bytes: int = 1024 * 1024
+    # Nesting of JSON values (args, results, metadata, state); see json_depth.
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     # Session and event ids (the proto documents 1-128 of [A-Za-z0-9._:-]).
     id_pattern: str = r"[A-Za-z0-9._:-]{1,128}"
     # App and user ids; "@" and "+" allow e-mail-like user ids.
@@ -210,7 +213,7 @@ def json_violations(value: Any, path: str) -> list[FieldViolation]:
 
 
 def state_violations(state: JsonObject, size_bytes: int, limits: Limits, path: str = "session.state") -> list[FieldViolation]:
-    v = json_violations(state, path)
+    v = json_violations(state, path) + depth_violations(state, path, limits.max_json_depth)
     if size_bytes > limits.max_state_bytes:
         v.append(FieldViolation(path, f"is {size_bytes} bytes; the limit is {limits.max_state_bytes}"))
     return v
@@ -256,6 +259,7 @@ def event_violations(
                 v.append(FieldViolation(f"{path}.usage.{name}", "must not be negative"))
     if event.custom_metadata:
         v += json_violations(event.custom_metadata, f"{path}.custom_metadata")
+        v += depth_violations(event.custom_metadata, f"{path}.custom_metadata", limits.max_json_depth)
     call_ids = {c.id for c in event.content.function_calls} if event.content is not None else set()
     for i, tool_id in enumerate(event.long_running_tool_ids):
         if tool_id not in call_ids:
@@ -274,6 +278,12 @@ def content_violations(content: Content, limits: Limits, path: str) -> list[Fiel
     seen_calls: set[str] = set()
     for i, part in enumerate(content.parts):
         v += _part_violations(part, content.role, f"{path}.parts[{i}]", seen_calls)
+        if part.function_call is not None:
+            v += depth_violations(part.function_call.args, f"{path}.parts[{i}].function_call.args", limits.max_json_depth)
+        elif part.function_response is not None:
+            v += depth_violations(
+                part.function_response.response, f"{path}.parts[{i}].function_response.response", limits.max_json_depth
+            )
     return v
 
 
