@@ -200,6 +200,10 @@ class Reason(str, enum.Enum):
     # nesting deeper than the decoder allows). No field violations: nothing
     # decoded. request_bytes: the size received.
     MALFORMED_REQUEST = "MALFORMED_REQUEST"
+    # FAILED_PRECONDITION: the cache service could not decode the model request
+    # the context service built from the session and the call (an event stored
+    # before max_json_depth applied, or deep tool declarations).
+    CACHE_REQUEST_UNDECODABLE = "CACHE_REQUEST_UNDECODABLE"
 
     def __str__(self) -> str:
         return self.value

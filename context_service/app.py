@@ -58,7 +58,7 @@ class ContextApp:
         s = self.settings
         return Limits(
             max_event_bytes=s.max_event_bytes, max_parts_per_event=s.max_parts_per_event,
-            max_state_bytes=s.max_state_bytes, id_pattern=s.id_pattern, owner_id_pattern=s.owner_id_pattern,
+            max_state_bytes=s.max_state_bytes, max_json_depth=s.max_json_depth, id_pattern=s.id_pattern, owner_id_pattern=s.owner_id_pattern,
             default_session_page_size=s.default_session_page_size, default_event_page_size=s.default_event_page_size,
             max_page_size=s.max_page_size, max_clock_skew_s=s.max_event_clock_skew_s,
         )

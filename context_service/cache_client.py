@@ -11,6 +11,10 @@ UNAVAILABLE with reason CACHE_SERVICE_UNAVAILABLE and RetryInfo. The
 channel's reconnect backoff is capped at ``_MAX_RECONNECT_BACKOFF_MS``, so a
 restarted cache service is used again within about a second, without
 operator action (gRPC's default cap is two minutes).
+
+A request the cache service could not decode (MALFORMED_REQUEST) was
+built here from the session and the call, not sent by the agent as is: it
+is FAILED_PRECONDITION CACHE_REQUEST_UNDECODABLE for the agent.
 """
 
 from __future__ import annotations
@@ -143,4 +147,11 @@ def _rebuilt(err: grpc.aio.AioRpcError) -> Exception:
     if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
         # Transport failure, not an answer from the service.
         return Unavailable("the cache service is unreachable", reason=CACHE_SERVICE_UNAVAILABLE, retry_after=1.0)
-    return error_from_rpc(err)
+    error = error_from_rpc(err)
+    if error.reason is Reason.MALFORMED_REQUEST:
+        return FailedPrecondition(
+            "the cache service could not decode the model request built from this session and call: "
+            "content nests too deeply (stored before max_json_depth applied, or in tool declarations)",
+            reason=Reason.CACHE_REQUEST_UNDECODABLE,
+        )
+    return error

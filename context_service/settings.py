@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentctx_common.settings import ServerSettings, _is_loopback
+from context_service.domain.json_depth import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING
 from context_service.domain.sessions import config_from_defaults
 
 
@@ -68,8 +69,19 @@ class ContextSettings(ServerSettings):
     max_event_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest event AppendEvent accepts (encoded).")
     max_parts_per_event: int = Field(256, ge=1, description="Most parts in one event's content.")
     max_state_bytes: int = Field(1024 * 1024, ge=2, description="Largest session state (encoded).")
-    id_pattern: str = Field(r"[A-Za-z0-9._:-]{1,128}", description="Regex session and event ids must match.")
-    owner_id_pattern: str = Field(r"[A-Za-z0-9._:@+-]{1,128}", description="Regex app and user ids must match.")
+    max_json_depth: int = Field(
+        DEFAULT_MAX_JSON_DEPTH, ge=1, le=MAX_JSON_DEPTH_CEILING,
+        description="Deepest nesting of objects and arrays in tool args, tool results, custom metadata and session "
+        "state (at every entry point: AppendEvent, BuildContext input and memory, Generate input, sessions' state). "
+        f"At most {MAX_JSON_DEPTH_CEILING}: every internal message path carries that.",
+    )
+    # "-" (the list wildcard), "." and ".." are never ids, whatever the patterns allow.
+    id_pattern: str = Field(
+        r"[A-Za-z0-9._:-]{1,128}", description="Regex session and event ids must match; never '-', '.' or '..'."
+    )
+    owner_id_pattern: str = Field(
+        r"[A-Za-z0-9._:@+-]{1,128}", description="Regex app and user ids must match; never '-', '.' or '..'."
+    )
     default_session_page_size: int = Field(50, ge=1, description="ListSessions page size when none is asked.")
     default_event_page_size: int = Field(100, ge=1, description="ListEvents page size when none is asked.")
     max_page_size: int = Field(1000, ge=1, description="Largest page size a request may ask for.")

@@ -25,6 +25,7 @@ from typing import Any
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig, config_from_json
+from context_service.domain.json_depth import DEFAULT_MAX_JSON_DEPTH, depth_violations
 from context_service.domain.model import (
     Content,
     Event,
@@ -38,6 +39,10 @@ from context_service.domain.validation import config_violations
 ROLES = ("user", "model")
 # "apps/{app}/users/-" lists every user; "apps/-/..." every app the caller may use.
 ALL = "-"
+# Never ids, whatever the patterns allow: "-" is the list wildcard and "."
+# and ".." read as path steps, so a name holding one is ambiguous.
+RESERVED_IDS = frozenset({ALL, ".", ".."})
+_NOT_RESERVED = "and not be '-', '.' or '..'"
 
 _SESSION_NAME = re.compile(r"apps/([^/]*)/users/([^/]*)/sessions/([^/]*)")
 _USER_PARENT = re.compile(r"apps/([^/]*)/users/([^/]*)")
@@ -61,6 +66,8 @@ class Limits:
     max_event_bytes: int = 8 * 1024 * 1024
     max_parts_per_event: int = 256
     max_state_bytes: int = 1024 * 1024
+    # Nesting of JSON values (args, results, metadata, state); see json_depth.
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     # Session and event ids (the proto documents 1-128 of [A-Za-z0-9._:-]).
     id_pattern: str = r"[A-Za-z0-9._:-]{1,128}"
     # App and user ids; "@" and "+" allow e-mail-like user ids.
@@ -78,10 +85,10 @@ class Limits:
         object.__setattr__(self, "_owner_re", re.compile(self.owner_id_pattern))
 
     def valid_id(self, value: str) -> bool:
-        return self._id_re.fullmatch(value) is not None
+        return value not in RESERVED_IDS and self._id_re.fullmatch(value) is not None
 
     def valid_owner_id(self, value: str) -> bool:
-        return value != ALL and self._owner_re.fullmatch(value) is not None
+        return value not in RESERVED_IDS and self._owner_re.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
@@ -154,7 +161,7 @@ def parse_session_name(name: str, limits: Limits, path: str = "name") -> Session
     app, user, session = m.groups()
     violations = _owner_violations(app, user, limits, path)
     if not limits.valid_id(session):
-        violations.append(FieldViolation(path, f"session id must match {limits.id_pattern}"))
+        violations.append(FieldViolation(path, f"session id must match {limits.id_pattern} {_NOT_RESERVED}"))
     raise_if(violations, "INVALID_NAME")
     return SessionKey(app, user, session)
 
@@ -180,15 +187,15 @@ def parse_user_parent(parent: str, limits: Limits, path: str = "parent", *, wild
 def _owner_violations(app: str, user: str, limits: Limits, path: str) -> list[FieldViolation]:
     v = []
     if not limits.valid_owner_id(app):
-        v.append(FieldViolation(path, f"app id must match {limits.owner_id_pattern} and not be '-'"))
+        v.append(FieldViolation(path, f"app id must match {limits.owner_id_pattern} {_NOT_RESERVED}"))
     if not limits.valid_owner_id(user):
-        v.append(FieldViolation(path, f"user id must match {limits.owner_id_pattern} and not be '-'"))
+        v.append(FieldViolation(path, f"user id must match {limits.owner_id_pattern} {_NOT_RESERVED}"))
     return v
 
 
 def check_session_id(session_id: str, limits: Limits, path: str = "session_id") -> None:
     if not limits.valid_id(session_id):
-        raise InvalidArgument.fields([FieldViolation(path, f"must match {limits.id_pattern}")])
+        raise InvalidArgument.fields([FieldViolation(path, f"must match {limits.id_pattern} {_NOT_RESERVED}")])
 
 
 # --- JSON values ----------------------------------------------------------------
@@ -206,7 +213,7 @@ def json_violations(value: Any, path: str) -> list[FieldViolation]:
 
 
 def state_violations(state: JsonObject, size_bytes: int, limits: Limits, path: str = "session.state") -> list[FieldViolation]:
-    v = json_violations(state, path)
+    v = json_violations(state, path) + depth_violations(state, path, limits.max_json_depth)
     if size_bytes > limits.max_state_bytes:
         v.append(FieldViolation(path, f"is {size_bytes} bytes; the limit is {limits.max_state_bytes}"))
     return v
@@ -228,7 +235,7 @@ def event_violations(
     if size_bytes > limits.max_event_bytes:
         v.append(FieldViolation(path, f"is {size_bytes} bytes; the limit is {limits.max_event_bytes}"))
     if event.id and not limits.valid_id(event.id):
-        v.append(FieldViolation(f"{path}.id", f"must match {limits.id_pattern}"))
+        v.append(FieldViolation(f"{path}.id", f"must match {limits.id_pattern} {_NOT_RESERVED}"))
     if not event.author:
         v.append(FieldViolation(f"{path}.author", "is required"))
     elif not _LABEL.fullmatch(event.author):
@@ -252,6 +259,7 @@ def event_violations(
                 v.append(FieldViolation(f"{path}.usage.{name}", "must not be negative"))
     if event.custom_metadata:
         v += json_violations(event.custom_metadata, f"{path}.custom_metadata")
+        v += depth_violations(event.custom_metadata, f"{path}.custom_metadata", limits.max_json_depth)
     call_ids = {c.id for c in event.content.function_calls} if event.content is not None else set()
     for i, tool_id in enumerate(event.long_running_tool_ids):
         if tool_id not in call_ids:
@@ -270,6 +278,12 @@ def content_violations(content: Content, limits: Limits, path: str) -> list[Fiel
     seen_calls: set[str] = set()
     for i, part in enumerate(content.parts):
         v += _part_violations(part, content.role, f"{path}.parts[{i}]", seen_calls)
+        if part.function_call is not None:
+            v += depth_violations(part.function_call.args, f"{path}.parts[{i}].function_call.args", limits.max_json_depth)
+        elif part.function_response is not None:
+            v += depth_violations(
+                part.function_response.response, f"{path}.parts[{i}].function_response.response", limits.max_json_depth
+            )
     return v
 
 

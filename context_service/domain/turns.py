@@ -148,7 +148,7 @@ def input_violations(
             v.append(FieldViolation(prefix + name, "must be 1-128 characters without control characters"))
     if reply_id:
         if not limits.valid_id(reply_id):
-            v.append(FieldViolation(f"{prefix}reply_event_id", f"must match {limits.id_pattern}"))
+            v.append(FieldViolation(f"{prefix}reply_event_id", f"must match {limits.id_pattern} and not be '-', '.' or '..'"))
         elif reply_id in seen:
             v.append(FieldViolation(f"{prefix}reply_event_id", "must differ from the input event ids"))
     return v

@@ -99,7 +99,7 @@ def test_fingerprint_changes_with_the_source():
     assert source_fingerprint(events[:3], "") == source_fingerprint(list(events[:3]), "")
 
 
-@pytest.mark.parametrize("summary", ["", "   ", "a\x00b"])
+@pytest.mark.parametrize("summary", ["", "   ", 42])
 def test_bad_summaries_are_structured_errors(summary):
     events = long_history()
     pol = policy(keep_recent_tokens=300)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from context_service.domain.compaction.history import is_user_turn_start
+from context_service.domain.compaction.summary_text import escape_controls
 from context_service.domain.model import Event, FunctionResponse
 
 HEADER = "# Conversation summary (extractive)"
@@ -322,6 +323,7 @@ class Extractor:
 
 
 def _render(sections: list[_Section]) -> str:
+    """Escaped here, so the byte bounds hold for the text as stored."""
     lines = [HEADER]
     for s in sections:
         lines.append(f"## {s.title}")
@@ -330,7 +332,7 @@ def _render(sections: list[_Section]) -> str:
                 lines.append("- " + ", ".join(s.items[i : i + 12]))
         else:
             lines.extend(f"- {item}" for item in s.items)
-    return "\n".join(lines)
+    return escape_controls("\n".join(lines))
 
 
 def summarize(events: Iterable[Event], previous_summary: str, target_bytes: int, max_bytes: int) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from context_service.domain.compaction import errors
 from context_service.domain.compaction.sizing import content_size
+from context_service.domain.compaction.summary_text import escape_controls
 from context_service.domain.model import Content, Event, FunctionCall, FunctionResponse, Part, Usage
 from context_service.domain.selection.records import prune_content
 from context_service.domain.selection.secrets import DEFAULT_SECRET_KEYS, SecretKeys
@@ -117,15 +118,14 @@ def build_request(
 
 
 def validate_summary(summary: object, max_bytes: int, compactor: str) -> str:
-    """The summary, stripped, or a structured error: empty, not text,
-    holding NUL or over max_bytes."""
+    """The summary, stripped and with control characters escaped
+    (``summary_text``), or a structured error: empty, not text, not
+    encodable or over max_bytes (measured after escaping). Idempotent."""
     if not isinstance(summary, str):
         raise errors.summary_malformed(compactor, "not text")
-    text = summary.strip()
+    text = escape_controls(summary.strip())
     if not text:
         raise errors.summary_empty(compactor)
-    if "\x00" in text:
-        raise errors.summary_malformed(compactor, "contains NUL")
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:

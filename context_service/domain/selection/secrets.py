@@ -1,8 +1,12 @@
 """Key-based credential pruning for JSON values (tool args, tool results,
 session state).
 
-A key matches when its normalized form (lower case, ``-`` read as ``_``) is
-in the key set, so ``API-Key``, ``api_key`` and ``Api_Key`` all match.
+A key matches when its normalized form is in the key set. Normalizing lower-
+cases the key and drops the word separators ``_``, ``-``, ``.`` and spaces,
+so snake, kebab, camel, Pascal, SCREAMING_SNAKE and dotted spellings of one
+name are one key: ``access_token``, ``accessToken``, ``AccessToken``,
+``ACCESS-TOKEN`` and ``access.token`` all match. The built-in list and a
+caller's ``extra_secret_keys`` are normalized the same way.
 Matching keys are DROPPED (not masked): nothing of the key or its value
 reaches a model request, and the count of dropped keys is reported.
 
@@ -24,8 +28,26 @@ BUILTIN_SECRET_KEYS: tuple[str, ...] = (
 )
 
 
+_SEPARATORS = str.maketrans("", "", "_-. \t")
+# Payload keys repeat (the same tool schemas, turn after turn), so each key
+# string is normalized once; the memo is dropped whole if it grows past the cap,
+# and long keys (never a credential field name) are not kept in it.
+_MEMO_CAP = 65_536
+_MEMO_KEY_CHARS = 128
+_memo: dict[str, str] = {}
+
+
 def normalize_key(key: str) -> str:
-    return key.strip().lower().replace("-", "_")
+    """``key`` in the one spelling matching compares: lower case, without
+    word separators."""
+    found = _memo.get(key)
+    if found is None:
+        found = key.strip().lower().translate(_SEPARATORS)
+        if len(key) <= _MEMO_KEY_CHARS:
+            if len(_memo) >= _MEMO_CAP:
+                _memo.clear()
+            _memo[key] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +60,8 @@ class SecretKeys:
 
     @classmethod
     def with_extra(cls, extra: Iterable[str] = ()) -> SecretKeys:
-        keys = frozenset(normalize_key(k) for k in (*BUILTIN_SECRET_KEYS, *extra) if k.strip())
+        # A key of separators only normalizes to "" and would match nothing real.
+        keys = frozenset(n for n in (normalize_key(k) for k in (*BUILTIN_SECRET_KEYS, *extra)) if n)
         digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:16]
         return cls(keys, digest)
 

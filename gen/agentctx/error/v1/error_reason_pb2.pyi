@@ -92,6 +92,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROVIDER_UNAVAILABLE: _ClassVar[ErrorReason]
     RATE_LIMITED: _ClassVar[ErrorReason]
     MALFORMED_REQUEST: _ClassVar[ErrorReason]
+    CACHE_REQUEST_UNDECODABLE: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_ARGUMENT: ErrorReason
 NOT_FOUND: ErrorReason
@@ -177,6 +178,7 @@ PROVIDER_TIMEOUT: ErrorReason
 PROVIDER_UNAVAILABLE: ErrorReason
 RATE_LIMITED: ErrorReason
 MALFORMED_REQUEST: ErrorReason
+CACHE_REQUEST_UNDECODABLE: ErrorReason
 ERROR_DOMAIN_FIELD_NUMBER: _ClassVar[int]
 error_domain: _descriptor.FieldDescriptor
 METADATA_KEYS_FIELD_NUMBER: _ClassVar[int]

@@ -40,8 +40,9 @@ export type CreateSessionRequest = Message<"agentctx.context.v1.CreateSessionReq
   parent: string;
 
   /**
-   * The session id to use: 1-128 characters of [A-Za-z0-9._:-]. Generated
-   * when empty. ALREADY_EXISTS when taken.
+   * The session id to use: 1-128 characters of [A-Za-z0-9._:-], and not
+   * "-" (the list wildcard), "." or "..". Generated when empty.
+   * ALREADY_EXISTS when taken.
    *
    * @generated from field: string session_id = 2;
    */

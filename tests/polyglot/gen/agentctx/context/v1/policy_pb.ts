@@ -204,8 +204,10 @@ export type SelectionPolicy = Message<"agentctx.context.v1.SelectionPolicy"> & {
 
   /**
    * Extra credential-bearing keys to prune, on top of the built-in list
-   * (api_key, authorization, password, token, cookie, ...). Matched
-   * case-insensitively at any depth.
+   * (api_key, authorization, password, token, cookie, ...). Matched at any
+   * depth in every case style: keys compare lower-cased without the
+   * separators _ - . and space, so access_token, accessToken, AccessToken,
+   * ACCESS-TOKEN and access.token are one key.
    *
    * @generated from field: repeated string extra_secret_keys = 8;
    */

@@ -33,7 +33,9 @@ export type Session = Message<"agentctx.context.v1.Session"> & {
 
   /**
    * Free-form session state (JSON object). Credential-bearing keys are
-   * pruned before state reaches a model request.
+   * pruned before state reaches a model request. Nests at most
+   * max_json_depth levels (a context service setting: default 20, at most
+   * 28).
    *
    * @generated from field: google.protobuf.Struct state = 2;
    */

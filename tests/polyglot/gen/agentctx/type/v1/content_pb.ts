@@ -203,7 +203,10 @@ export type FunctionCall = Message<"agentctx.type.v1.FunctionCall"> & {
 
   /**
    * Arguments as a JSON object. Credential-bearing keys are pruned before
-   * the arguments reach a model request.
+   * the arguments reach a model request. Objects and arrays nest at most
+   * max_json_depth levels, the object itself being level 1 (a context
+   * service setting: default 20, at most 28); deeper is INVALID_ARGUMENT
+   * naming this field, at every call that accepts contents.
    *
    * @generated from field: google.protobuf.Struct args = 3;
    */
@@ -240,7 +243,8 @@ export type FunctionResponse = Message<"agentctx.type.v1.FunctionResponse"> & {
 
   /**
    * The result as a JSON object. Credential-bearing keys are pruned before
-   * the result reaches a model request.
+   * the result reaches a model request. Nests at most max_json_depth levels,
+   * as FunctionCall.args.
    *
    * @generated from field: google.protobuf.Struct response = 3;
    */

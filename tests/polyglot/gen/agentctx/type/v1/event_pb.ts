@@ -38,7 +38,7 @@ export type Event = Message<"agentctx.type.v1.Event"> & {
    * The event id, chosen by the client or generated when empty. It is the
    * idempotency key: appending an event whose id is already stored returns
    * the stored event instead of a duplicate. 1-128 characters of
-   * [A-Za-z0-9._:-].
+   * [A-Za-z0-9._:-], and not "-", "." or "..".
    *
    * @generated from field: string id = 2;
    */
@@ -118,7 +118,9 @@ export type Event = Message<"agentctx.type.v1.Event"> & {
   cacheMetadata?: CacheMetadata | undefined;
 
   /**
-   * Free-form client metadata, stored but never sent to a model.
+   * Free-form client metadata, stored but never sent to a model. Nests at
+   * most max_json_depth levels (a context service setting: default 20, at
+   * most 28), as FunctionCall.args in the content.
    *
    * @generated from field: google.protobuf.Struct custom_metadata = 13;
    */
