@@ -36,20 +36,27 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agentctx_common.canonical import canonical_json
-from cache_service.domain.clock import Clock, SystemClock
+from cache_service.domain.clock import SystemClock
 from cache_service.domain.keys import Prefix, estimate_tokens
-from cache_service.domain.model import JSON, ModelCall, ModelReply, ResourceName, Usage
-from cache_service.domain.pricing import Bill, Pricing
-from cache_service.providers.base import (
+from cache_service.domain.model import (
+    JSON,
     CacheHandle,
-    CacheNotFound,
     CacheSpec,
+    ListedCache,
+    ModelCall,
+    ModelReply,
+    ResourceName,
+    Usage,
+)
+from cache_service.domain.ports import (
+    CacheNotFound,
     CacheTooSmall,
+    Clock,
     ContextWindowExceeded,
     InvalidRequest,
-    ListedCache,
     ProviderError,
 )
+from cache_service.domain.pricing import Bill, Pricing
 
 MODEL_PREFIX = "local-sim"
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+")

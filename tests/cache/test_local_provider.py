@@ -8,9 +8,9 @@ import pytest
 
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import PrefixView
-from cache_service.domain.model import ModelCall
+from cache_service.domain.model import CacheSpec, ModelCall
+from cache_service.domain.ports import CacheNotFound, CacheTooSmall, ContextWindowExceeded, InvalidRequest
 from cache_service.domain.pricing import Bill, Pricing
-from cache_service.providers.base import CacheNotFound, CacheSpec, CacheTooSmall, ContextWindowExceeded, InvalidRequest
 from cache_service.providers.local import LocalProvider
 from tests.cache.support import MODEL, SYSTEM, TOOLS, call_over, prefix
 

@@ -17,9 +17,8 @@ import pytest
 from agentctx.cache.v1 import cache_service_pb2_grpc
 from agentctx.type.v1 import cache_pb2
 from cache_service.domain.cleanup import Janitor
-from cache_service.domain.model import ResourceName
+from cache_service.domain.model import CacheSpec, ResourceName
 from cache_service.journal import FILE_NAME, FileJournal
-from cache_service.providers.base import CacheSpec
 from cache_service.providers.gemini import GeminiProvider
 from cache_service.recovery import recover
 from tests.cache import protos
