@@ -11,7 +11,9 @@ benchmarks.
   a system instruction, tools or tool config, and must carry contents.
 - Tokens: canonical UTF-8 bytes / 4, rounded up, like the registry's
   estimate. A cached call's prompt is the cache's tokens plus the suffix's.
-- Prices: domain.pricing defaults; ``bill()`` totals what was billed.
+- Prices: domain.pricing defaults; ``bill()`` totals what was billed. A
+  deleted or expired cache leaves only its storage token-seconds, summed,
+  so memory stays flat however many caches come and go.
 - Replies are deterministic. If tools are declared (in the request or the
   cache) and the last content is user text naming a declared function, the
   reply calls it: id ``call-<8 hex of the request hash>``, args
@@ -69,7 +71,9 @@ class _SimCache:
     tokens: int
     created: float
     expire: float
-    deleted_at: float | None = None
+
+    def storage_token_seconds(self, until: float) -> float:
+        return self.tokens * max(0.0, min(until, self.expire) - self.created)
 
 
 class LocalProvider:
@@ -93,7 +97,7 @@ class LocalProvider:
         self.create_gate: asyncio.Event | None = None
         self.counts = {"create": 0, "update": 0, "delete": 0, "list": 0, "generate": 0, "stream": 0}
         self._caches: dict[ResourceName, _SimCache] = {}
-        self._gone: list[_SimCache] = []
+        self._gone_token_seconds = 0.0  # storage of the caches no longer held
         self._ids = itertools.count(1)
         self._failures: dict[str, list[ProviderError]] = {}
         self._stream_failure: tuple[int, ProviderError] | None = None
@@ -112,9 +116,9 @@ class LocalProvider:
 
     def lose_caches(self) -> None:
         """Forget every cache, as a provider does at an expiry we missed."""
+        now = self.clock.wall()
         for cache in self._caches.values():
-            cache.deleted_at = self.clock.wall()
-            self._gone.append(cache)
+            self._gone_token_seconds += cache.storage_token_seconds(now)
         self._caches.clear()
 
     def live_names(self) -> set[ResourceName]:
@@ -127,10 +131,8 @@ class LocalProvider:
     def bill(self) -> Bill:
         """What has been billed so far, storage up to now included."""
         now = self.clock.wall()
-        storage = sum(
-            c.tokens * max(0.0, min(c.deleted_at if c.deleted_at is not None else now, c.expire) - c.created)
-            for c in itertools.chain(self._caches.values(), self._gone)
-        ) / 3600.0
+        live = sum(c.storage_token_seconds(now) for c in self._caches.values())
+        storage = (live + self._gone_token_seconds) / 3600.0
         return Bill(**{**self._bill.__dict__, "storage_token_hours": storage})
 
     # --- Provider -------------------------------------------------------------
@@ -163,8 +165,8 @@ class LocalProvider:
     async def delete_cache(self, name: ResourceName) -> None:
         await self._enter("delete")
         cache = self._live(name)
-        cache.deleted_at = self.clock.wall()
-        self._gone.append(self._caches.pop(name))
+        del self._caches[name]
+        self._gone_token_seconds += cache.storage_token_seconds(self.clock.wall())
 
     async def list_caches(self) -> list[ListedCache]:
         await self._enter("list")
@@ -225,8 +227,8 @@ class LocalProvider:
         cache = self._caches.get(name)
         if cache is not None and cache.expire <= self.clock.wall():
             # Expired: gone, as on a real provider.
-            cache.deleted_at = cache.expire
-            self._gone.append(self._caches.pop(name))
+            del self._caches[name]
+            self._gone_token_seconds += cache.storage_token_seconds(cache.expire)
             cache = None
         if cache is None:
             raise CacheNotFound(status=404)
