@@ -219,6 +219,26 @@ async def test_no_eviction_of_leased_caches_means_capacity_bypass(harness_factor
     await h.registry.resolve(held.lease)  # still valid
 
 
+async def test_a_create_that_evicts_its_own_scopes_last_cache_gives_its_slot_back(harness_factory) -> None:
+    """Regression: when the eviction that made room for a create removed the
+    last cache of the create's own scope, the create was counted in a slot
+    that was never given back, so the registry lost one of its
+    ``max_entries`` for good."""
+    h = await harness_factory(policy=EAGER, max_entries=2)
+    held = await h.acquire(prefix(3), scope(user="z"))
+    first = await h.acquire(prefix(3), scope(user="a"))
+    await h.registry.release(first.lease)
+    other = await h.acquire(prefix(3, system={"role": "", "parts": [{"text": "Another assistant. " * 20}]}),
+                            scope(user="a"))
+    assert other.info.state is CacheState.CREATED  # after evicting a's first cache
+    await h.registry.invalidate(scope(user="a"))
+    assert await h.registry.entry_count() == 1  # z's, still leased
+    r = await h.acquire(prefix(3), scope(user="b"))
+    assert r.info.state is CacheState.CREATED, r.info
+    await h.registry.resolve(held.lease)
+    await h.assert_in_step()
+
+
 async def test_prefix_over_max_bytes_bypasses_without_a_provider_call(harness_factory) -> None:
     h = await harness_factory(policy=EAGER, max_prefix_bytes=1000)
     r = await h.acquire(view(3))
