@@ -84,10 +84,10 @@ class Admission:
     async def match(self, scope_fp: str, view: PrefixView, ttl: float) -> Entry | None:
         """The live cache over the longest leading part of ``view``."""
         keys = [(view.chain[n], ttl) for n in range(view.history_len, -1, -1)]
-        for entry in await self._store.lookup(scope_fp, keys):
-            if not entry.retiring and self._lifecycle.usable(entry):
-                return entry
-        return None
+        return await self._store.first_match(scope_fp, keys, self._usable)
+
+    def _usable(self, entry: Entry) -> bool:
+        return not entry.retiring and self._lifecycle.usable(entry)
 
     async def reserve_slot(self) -> bool:
         """Room for one more cache, evicting the least recently used idle one."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
@@ -48,17 +48,17 @@ class MemoryRegistryStore:
     async def get(self, entry_id: str) -> Entry | None:
         return self._by_id.get(entry_id)
 
-    async def lookup(self, scope_fp: str, keys: Sequence[EntryKey]) -> list[Entry]:
+    async def first_match(self, scope_fp: str, keys: Sequence[EntryKey],
+                          usable: Callable[[Entry], bool]) -> Entry | None:
         state = self._scopes.get(scope_fp)
         if state is None:
-            return []
-        found = []
+            return None
         for key in keys:
             entry_id = state.by_key.get(key)
             entry = state.entries.get(entry_id) if entry_id is not None else None
-            if entry is not None:
-                found.append(entry)
-        return found
+            if entry is not None and usable(entry):
+                return entry
+        return None
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]:
         state = self._scopes.get(scope_fp)

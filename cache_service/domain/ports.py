@@ -199,9 +199,10 @@ class RegistryStore(Protocol):
 
     async def get(self, entry_id: str) -> Entry | None: ...
 
-    async def lookup(self, scope_fp: str, keys: Sequence[EntryKey]) -> list[Entry]:
-        """The entries indexed under ``keys`` in the scope, in ``keys`` order
-        (a retiring entry is no longer indexed)."""
+    async def first_match(self, scope_fp: str, keys: Sequence[EntryKey],
+                          usable: Callable[[Entry], bool]) -> Entry | None:
+        """The entry indexed under the earliest of ``keys`` in the scope that
+        ``usable`` accepts (a retiring entry is no longer indexed)."""
         ...
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]: ...

@@ -41,7 +41,7 @@ from cache_service.domain.lease_issuer import LeaseIssuer
 from cache_service.domain.leases import LeaseSigner
 from cache_service.domain.lifecycle import Lifecycle
 from cache_service.domain.memory_store import MemoryRegistryStore
-from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, LeaseClaims, ScopeStatus
+from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ScopeStatus
 from cache_service.domain.ports import Cleanup, Clock, Journal, LeaseCodec, Provider, RegistryStore, SingleFlight
 from cache_service.domain.registry_settings import RegistrySettings
 
@@ -73,6 +73,11 @@ class Registry:
         self.admission = Admission(providers, self.store, self.flights, self.lifecycle, settings)
         self.creates = Creator(providers, journal, cleanup, clock, settings, self.store, self.flights, self.leases,
                                self.lifecycle)
+        # Bound, not wrapped: these run on every lease and generate call.
+        self.resolve = self.leases.resolve
+        self.release = self.leases.release
+        self.drop_missing = self.lifecycle.drop_missing
+        self.sweep = self.lifecycle.sweep
 
     # --- queries ------------------------------------------------------------------
 
@@ -163,20 +168,7 @@ class Registry:
             return await self.leases.issue(match, CacheState.HIT)
         return await self.creates.join(scope, view, ttl, match, deadline, base, self.admission.reserve_slot)
 
-    # --- leases -------------------------------------------------------------------
-
-    async def resolve(self, token: str, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
-        """The live entry a lease names. Raises LeaseRejected, or
-        PermissionDenied for a genuine lease of another scope."""
-        return await self.leases.resolve(token, scope_fp)
-
-    async def release(self, token: str) -> bool:
-        return await self.leases.release(token)
-
     # --- lifecycle ----------------------------------------------------------------
-
-    async def drop_missing(self, entry: Entry) -> None:
-        await self.lifecycle.drop_missing(entry)
 
     async def invalidate(self, scope: Scope) -> tuple[int, int]:
         """Removes every entry and in-flight create of the scope; returns
@@ -192,9 +184,6 @@ class Registry:
         if entries or flights:
             log.info("scope invalidated", extra={"scope": sfp[:16], "entries": len(entries), "inflight": len(flights)})
         return len(entries), len(flights)
-
-    async def sweep(self) -> None:
-        await self.lifecycle.sweep()
 
     # --- tasks --------------------------------------------------------------------
 
