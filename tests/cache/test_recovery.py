@@ -143,10 +143,11 @@ async def test_restart_after_kill_9_during_a_create_finds_the_cache_by_display_n
     try:
         await asyncio.to_thread(wait_healthy, port, certs_dir, "context-client", first)
         pending = asyncio.create_task(_acquire(port, certs_dir))
-        # The journal has the intent once the create request is on its way.
+        # The journal has the intent before the create request is sent.
         journal_path = tmp_path / "data" / FILE_NAME
         assert await asyncio.to_thread(_wait_for, lambda: journal_path.exists() and "intent" in journal_path.read_text())
-        await asyncio.sleep(0.2)
+        # Killed only once the provider holds the request (a fixed pause lost this race under load).
+        assert await asyncio.to_thread(fake_gemini.create_arrived.wait, 30)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
