@@ -74,6 +74,8 @@ class Registry:
         self.creates = Creator(providers, journal, cleanup, clock, settings, self.store, self.flights, self.leases,
                                self.lifecycle)
         # Bound, not wrapped: these run on every lease and generate call.
+        # resolve(token, scope_fp=None) -> (entry, claims) raises LeaseRejected,
+        # or PermissionDenied for a genuine lease of another scope.
         self.resolve = self.leases.resolve
         self.release = self.leases.release
         self.drop_missing = self.lifecycle.drop_missing

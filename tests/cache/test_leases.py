@@ -12,7 +12,7 @@ from agentctx_common.errors import PermissionDenied
 from cache_service.domain.leases import LeaseSigner
 from cache_service.domain.model import LeaseClaims
 from cache_service.domain.policy import PolicySettings
-from cache_service.domain.ports import LeaseRejected
+from cache_service.domain.ports import LeaseRejected, SigningKey
 from tests.cache.support import scope, view
 
 EAGER = PolicySettings(min_prefix_tokens=64, sightings_before_create=0)
@@ -66,6 +66,45 @@ def test_any_single_character_change_is_refused(position: int, replacement: str)
         return
     # base64 can decode two spellings to the same bytes: then nothing changed.
     assert claims == signer.verify(lease)
+
+
+class _RotatingKeys:
+    """A KeySource that signs with its newest key and still verifies the
+    ones it retired, as a key set shared by replicas would."""
+
+    def __init__(self) -> None:
+        self.keys = [SigningKey("k1", b"1" * 32)]
+
+    def rotate(self, key: SigningKey) -> None:
+        self.keys.append(key)
+
+    def current(self) -> SigningKey:
+        return self.keys[-1]
+
+    def get(self, key_id: str) -> SigningKey | None:
+        return next((k for k in self.keys if k.key_id == key_id), None)
+
+
+def test_leases_signed_with_a_retired_key_still_verify_and_unknown_keys_do_not() -> None:
+    keys = _RotatingKeys()
+    signer = LeaseSigner(keys=keys)
+    old = signer.sign(LeaseClaims(signer.boot, "e1", 1, "f" * 64, "l1", 2e9, "HIT"))
+    keys.rotate(SigningKey("k2", b"2" * 32))
+    new = signer.sign(LeaseClaims(signer.boot, "e1", 1, "f" * 64, "l2", 2e9, "HIT"))
+    assert signer.verify(old).boot == "k1" and signer.verify(new).boot == "k2"
+    # Another replica with the same key set verifies both.
+    assert LeaseSigner(keys=keys).verify(old) == signer.verify(old)
+    keys.keys = keys.keys[1:]  # k1 dropped from the set
+    with pytest.raises(LeaseRejected) as err:
+        signer.verify(old)
+    assert err.value.invalid_reason == "UNKNOWN"
+    # A key id the set holds but a secret it does not: forged.
+    forged = _RotatingKeys()
+    forged.keys = [SigningKey("k2", b"x" * 32)]
+    forger = LeaseSigner(keys=forged)
+    with pytest.raises(LeaseRejected) as err:
+        signer.verify(forger.sign(LeaseClaims("k2", "e1", 1, "f" * 64, "l3", 2e9, "HIT")))
+    assert err.value.invalid_reason == "MALFORMED"
 
 
 async def test_a_lease_of_an_earlier_process_is_unknown(harness_factory) -> None:
