@@ -11,13 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cache_service.domain.cleanup import Janitor
-from cache_service.domain.clock import Clock, SystemClock
 from cache_service.domain.generation import Generator
 from cache_service.domain.policy import PolicySettings
-from cache_service.domain.registry import Registry, RegistrySettings
-from cache_service.journal import FileJournal
-from cache_service.providers.base import Provider
-from cache_service.providers.factory import build_providers
+from cache_service.domain.ports import Clock, Journal, Provider
+from cache_service.domain.registry import Registry
+from cache_service.domain.registry_settings import RegistrySettings
+from cache_service.ports_factory import build_ports
 from cache_service.recovery import RecoveryReport, recover
 from cache_service.settings import CacheSettings
 
@@ -42,7 +41,7 @@ class CacheApp:
     settings: CacheSettings
     clock: Clock
     providers: Mapping[str, Provider]
-    journal: FileJournal
+    journal: Journal
     janitor: Janitor
     registry: Registry
     generator: Generator
@@ -54,14 +53,12 @@ class CacheApp:
     async def create(
         cls, settings: CacheSettings, *, clock: Clock | None = None, providers: Mapping[str, Provider] | None = None
     ) -> CacheApp:
-        clock = clock or SystemClock()
-        providers = dict(providers) if providers is not None else build_providers(settings, clock)
-        journal = await FileJournal.open(settings.data_dir)
-        janitor = Janitor(providers, journal, workers=settings.cleanup_workers,
-                          delete_timeout_s=settings.delete_timeout_s, attempts=settings.cleanup_attempts)
-        registry = Registry(providers, journal, janitor, clock, registry_settings(settings))
+        ports = await build_ports(settings, clock=clock, providers=providers)
+        backend = ports.backend
+        registry = Registry(ports.providers, ports.journal, ports.cleanup, ports.clock, registry_settings(settings),
+                            backend.signer, store=backend.store, flights=backend.flights)
         generator = Generator(registry, request_timeout_s=settings.request_timeout_s)
-        return cls(settings, clock, providers, journal, janitor, registry, generator)
+        return cls(settings, ports.clock, ports.providers, ports.journal, ports.cleanup, registry, generator)
 
     def start(self) -> None:
         """Starts the cleanup workers, the sweeper and journal recovery."""
@@ -98,6 +95,6 @@ class CacheApp:
         while True:
             await asyncio.sleep(self.settings.sweep_interval_s)
             try:
-                self.registry.sweep()
+                await self.registry.sweep()
             except Exception as exc:  # noqa: BLE001 - the sweeper must keep running
                 log.error("sweep failed", extra={"error_type": type(exc).__name__})

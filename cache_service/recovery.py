@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cache_service.domain.cleanup import Janitor
-from cache_service.domain.ports import Journal
-from cache_service.providers.base import Provider, ProviderError
+from cache_service.domain.ports import Journal, JournalRecord, Provider, ProviderError
 
 log = logging.getLogger("agentctx.cache.recovery")
 
@@ -31,7 +30,7 @@ class RecoveryReport:
 
 async def recover(journal: Journal, providers: Mapping[str, Provider], janitor: Janitor) -> RecoveryReport:
     queued = cleared = kept = 0
-    intents: dict[str, list] = {}
+    intents: dict[str, list[JournalRecord]] = {}
     for record in journal.pending():
         if record.provider not in providers:
             kept += 1

@@ -19,7 +19,7 @@ from agentctx_common.canonical import content_json, struct_to_dict, tool_config_
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
 from cache_service.domain.keys import Prefix, Scope
-from cache_service.domain.model import JSON, CacheInfo, ModelCall, ModelReply
+from cache_service.domain.model import JSON, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
 
 PROVIDERS = ("local", "gemini")
 _ROLES = ("user", "model")
@@ -208,9 +208,17 @@ def reply_to_proto(r: ModelReply, out: generation_pb2.ModelResponse) -> None:
     out.model_version = r.model_version
 
 
+_STATES: dict[CacheState, cache_pb2.CacheState] = {
+    s: getattr(cache_pb2, f"CACHE_STATE_{s.value}") for s in CacheState
+}
+_BYPASS_REASONS: dict[BypassReason, cache_pb2.CacheBypassReason] = {
+    r: getattr(cache_pb2, f"CACHE_BYPASS_REASON_{r.value}") for r in BypassReason
+}
+
+
 def info_to_proto(i: CacheInfo, out: cache_pb2.CacheMetadata) -> None:
-    out.state = cache_pb2.CacheState.Value(f"CACHE_STATE_{i.state.value}")
-    out.bypass_reason = cache_pb2.CacheBypassReason.Value(f"CACHE_BYPASS_REASON_{i.bypass_reason.value}")
+    out.state = _STATES[i.state]
+    out.bypass_reason = _BYPASS_REASONS[i.bypass_reason]
     out.prefix_fingerprint = i.prefix_fingerprint
     out.prefix_tokens = i.prefix_tokens
     if i.expire_time is not None:

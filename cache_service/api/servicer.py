@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -11,9 +12,12 @@ from agentctx.cache.v1 import cache_service_pb2 as pb
 from agentctx.cache.v1 import cache_service_pb2_grpc
 from cache_service.api import convert
 from cache_service.app import CacheApp
-from cache_service.domain.keys import PrefixView
-from cache_service.domain.leases import LeaseRejected
-from cache_service.domain.model import BypassReason, CacheInfo, CacheState
+from cache_service.domain.keys import PrefixView, Scope
+from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall
+from cache_service.domain.ports import LeaseRejected
+
+# The servicer reads only deadlines from its context.
+Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
@@ -21,7 +25,7 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         self.app = app
         self.default_provider = app.settings.default_provider
 
-    async def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.aio.ServicerContext) -> pb.AcquireLeaseResponse:
+    async def AcquireLease(self, request: pb.AcquireLeaseRequest, context: Context) -> pb.AcquireLeaseResponse:
         scope = convert.scope_from_proto(request.scope, self.default_provider)
         ttl = convert.ttl_seconds(request)
         registry = self.app.registry
@@ -46,19 +50,19 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         convert.info_to_proto(result.info, response.metadata)
         return response
 
-    async def ResolveLease(self, request: pb.ResolveLeaseRequest, context: grpc.aio.ServicerContext) -> pb.ResolveLeaseResponse:
+    async def ResolveLease(self, request: pb.ResolveLeaseRequest, context: Context) -> pb.ResolveLeaseResponse:
         try:
-            entry, claims = self.app.registry.resolve(request.lease)
+            entry, claims = await self.app.registry.resolve(request.lease)
         except LeaseRejected as exc:
             return pb.ResolveLeaseResponse(valid=False, invalid_reason=exc.invalid_reason)
         response = pb.ResolveLeaseResponse(valid=True)
         convert.info_to_proto(self.app.registry.info(entry, CacheState(claims.state)), response.metadata)
         return response
 
-    async def ReleaseLease(self, request: pb.ReleaseLeaseRequest, context: grpc.aio.ServicerContext) -> pb.ReleaseLeaseResponse:
-        return pb.ReleaseLeaseResponse(released=self.app.registry.release(request.lease))
+    async def ReleaseLease(self, request: pb.ReleaseLeaseRequest, context: Context) -> pb.ReleaseLeaseResponse:
+        return pb.ReleaseLeaseResponse(released=await self.app.registry.release(request.lease))
 
-    async def GenerateContent(self, request: pb.GenerateContentRequest, context: grpc.aio.ServicerContext) -> pb.GenerateContentResponse:
+    async def GenerateContent(self, request: pb.GenerateContentRequest, context: Context) -> pb.GenerateContentResponse:
         scope, call = self._call(request)
         reply, info = await self.app.generator.generate(scope, call, request.lease, context.time_remaining())
         response = pb.GenerateContentResponse()
@@ -66,7 +70,8 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         convert.info_to_proto(info, response.cache)
         return response
 
-    async def StreamGenerateContent(self, request: pb.StreamGenerateContentRequest, context: grpc.aio.ServicerContext) -> Any:
+    async def StreamGenerateContent(self, request: pb.StreamGenerateContentRequest,
+                                    context: Context) -> AsyncIterator[pb.StreamGenerateContentResponse]:
         scope, call = self._call(request.call)
         async for chunk, info in self.app.generator.stream(scope, call, request.call.lease, context.time_remaining()):
             out = pb.StreamGenerateContentResponse()
@@ -75,21 +80,21 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
                 convert.info_to_proto(info, out.cache)
             yield out
 
-    async def InvalidateScope(self, request: pb.InvalidateScopeRequest, context: grpc.aio.ServicerContext) -> pb.InvalidateScopeResponse:
+    async def InvalidateScope(self, request: pb.InvalidateScopeRequest, context: Context) -> pb.InvalidateScopeResponse:
         scope = convert.scope_from_proto(request.scope, self.default_provider)
-        removed, cancelled = self.app.registry.invalidate(scope)
+        removed, cancelled = await self.app.registry.invalidate(scope)
         return pb.InvalidateScopeResponse(entries_removed=removed, inflight_cancelled=cancelled,
                                           scope_fingerprint=scope.fingerprint)
 
-    async def GetScopeStatus(self, request: pb.GetScopeStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetScopeStatusResponse:
+    async def GetScopeStatus(self, request: pb.GetScopeStatusRequest, context: Context) -> pb.GetScopeStatusResponse:
         scope = convert.scope_from_proto(request.scope, self.default_provider)
-        status = self.app.registry.status(scope)
+        status = await self.app.registry.status(scope)
         return pb.GetScopeStatusResponse(
             scope_fingerprint=status.scope_fingerprint, entry_count=status.entry_count,
             inflight_count=status.inflight_count, waiter_count=status.waiter_count, prefix_bytes=status.prefix_bytes,
         )
 
-    def _call(self, request: pb.GenerateContentRequest) -> tuple[Any, Any]:
+    def _call(self, request: pb.GenerateContentRequest) -> tuple[Scope, ModelCall]:
         call = convert.call_from_proto(request.request)
         scope = convert.scope_from_proto(request.scope, self.default_provider, model=call.model,
                                          require_identity=bool(request.lease))

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opentelemetry import metrics
 
 from cache_service.domain.model import ResourceName
-from cache_service.domain.ports import Journal
-from cache_service.providers.base import CacheHandle, CacheNotFound, Provider, ProviderError
+from cache_service.domain.ports import CacheNotFound, Journal, Provider, ProviderError, RefreshDone
 
 log = logging.getLogger("agentctx.cache.cleanup")
 _meter = metrics.get_meter("agentctx.cache")
@@ -40,10 +39,12 @@ class _Refresh:
     provider: str
     name: ResourceName
     ttl_s: float
-    done: Callable[[CacheHandle | None, bool], None]  # (new handle, gone)
+    done: RefreshDone
 
 
 class Janitor:
+    """The Cleanup port (domain.ports)."""
+
     def __init__(
         self,
         providers: Mapping[str, Provider],
@@ -76,8 +77,7 @@ class Janitor:
         """Queues a delete; never blocks the caller."""
         self._put(_Delete(provider, entry_id, name, why))
 
-    def refresh(self, provider: str, name: ResourceName, ttl_s: float,
-                done: Callable[[CacheHandle | None, bool], None]) -> None:
+    def refresh(self, provider: str, name: ResourceName, ttl_s: float, done: RefreshDone) -> None:
         self._put(_Refresh(provider, name, ttl_s, done))
 
     @property
@@ -155,11 +155,11 @@ class Janitor:
             async with asyncio.timeout(self._timeout):
                 handle = await provider.update_ttl(job.name, job.ttl_s)
         except CacheNotFound:
-            job.done(None, True)
+            await job.done(None, True)
             return
         except (ProviderError, TimeoutError) as exc:
             log.info("cache ttl refresh failed", extra={"error_type": type(exc).__name__})
-            job.done(None, False)
+            await job.done(None, False)
             return
-        job.done(handle, False)
+        await job.done(handle, False)
 

@@ -1,18 +1,11 @@
 """Time, injectable: a monotonic clock for deadlines and a wall clock for
 expiry times. Tests and benchmarks use ``ManualClock`` to force orderings
 (for example a create result that arrives before a deadline but is handled
-after it) without sleeping."""
+after it) without sleeping. Both implement domain.ports.Clock."""
 
 from __future__ import annotations
 
 import time
-from typing import Protocol
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def wall(self) -> float: ...
 
 
 class SystemClock:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
 from opentelemetry import trace
@@ -41,20 +41,21 @@ from agentctx_common.errors import (
     Unavailable,
 )
 from agentctx_common.reasons import Reason
+from cache_service.domain.entry import Entry
 from cache_service.domain.keys import Scope, call_chain
-from cache_service.domain.leases import LeaseRejected
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
-from cache_service.domain.registry import Entry, Registry
-from cache_service.providers.base import (
+from cache_service.domain.ports import (
     CacheNotFound,
     CacheTooSmall,
     ContextWindowExceeded,
     InvalidRequest,
+    LeaseRejected,
     ProviderError,
     ProviderPermissionDenied,
     ProviderTimeout,
     RateLimited,
 )
+from cache_service.domain.registry import Registry
 
 log = logging.getLogger("agentctx.cache.generate")
 _tracer = trace.get_tracer("agentctx.cache")
@@ -117,7 +118,7 @@ class Generator:
             if not lease:
                 reply = await self._call(lambda: provider.generate(call, None), timeout)
                 return reply, CacheInfo(scope_fingerprint=scope.fingerprint)
-            entry, state = self._leased(scope, call, lease)
+            entry, state = await self._leased(scope, call, lease)
             try:
                 reply = await self._call(
                     lambda: provider.generate(rewrite_for_cache(call, entry.history_len), entry.handle.name),
@@ -125,7 +126,7 @@ class Generator:
                 )
             except CacheNotFound:
                 span.set_attribute("cache.missing_retry", True)
-                info = self._drop(entry)
+                info = await self._drop(entry)
                 reply = await self._call(lambda: provider.generate(call, None), timeout)
                 return reply, info
             return reply, self.registry.info(entry, state)
@@ -143,7 +144,7 @@ class Generator:
         info = CacheInfo(scope_fingerprint=scope.fingerprint)
         entry: Entry | None = None
         if lease:
-            entry, state = self._leased(scope, call, lease)
+            entry, state = await self._leased(scope, call, lease)
             info = self.registry.info(entry, state)
         deadline = asyncio.get_running_loop().time() + timeout
         produced = False
@@ -169,10 +170,10 @@ class Generator:
                         held = chunk if _looks_final(chunk) else None
                 except CacheNotFound:
                     if produced:
-                        self._drop(entry)
+                        await self._drop(entry)
                         raise
                     span.set_attribute("cache.missing_retry", True)
-                    info = self._drop(entry)
+                    info = await self._drop(entry)
                     entry = None
             if entry is None:
                 async for chunk in _bounded(provider.stream_generate(call, None), deadline):
@@ -198,9 +199,9 @@ class Generator:
 
     # --- helpers ------------------------------------------------------------------
 
-    def _leased(self, scope: Scope, call: ModelCall, lease: str) -> tuple[Entry, CacheState]:
+    async def _leased(self, scope: Scope, call: ModelCall, lease: str) -> tuple[Entry, CacheState]:
         try:
-            entry, claims = self.registry.resolve(lease, scope.fingerprint)
+            entry, claims = await self.registry.resolve(lease, scope.fingerprint)
         except LeaseRejected as exc:
             raise lease_error(exc) from None
         n = entry.history_len
@@ -217,9 +218,9 @@ class Generator:
             )
         return entry, CacheState(claims.state)
 
-    def _drop(self, entry: Entry) -> CacheInfo:
+    async def _drop(self, entry: Entry) -> CacheInfo:
         log.info("cache missing at the provider; sent uncached", extra={"entry": entry.id})
-        self.registry.drop_missing(entry)
+        await self.registry.drop_missing(entry)
         info = self.registry.info(entry, CacheState.BYPASS)
         return replace(info, bypass_reason=BypassReason.CACHE_MISSING, expire_time=None)
 
@@ -227,7 +228,8 @@ class Generator:
         return self.request_timeout_s if timeout_s is None else max(0.0, min(timeout_s, self.request_timeout_s))
 
     @staticmethod
-    async def _call(fn, timeout: float, passthrough: type[ProviderError] | None = None) -> ModelReply:  # type: ignore[no-untyped-def]  # noqa: ASYNC109 - a budget passed on, not a cancel scope
+    async def _call(fn: Callable[[], Awaitable[ModelReply]], timeout: float,  # noqa: ASYNC109 - a budget passed on, not a cancel scope
+                    passthrough: type[ProviderError] | None = None) -> ModelReply:
         try:
             async with asyncio.timeout(timeout):
                 return await fn()

@@ -8,7 +8,11 @@ invalidated, evicted, expired or re-created entry worthless. A lease from an
 earlier process (another boot id) is UNKNOWN rather than MALFORMED: the
 secret died with that process.
 
-Format: ``v1.<base64url payload>.<base64url mac>``.
+Format: ``v1.<base64url payload>.<base64url mac>``. The payload's ``b``
+names the signing key (``LeaseClaims.boot``); keys come from a KeySource
+(domain.ports): ``ProcessKey`` is one random key per process, whose id is
+the boot id. A source shared by replicas, holding retired keys too, makes
+leases verifiable on every replica and across rotation.
 """
 
 from __future__ import annotations
@@ -19,30 +23,12 @@ import hashlib
 import hmac
 import json
 import secrets
-from dataclasses import dataclass
+
+from cache_service.domain.model import LeaseClaims
+from cache_service.domain.ports import KeySource, LeaseRejected, SigningKey
 
 _VERSION = "v1"
 _MAX_LEASE_CHARS = 1024
-
-
-class LeaseRejected(Exception):
-    """A lease that cannot be used. ``invalid_reason`` is MALFORMED, UNKNOWN,
-    EXPIRED or INVALIDATED (the values of ResolveLeaseResponse)."""
-
-    def __init__(self, invalid_reason: str) -> None:
-        super().__init__(f"lease is not valid: {invalid_reason}")
-        self.invalid_reason = invalid_reason
-
-
-@dataclass(frozen=True)
-class LeaseClaims:
-    boot: str
-    entry_id: str
-    generation: int
-    scope_fingerprint: str
-    lease_id: str
-    expires_at: float  # wall clock seconds
-    state: str  # CREATED, HIT or GROWN
 
 
 def _b64(data: bytes) -> str:
@@ -53,10 +39,29 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+class ProcessKey:
+    """One signing key, made at start: leases die with the process."""
+
+    def __init__(self, secret: bytes | None = None, key_id: str | None = None) -> None:
+        self._key = SigningKey(key_id or secrets.token_hex(4), secret or secrets.token_bytes(32))
+
+    def current(self) -> SigningKey:
+        return self._key
+
+    def get(self, key_id: str) -> SigningKey | None:
+        return self._key if key_id == self._key.key_id else None
+
+
 class LeaseSigner:
-    def __init__(self, secret: bytes | None = None, boot: str | None = None) -> None:
-        self._secret = secret or secrets.token_bytes(32)
-        self.boot = boot or secrets.token_hex(4)
+    """The LeaseCodec: signs with the source's current key, verifies with the
+    key a lease names."""
+
+    def __init__(self, secret: bytes | None = None, boot: str | None = None, *, keys: KeySource | None = None) -> None:
+        self._keys: KeySource = keys or ProcessKey(secret, boot)
+
+    @property
+    def boot(self) -> str:
+        return self._keys.current().key_id
 
     def new_lease_id(self) -> str:
         return secrets.token_hex(8)
@@ -68,7 +73,7 @@ class LeaseSigner:
             separators=(",", ":"), sort_keys=True,
         ).encode()
         body = f"{_VERSION}.{_b64(payload)}"
-        return f"{body}.{_b64(self._mac(body))}"
+        return f"{body}.{_b64(_mac(self._keys.current().secret, body))}"
 
     def verify(self, token: str) -> LeaseClaims:
         """The claims of a genuine lease of this process; raises LeaseRejected."""
@@ -87,10 +92,14 @@ class LeaseSigner:
             )
         except (ValueError, KeyError, TypeError, binascii.Error):
             raise LeaseRejected("MALFORMED") from None
-        if not hmac.compare_digest(mac, self._mac(f"{version}.{payload_b64}")):
-            # A lease signed by an earlier process cannot be checked any more.
-            raise LeaseRejected("UNKNOWN" if claims.boot != self.boot else "MALFORMED")
+        key = self._keys.get(claims.boot)
+        if key is None:
+            # Signed by a key we no longer hold (an earlier process): it cannot be checked any more.
+            raise LeaseRejected("UNKNOWN")
+        if not hmac.compare_digest(mac, _mac(key.secret, f"{version}.{payload_b64}")):
+            raise LeaseRejected("MALFORMED")
         return claims
 
-    def _mac(self, body: str) -> bytes:
-        return hmac.new(self._secret, body.encode(), hashlib.sha256).digest()
+
+def _mac(secret: bytes, body: str) -> bytes:
+    return hmac.new(secret, body.encode(), hashlib.sha256).digest()

@@ -4,6 +4,10 @@ Content is carried in the canonical JSON shape of agentctx_common.canonical
 (Gemini-REST-like camelCase dicts), so fingerprints computed here equal the
 context service's. Values are treated as immutable: code that needs a
 different request builds a new one and never edits a caller's.
+
+The values that cross a port (cache specs and handles, lease claims) live
+here too, so domain.ports depends only on values and never on an
+implementation (see docs/ARCHITECTURE.md, "Ports").
 """
 
 from __future__ import annotations
@@ -113,3 +117,63 @@ class ModelReply:
     finish_reason: str = ""  # STOP, MAX_TOKENS, SAFETY, RECITATION, MALFORMED_FUNCTION_CALL, OTHER
     usage: Usage | None = None
     model_version: str = ""
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """What to cache: the prefix of a request, for ``ttl_s`` seconds."""
+
+    model: str
+    system_instruction: JSON | None
+    tools: tuple[JSON, ...]
+    tool_config: JSON | None
+    contents: tuple[JSON, ...]
+    ttl_s: float
+    display_name: str
+
+
+@dataclass(frozen=True)
+class CacheHandle:
+    """A created cache. ``name`` is secret (see ResourceName)."""
+
+    name: ResourceName
+    expire_time: float  # wall clock seconds
+    tokens: int | None = None  # as the provider counted them
+
+
+@dataclass(frozen=True)
+class ListedCache:
+    name: ResourceName
+    display_name: str
+    expire_time: float
+
+
+@dataclass(frozen=True)
+class LeaseClaims:
+    """What a lease token says. ``boot`` is the id of the key that signed it
+    (one per process today; see domain.leases)."""
+
+    boot: str
+    entry_id: str
+    generation: int
+    scope_fingerprint: str
+    lease_id: str
+    expires_at: float  # wall clock seconds
+    state: str  # CREATED, HIT or GROWN
+
+
+@dataclass(frozen=True)
+class AcquireResult:
+    """A lease (empty on bypass) and the public metadata."""
+
+    lease: str
+    info: CacheInfo
+
+
+@dataclass(frozen=True)
+class ScopeStatus:
+    scope_fingerprint: str
+    entry_count: int
+    inflight_count: int
+    waiter_count: int
+    prefix_bytes: int

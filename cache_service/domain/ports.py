@@ -1,12 +1,151 @@
-"""Interfaces the registry needs from outside the domain (the provider
-interface lives in cache_service.providers.base)."""
+"""Every seam of the cache service, as Protocols (see docs/ARCHITECTURE.md,
+"Ports"). Domain code depends on these and on values (domain.model,
+domain.entry, domain.flight), never on an implementation; implementations
+are chosen in one place, cache_service.ports_factory.
+
+- ``Provider`` and its typed errors: a model provider with explicit prefix
+  caches (adapters in cache_service.providers).
+- ``Journal``: the durable record of created caches (cache_service.journal).
+- ``Clock``: monotonic and wall time (domain.clock).
+- ``Cleanup``: bounded, queued provider deletes and TTL refreshes
+  (domain.cleanup).
+- ``RegistryStore``: the registry's shared state — entry index and LRU
+  order, generations, tombstones, sightings, learned floors
+  (domain.memory_store).
+- ``SingleFlight``: who runs the one create of a key (domain.single_flight).
+- ``KeySource`` and ``LeaseCodec``: lease signing keys and the lease token
+  format (domain.leases).
+
+Store and single-flight methods are coroutines so that a store shared by
+replicas (Redis) can implement them; the in-memory ones never suspend, which
+keeps each registry step atomic on the event loop. A store that does suspend
+must make each method atomic on its own (a transaction or script).
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from cache_service.domain.model import ResourceName
+from cache_service.domain.entry import Entry, EntryKey
+from cache_service.domain.flight import Flight
+from cache_service.domain.model import (
+    CacheHandle,
+    CacheSpec,
+    LeaseClaims,
+    ListedCache,
+    ModelCall,
+    ModelReply,
+    ResourceName,
+)
+
+# --- time ----------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def wall(self) -> float: ...
+
+
+# --- providers -----------------------------------------------------------------------
+
+
+class Provider(Protocol):
+    """A model provider with explicit prefix caches (create, update TTL,
+    delete, list) that runs model calls, optionally naming one of its caches.
+    Adapters turn their SDK's failures into the errors below, whose messages
+    are fixed, content-free strings: a provider's own error text can echo
+    prompts or resource names, so it is never carried."""
+
+    name: str
+
+    def min_cache_tokens(self, model: str) -> int:
+        """The smallest prefix (estimated tokens) worth asking to cache."""
+        ...
+
+    async def create_cache(self, spec: CacheSpec) -> CacheHandle: ...
+
+    async def update_ttl(self, name: ResourceName, ttl_s: float) -> CacheHandle: ...
+
+    async def delete_cache(self, name: ResourceName) -> None:
+        """Raises CacheNotFound when the provider no longer holds it."""
+        ...
+
+    async def list_caches(self) -> list[ListedCache]: ...
+
+    async def generate(self, call: ModelCall, cached: ResourceName | None) -> ModelReply:
+        """``call`` is already rewritten: with ``cached`` it carries only the
+        uncached suffix and no system instruction, tools or tool config."""
+        ...
+
+    def stream_generate(self, call: ModelCall, cached: ResourceName | None) -> AsyncIterator[ModelReply]: ...
+
+    async def count_tokens(self, call: ModelCall) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class ProviderError(Exception):
+    """Base of provider failures. ``status`` is the provider's HTTP status
+    when there was one; ``retry_after`` its retry hint in seconds."""
+
+    default_message = "provider call failed"
+
+    def __init__(self, message: str | None = None, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message or self.default_message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RateLimited(ProviderError):
+    default_message = "the provider rate-limited the call"
+
+
+class CacheNotFound(ProviderError):
+    """The provider no longer holds the named cache (404, or 403 naming it)."""
+
+    default_message = "the provider no longer holds the cache"
+
+
+class CacheTooSmall(ProviderError):
+    default_message = "the provider refused a cache below its minimum size"
+
+    def __init__(self, message: str | None = None, *, min_tokens: int | None = None, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, status=status, retry_after=retry_after)
+        self.min_tokens = min_tokens
+
+
+class ContextWindowExceeded(ProviderError):
+    default_message = "the request exceeds the model's context window"
+
+    def __init__(self, message: str | None = None, *, prompt_tokens: int | None = None,
+                 context_window: int | None = None, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, status=status, retry_after=retry_after)
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
+
+
+class ProviderUnavailable(ProviderError):
+    default_message = "the provider is unavailable"
+
+
+class ProviderTimeout(ProviderError):
+    default_message = "the provider did not answer in time"
+
+
+class InvalidRequest(ProviderError):
+    default_message = "the provider rejected the request as invalid"
+
+
+class ProviderPermissionDenied(ProviderError):
+    default_message = "the provider denied permission"
+
+
+# --- journal and cleanup ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -33,3 +172,150 @@ class Journal(Protocol):
     def pending(self) -> list[JournalRecord]: ...
 
     async def close(self) -> None: ...
+
+
+RefreshDone = Callable[[CacheHandle | None, bool], Awaitable[None]]  # (new handle, gone)
+
+
+class Cleanup(Protocol):
+    """Provider work the registry never waits for."""
+
+    def delete(self, provider: str, entry_id: str, name: ResourceName, why: str) -> None:
+        """Queues a delete; a confirmed one is recorded in the journal."""
+        ...
+
+    def refresh(self, provider: str, name: ResourceName, ttl_s: float, done: RefreshDone) -> None:
+        """Queues a TTL extension; ``done`` gets the outcome."""
+        ...
+
+
+# --- registry state --------------------------------------------------------------------
+
+
+class RegistryStore(Protocol):
+    """The registry's state that replicas must share. Entries it returns may
+    be snapshots: callers change them only through these methods, and use
+    the entry a method returns rather than one they held before."""
+
+    async def get(self, entry_id: str) -> Entry | None: ...
+
+    async def first_match(self, scope_fp: str, keys: Sequence[EntryKey],
+                          usable: Callable[[Entry], bool]) -> Entry | None:
+        """The entry indexed under the earliest of ``keys`` in the scope that
+        ``usable`` accepts (a retiring entry is no longer indexed)."""
+        ...
+
+    async def scope_entries(self, scope_fp: str) -> list[Entry]: ...
+
+    async def all_entries(self) -> list[Entry]:
+        """Every entry, oldest first."""
+        ...
+
+    async def count(self) -> int: ...
+
+    async def next_generation(self) -> int: ...
+
+    async def put(self, entry: Entry) -> None:
+        """Adds a new entry and indexes it under its key."""
+        ...
+
+    async def retire(self, entry_id: str) -> Entry | None:
+        """Marks it retiring and takes it out of the key index."""
+        ...
+
+    async def remove(self, entry_id: str, invalid_reason: str) -> Entry | None:
+        """Forgets it and leaves a tombstone (the reason later resolves of its
+        leases give); returns it, or None when it was already gone."""
+        ...
+
+    async def tombstone(self, entry_id: str) -> str | None: ...
+
+    async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
+        """Records a lease (wall expiry) and a use at monotonic ``now``."""
+        ...
+
+    async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None: ...
+
+    async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None: ...
+
+    async def set_expiry(self, entry_id: str, expire_time: float) -> Entry | None: ...
+
+    async def least_recently_used_idle(self, wall: float) -> Entry | None:
+        """The eviction victim: no live lease, retiring ones first, then the
+        least recently used."""
+        ...
+
+    async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
+        """Records a prefix seen in the scope (bounded, most recent kept)."""
+        ...
+
+    async def agreeing_sightings(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+        """How many recorded sightings are a leading part of ``chain``."""
+        ...
+
+    async def forget_sightings(self, scope_fp: str) -> None: ...
+
+    async def learned_floor(self, provider: str, model: str) -> int: ...
+
+    async def learn_floor(self, provider: str, model: str, tokens: int) -> None: ...
+
+
+class SingleFlight(Protocol):
+    """One create per (scope, key) at a time; the flights of this process."""
+
+    def find(self, scope_fp: str, key: EntryKey) -> Flight | None: ...
+
+    async def begin(self, flight: Flight) -> bool:
+        """Claims the create of ``flight``'s key; False when it is taken (a
+        coordinator shared by replicas: another replica runs it)."""
+        ...
+
+    async def end(self, flight: Flight) -> None: ...
+
+    def in_scope(self, scope_fp: str) -> list[Flight]: ...
+
+    def count(self) -> int: ...
+
+
+# --- leases ----------------------------------------------------------------------------
+
+
+class LeaseRejected(Exception):
+    """A lease that cannot be used. ``invalid_reason`` is MALFORMED, UNKNOWN,
+    EXPIRED or INVALIDATED (the values of ResolveLeaseResponse)."""
+
+    def __init__(self, invalid_reason: str) -> None:
+        super().__init__(f"lease is not valid: {invalid_reason}")
+        self.invalid_reason = invalid_reason
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    key_id: str
+    secret: bytes
+
+
+class KeySource(Protocol):
+    """Lease signing keys: the one new leases are signed with, and every key
+    a lease may still carry (rotation keeps retired keys verifiable)."""
+
+    def current(self) -> SigningKey: ...
+
+    def get(self, key_id: str) -> SigningKey | None: ...
+
+
+class LeaseCodec(Protocol):
+    """Opaque, unforgeable lease tokens."""
+
+    @property
+    def boot(self) -> str:
+        """The key id new leases carry."""
+        ...
+
+    def new_lease_id(self) -> str: ...
+
+    def sign(self, claims: LeaseClaims) -> str: ...
+
+    def verify(self, token: str) -> LeaseClaims:
+        """The claims of a genuine lease; raises LeaseRejected."""
+        ...

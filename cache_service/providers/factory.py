@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from cache_service.domain.clock import Clock
-from cache_service.providers.base import Provider
+from cache_service.domain.ports import Clock, Provider
 from cache_service.providers.local import LocalProvider
 from cache_service.settings import CacheSettings
 

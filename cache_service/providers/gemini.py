@@ -27,15 +27,21 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from cache_service.domain.model import JSON, ModelCall, ModelReply, ResourceName, Usage
-from cache_service.providers.base import (
+from cache_service.domain.model import (
+    JSON,
     CacheHandle,
-    CacheNotFound,
     CacheSpec,
+    ListedCache,
+    ModelCall,
+    ModelReply,
+    ResourceName,
+    Usage,
+)
+from cache_service.domain.ports import (
+    CacheNotFound,
     CacheTooSmall,
     ContextWindowExceeded,
     InvalidRequest,
-    ListedCache,
     ProviderError,
     ProviderPermissionDenied,
     ProviderUnavailable,

@@ -11,7 +11,9 @@ benchmarks.
   a system instruction, tools or tool config, and must carry contents.
 - Tokens: canonical UTF-8 bytes / 4, rounded up, like the registry's
   estimate. A cached call's prompt is the cache's tokens plus the suffix's.
-- Prices: domain.pricing defaults; ``bill()`` totals what was billed.
+- Prices: domain.pricing defaults; ``bill()`` totals what was billed. A
+  deleted or expired cache leaves only its storage token-seconds, summed,
+  so memory stays flat however many caches come and go.
 - Replies are deterministic. If tools are declared (in the request or the
   cache) and the last content is user text naming a declared function, the
   reply calls it: id ``call-<8 hex of the request hash>``, args
@@ -36,20 +38,27 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agentctx_common.canonical import canonical_json
-from cache_service.domain.clock import Clock, SystemClock
+from cache_service.domain.clock import SystemClock
 from cache_service.domain.keys import Prefix, estimate_tokens
-from cache_service.domain.model import JSON, ModelCall, ModelReply, ResourceName, Usage
-from cache_service.domain.pricing import Bill, Pricing
-from cache_service.providers.base import (
+from cache_service.domain.model import (
+    JSON,
     CacheHandle,
-    CacheNotFound,
     CacheSpec,
+    ListedCache,
+    ModelCall,
+    ModelReply,
+    ResourceName,
+    Usage,
+)
+from cache_service.domain.ports import (
+    CacheNotFound,
     CacheTooSmall,
+    Clock,
     ContextWindowExceeded,
     InvalidRequest,
-    ListedCache,
     ProviderError,
 )
+from cache_service.domain.pricing import Bill, Pricing
 
 MODEL_PREFIX = "local-sim"
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -62,7 +71,9 @@ class _SimCache:
     tokens: int
     created: float
     expire: float
-    deleted_at: float | None = None
+
+    def storage_token_seconds(self, until: float) -> float:
+        return self.tokens * max(0.0, min(until, self.expire) - self.created)
 
 
 class LocalProvider:
@@ -86,7 +97,7 @@ class LocalProvider:
         self.create_gate: asyncio.Event | None = None
         self.counts = {"create": 0, "update": 0, "delete": 0, "list": 0, "generate": 0, "stream": 0}
         self._caches: dict[ResourceName, _SimCache] = {}
-        self._gone: list[_SimCache] = []
+        self._gone_token_seconds = 0.0  # storage of the caches no longer held
         self._ids = itertools.count(1)
         self._failures: dict[str, list[ProviderError]] = {}
         self._stream_failure: tuple[int, ProviderError] | None = None
@@ -105,9 +116,9 @@ class LocalProvider:
 
     def lose_caches(self) -> None:
         """Forget every cache, as a provider does at an expiry we missed."""
+        now = self.clock.wall()
         for cache in self._caches.values():
-            cache.deleted_at = self.clock.wall()
-            self._gone.append(cache)
+            self._gone_token_seconds += cache.storage_token_seconds(now)
         self._caches.clear()
 
     def live_names(self) -> set[ResourceName]:
@@ -120,10 +131,8 @@ class LocalProvider:
     def bill(self) -> Bill:
         """What has been billed so far, storage up to now included."""
         now = self.clock.wall()
-        storage = sum(
-            c.tokens * max(0.0, min(c.deleted_at if c.deleted_at is not None else now, c.expire) - c.created)
-            for c in itertools.chain(self._caches.values(), self._gone)
-        ) / 3600.0
+        live = sum(c.storage_token_seconds(now) for c in self._caches.values())
+        storage = (live + self._gone_token_seconds) / 3600.0
         return Bill(**{**self._bill.__dict__, "storage_token_hours": storage})
 
     # --- Provider -------------------------------------------------------------
@@ -156,8 +165,8 @@ class LocalProvider:
     async def delete_cache(self, name: ResourceName) -> None:
         await self._enter("delete")
         cache = self._live(name)
-        cache.deleted_at = self.clock.wall()
-        self._gone.append(self._caches.pop(name))
+        del self._caches[name]
+        self._gone_token_seconds += cache.storage_token_seconds(self.clock.wall())
 
     async def list_caches(self) -> list[ListedCache]:
         await self._enter("list")
@@ -218,8 +227,8 @@ class LocalProvider:
         cache = self._caches.get(name)
         if cache is not None and cache.expire <= self.clock.wall():
             # Expired: gone, as on a real provider.
-            cache.deleted_at = cache.expire
-            self._gone.append(self._caches.pop(name))
+            del self._caches[name]
+            self._gone_token_seconds += cache.storage_token_seconds(cache.expire)
             cache = None
         if cache is None:
             raise CacheNotFound(status=404)

@@ -20,7 +20,8 @@ from cache_service.app import CacheApp
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.policy import PolicySettings
-from cache_service.domain.registry import Registry, RegistrySettings
+from cache_service.domain.registry import Registry
+from cache_service.domain.registry_settings import RegistrySettings
 from cache_service.journal import FileJournal
 from cache_service.providers.gemini import GeminiProvider
 from cache_service.providers.local import LocalProvider

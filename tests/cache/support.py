@@ -10,8 +10,8 @@ from typing import Any
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import Prefix, PrefixView, Scope
-from cache_service.domain.model import ModelCall
-from cache_service.domain.registry import AcquireResult, Registry
+from cache_service.domain.model import AcquireResult, ModelCall
+from cache_service.domain.registry import Registry
 from cache_service.journal import FileJournal
 from cache_service.providers.local import LocalProvider
 
@@ -85,7 +85,7 @@ class Harness:
         journal names exactly those as pending (intents of creates whose
         outcome is unknown stay until the next start looks them up)."""
         await self.settle()
-        held = {e.handle.name.reveal() for e in self.registry.entries()}
+        held = {e.handle.name.reveal() for e in (await self.registry.entries())}
         assert self.live_names() == held
         assert {r.name.reveal() for r in self.journal.pending() if r.name is not None} == held
 

@@ -12,8 +12,8 @@ import pytest
 from agentctx_common.errors import InvalidArgument, PermissionDenied, ResourceExhausted, Unavailable
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import Prefix, PrefixView
-from cache_service.domain.model import BypassReason, CacheState, ModelCall
-from cache_service.providers.base import CacheSpec, InvalidRequest
+from cache_service.domain.model import BypassReason, CacheSpec, CacheState, ModelCall
+from cache_service.domain.ports import InvalidRequest
 from cache_service.providers.gemini import GeminiProvider
 from tests.cache.support import SYSTEM, scope
 from tests.fakes.gemini_server import MISSING_MESSAGE, FakeGemini
@@ -172,7 +172,7 @@ async def test_403_for_another_reason_is_an_error_and_not_retried(gemini_harness
         await Generator(gemini_harness.registry).generate(_gemini_scope(), _call(), lease)
     assert err.value.reason == "PROVIDER_PERMISSION_DENIED"
     assert len(fake_gemini.calls_of("generate")) == 1
-    assert gemini_harness.registry.entry_count == 1
+    assert (await gemini_harness.registry.entry_count()) == 1
 
 
 async def test_stream_missing_cache_before_output_is_resent_after_output_is_not(gemini_harness,
@@ -213,7 +213,7 @@ async def test_ttl_refresh_and_delete_on_the_wire(gemini_harness, fake_gemini: F
     await h.settle()
     [update] = fake_gemini.calls_of("update")
     assert (update.method, update.path, update.body) == ("PATCH", f"/v1beta/{name}", {"ttl": "300s"})
-    h.registry.invalidate(_gemini_scope())
+    await h.registry.invalidate(_gemini_scope())
     await h.settle()
     [delete] = fake_gemini.calls_of("delete")
     assert (delete.method, delete.path) == ("DELETE", f"/v1beta/{name}")

@@ -19,7 +19,7 @@ from agentctx_common.errors import (
 from cache_service.domain.generation import Generator, rewrite_for_cache
 from cache_service.domain.model import BypassReason, CacheState, ModelCall, ModelReply, Usage
 from cache_service.domain.policy import PolicySettings
-from cache_service.providers.base import CacheNotFound, ProviderPermissionDenied, RateLimited
+from cache_service.domain.ports import CacheNotFound, ProviderPermissionDenied, RateLimited
 from tests.cache.support import MODEL, TOOLS, call_over, prefix, scope, view
 
 EAGER = PolicySettings(min_prefix_tokens=64, sightings_before_create=0)
@@ -40,7 +40,7 @@ async def test_with_a_lease_only_the_uncached_suffix_is_sent(h) -> None:
     call = call_over(p, "lookup the weather")
     reply, info = await Generator(h.registry).generate(scope(), call, r.lease)
     assert info.state is CacheState.CREATED and info.prefix_fingerprint == view(3).fingerprint
-    cached = h.provider.cached_prefix(h.registry.entries()[0].handle.name)
+    cached = h.provider.cached_prefix((await h.registry.entries())[0].handle.name)
     assert cached.contents == p.history and cached.tools == TOOLS
     # The cache's tools answer the tool-naming question: the reply calls it.
     assert reply.content is not None and "functionCall" in reply.content["parts"][0]
@@ -68,7 +68,7 @@ async def test_the_cache_holds_a_copy_of_the_prefix(h) -> None:
     mutable = type(p)(p.model, p.system_instruction, p.tools, p.tool_config, tuple(history))
     await h.acquire(mutable)
     history[0]["parts"][0]["text"] = "changed after the create"
-    cached = h.provider.cached_prefix(h.registry.entries()[0].handle.name)
+    cached = h.provider.cached_prefix((await h.registry.entries())[0].handle.name)
     assert cached.contents[0]["parts"][0]["text"].startswith("question 0")
 
 
@@ -99,7 +99,7 @@ async def test_leases_are_checked_at_generate(h) -> None:
     with pytest.raises(PermissionDenied) as other:
         await gen.generate(scope(user="intruder"), call_over(prefix(3)), r.lease)
     assert other.value.reason == "LEASE_SCOPE_MISMATCH"
-    h.registry.invalidate(scope())
+    await h.registry.invalidate(scope())
     with pytest.raises(FailedPrecondition) as gone:
         await gen.generate(scope(), call_over(prefix(3)), r.lease)
     assert gone.value.metadata["invalid_reason"] == "INVALIDATED"
@@ -123,7 +123,7 @@ async def test_missing_cache_is_dropped_and_the_call_sent_once_more_uncached(h, 
     assert (info.state, info.bypass_reason) == (CacheState.BYPASS, BypassReason.CACHE_MISSING)
     assert usage is not None and usage.cached_prompt_tokens == 0
     # The entry is gone, its lease dead, and the next acquire creates a new cache.
-    assert h.registry.entry_count == 0
+    assert (await h.registry.entry_count()) == 0
     with pytest.raises(FailedPrecondition):
         await gen.generate(scope(), call_over(prefix(3)), r.lease)
     assert (await h.acquire(prefix(3))).info.state is CacheState.CREATED
@@ -141,7 +141,7 @@ async def test_missing_cache_after_output_was_streamed_is_not_retried(h) -> None
             received.append(chunk)
     assert err.value.reason == "CACHE_MISSING"
     assert h.provider.counts["stream"] == 1  # never sent a second time
-    assert h.registry.entry_count == 0  # but the lost cache is forgotten
+    assert (await h.registry.entry_count()) == 0  # but the lost cache is forgotten
     await h.assert_in_step()
 
 
@@ -152,7 +152,7 @@ async def test_a_denial_that_does_not_name_the_cache_is_an_error_not_a_retry(h) 
         await Generator(h.registry).generate(scope(), call_over(prefix(3)), r.lease)
     assert err.value.reason == "PROVIDER_PERMISSION_DENIED"
     assert h.provider.counts["generate"] == 1
-    assert h.registry.entry_count == 1
+    assert (await h.registry.entry_count()) == 1
 
 
 async def test_a_failed_call_keeps_its_cache_and_leaks_nothing(h) -> None:
@@ -180,7 +180,7 @@ async def test_a_failed_call_keeps_its_cache_and_leaks_nothing(h) -> None:
     assert reply.usage is not None and reply.usage.cached_prompt_tokens > 0
     # And the cache goes when its TTL ends, not before.
     h.clock.advance(400)
-    h.registry.sweep()
+    await h.registry.sweep()
     await h.assert_in_step()
     assert not h.provider.live_names()
 
@@ -197,7 +197,7 @@ async def test_cache_is_not_deleted_while_a_lease_still_names_it(h) -> None:
     assert info.prefix_fingerprint == old.info.prefix_fingerprint
     assert reply.usage is not None and reply.usage.cached_prompt_tokens == old.info.prefix_tokens
     assert h.provider.counts["generate"] == 1 and h.provider.counts["delete"] == 0
-    h.registry.release(old.lease)
+    await h.registry.release(old.lease)
     await h.settle()
     assert h.provider.counts["delete"] == 1
     await h.assert_in_step()
@@ -207,7 +207,7 @@ async def test_a_failed_grow_does_not_decide_any_deletion(h) -> None:
     """ADK Go #1951: a failed write still decided deletions. A grow whose
     create fails keeps serving the old cache and deletes nothing."""
     old = await h.acquire(prefix(3))
-    h.registry.release(old.lease)
+    await h.registry.release(old.lease)
     h.provider.fail_next("create", RateLimited())
     r = await h.acquire(prefix(6))
     assert r.info.state is CacheState.HIT and r.info.prefix_fingerprint == old.info.prefix_fingerprint
@@ -219,11 +219,11 @@ async def test_a_failed_grow_does_not_decide_any_deletion(h) -> None:
 
 
 async def test_a_failed_delete_stays_in_the_journal(h) -> None:
-    from cache_service.providers.base import ProviderUnavailable
+    from cache_service.domain.ports import ProviderUnavailable
 
     r = await h.acquire(prefix(3))
     h.provider.fail_next("delete", ProviderUnavailable(), times=5)
-    h.registry.invalidate(scope())
+    await h.registry.invalidate(scope())
     await h.settle()
     assert h.janitor.failed == 1
     pending = h.journal.pending()

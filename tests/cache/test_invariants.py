@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import chain_digests
-from cache_service.domain.leases import LeaseRejected
 from cache_service.domain.policy import PolicySettings
-from cache_service.domain.registry import Registry, RegistrySettings
+from cache_service.domain.ports import LeaseRejected, ProviderUnavailable
+from cache_service.domain.registry import Registry
+from cache_service.domain.registry_settings import RegistrySettings
 from cache_service.journal import FileJournal
-from cache_service.providers.base import ProviderUnavailable
 from cache_service.providers.local import LocalProvider
 from tests.cache.support import Harness, prefix, scope
 
@@ -73,21 +73,21 @@ async def _run(ops: list[tuple[Any, ...]], directory: str) -> None:
                 if r.lease:
                     leases.append(r.lease)
             elif kind == "release" and leases:
-                registry.release(leases[op[1] % len(leases)])
+                await registry.release(leases[op[1] % len(leases)])
             elif kind == "invalidate":
-                registry.invalidate(scope(user=op[1]))
+                await registry.invalidate(scope(user=op[1]))
             elif kind == "advance":
                 clock.advance(op[1])
-                registry.sweep()
+                await registry.sweep()
             elif kind == "fail_create":
                 provider.fail_next("create", ProviderUnavailable())
             await h.assert_in_step()
-            keys = Counter((e.scope_fp, e.digest, e.ttl_s) for e in registry.entries() if not e.retiring)
+            keys = Counter((e.scope_fp, e.digest, e.ttl_s) for e in (await registry.entries()) if not e.retiring)
             assert all(n == 1 for n in keys.values())
-            assert registry.entry_count <= 4
+            assert (await registry.entry_count()) <= 4
             for lease in leases:
                 try:
-                    registry.resolve(lease)
+                    await registry.resolve(lease)
                 except LeaseRejected:
                     pass
         assert provider.counts["create"] <= acquires

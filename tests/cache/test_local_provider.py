@@ -4,13 +4,15 @@ window, and Gemini-like billing."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from cache_service.domain.clock import ManualClock
-from cache_service.domain.keys import PrefixView
-from cache_service.domain.model import ModelCall
+from cache_service.domain.keys import Prefix, PrefixView
+from cache_service.domain.model import CacheSpec, ModelCall
+from cache_service.domain.ports import CacheNotFound, CacheTooSmall, ContextWindowExceeded, InvalidRequest
 from cache_service.domain.pricing import Bill, Pricing
-from cache_service.providers.base import CacheNotFound, CacheSpec, CacheTooSmall, ContextWindowExceeded, InvalidRequest
 from cache_service.providers.local import LocalProvider
 from tests.cache.support import MODEL, SYSTEM, TOOLS, call_over, prefix
 
@@ -127,3 +129,43 @@ async def test_streams_split_the_reply_into_chunks_with_usage_last() -> None:
     assert "".join(c.content["parts"][0]["text"] for c in chunks) == whole.content["parts"][0]["text"]  # type: ignore[index]
     assert [c.usage is not None for c in chunks] == [False] * (len(chunks) - 1) + [True]
     assert chunks[-1].usage == whole.usage and chunks[-1].finish_reason == "STOP"
+
+
+async def test_deleted_and_expired_caches_leave_only_their_bill_behind() -> None:
+    """Regression: every deleted, expired or lost cache was kept with a deep
+    copy of its prefix (500 cycles of a 60 KB prefix held 36.5 MiB). Memory
+    after many cycles is flat, and their storage is still billed."""
+    clock = ManualClock()
+    p = LocalProvider(clock=clock, min_cache_tokens=64)
+    big = CacheSpec(MODEL, SYSTEM, TOOLS, None, tuple(_user(f"{i} " + "x" * 1000) for i in range(60)), 60,
+                    "agentctx-big")
+
+    async def cycle(i: int) -> None:
+        handle = await p.create_cache(big)
+        clock.advance(6)
+        if i % 3 == 0:
+            await p.delete_cache(handle.name)
+        elif i % 3 == 1:
+            clock.advance(60)  # expired: found gone at the next touch
+            with pytest.raises(CacheNotFound):
+                await p.update_ttl(handle.name, 60)
+        else:
+            p.lose_caches()
+
+    for i in range(30):
+        await cycle(i)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for i in range(30, 330):
+            await cycle(i)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # One retained prefix is ~60 KB; 300 of them were ~18 MiB.
+    assert after - before < 256 * 1024
+    assert p.live_names() == set()
+    tokens = PrefixView.of(Prefix(MODEL, SYSTEM, TOOLS, None, big.contents)).tokens
+    # Each cache was stored for 6 s, except the expired ones: their full 60 s TTL.
+    billed_seconds = sum(60 if i % 3 == 1 else 6 for i in range(330))
+    assert p.bill().storage_token_hours == pytest.approx(tokens * billed_seconds / 3600)

@@ -11,7 +11,7 @@ import pytest
 from cache_service.domain.generation import Generator
 from cache_service.domain.model import BypassReason, CacheState
 from cache_service.domain.policy import Action, CachedPrefix, PolicySettings, decide
-from cache_service.providers.base import CacheTooSmall
+from cache_service.domain.ports import CacheTooSmall
 from tests.cache.support import call_over, prefix, scope, view
 
 SETTINGS = PolicySettings(min_prefix_tokens=100, sightings_before_create=1, grow_share=0.25)
@@ -72,11 +72,11 @@ async def test_scripted_conversation_first_sighting_agreement_reuse_growth_expir
     # The old cache is still named by two live leases, so it is kept ...
     await h.settle()
     assert p.counts["delete"] == 0 and len(p.live_names()) == 2
-    assert h.registry.release(first_lease)
+    assert await h.registry.release(first_lease)
     await h.settle()
     assert p.counts["delete"] == 0
     # ... until the last of them is released.
-    assert h.registry.release(created_lease)
+    assert await h.registry.release(created_lease)
     await h.settle()
     assert p.counts["delete"] == 1 and len(p.live_names()) == 1
     # Turn 5 reuses the grown cache.
@@ -85,7 +85,7 @@ async def test_scripted_conversation_first_sighting_agreement_reuse_growth_expir
     # After expiry the cache is deleted, and the next agreeing turn creates
     # again at once: its prefix was seen before.
     h.clock.advance(301)
-    h.registry.sweep()
+    await h.registry.sweep()
     await h.assert_in_step()
     assert not p.live_names()
     r = await h.acquire(prefix(6))
@@ -151,7 +151,7 @@ async def test_sixty_turn_conversation_reads_most_prompt_tokens_from_cache(harne
         r = await h.acquire(p)
         reply, _ = await gen.generate(scope(), call_over(p, f"turn {t}"), r.lease)
         if r.lease:
-            h.registry.release(r.lease)
+            await h.registry.release(r.lease)
         assert reply.usage is not None
         prompt += reply.usage.prompt_tokens
         cached += reply.usage.cached_prompt_tokens
@@ -184,6 +184,6 @@ async def test_grow_in_background_leases_the_current_cache_at_once(harness_facto
     grown = await h.acquire(prefix(5))
     assert grown.info.state is CacheState.HIT and grown.info.prefix_fingerprint == view(5).fingerprint
     for lease in (created.lease, growing.lease, again.lease):
-        h.registry.release(lease)
+        await h.registry.release(lease)
     await h.assert_in_step()
     assert len(p.live_names()) == 1 and p.counts["delete"] == 1 and p.counts["create"] == 2  # one grow, shared

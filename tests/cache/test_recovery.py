@@ -17,9 +17,8 @@ import pytest
 from agentctx.cache.v1 import cache_service_pb2_grpc
 from agentctx.type.v1 import cache_pb2
 from cache_service.domain.cleanup import Janitor
-from cache_service.domain.model import ResourceName
+from cache_service.domain.model import CacheSpec, ResourceName
 from cache_service.journal import FILE_NAME, FileJournal
-from cache_service.providers.base import CacheSpec
 from cache_service.providers.gemini import GeminiProvider
 from cache_service.recovery import recover
 from tests.cache import protos
@@ -144,10 +143,11 @@ async def test_restart_after_kill_9_during_a_create_finds_the_cache_by_display_n
     try:
         await asyncio.to_thread(wait_healthy, port, certs_dir, "context-client", first)
         pending = asyncio.create_task(_acquire(port, certs_dir))
-        # The journal has the intent once the create request is on its way.
+        # The journal has the intent before the create request is sent.
         journal_path = tmp_path / "data" / FILE_NAME
         assert await asyncio.to_thread(_wait_for, lambda: journal_path.exists() and "intent" in journal_path.read_text())
-        await asyncio.sleep(0.2)
+        # Killed only once the provider holds the request (a fixed pause lost this race under load).
+        assert await asyncio.to_thread(fake_gemini.create_arrived.wait, 30)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()

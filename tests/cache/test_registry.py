@@ -13,7 +13,7 @@ from agentctx_common.errors import InvalidArgument, ResourceExhausted
 from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import BypassReason, CacheState
 from cache_service.domain.policy import PolicySettings
-from cache_service.providers.base import ProviderUnavailable, RateLimited
+from cache_service.domain.ports import ProviderUnavailable, RateLimited
 from tests.cache.support import prefix, scope, view
 
 EAGER = PolicySettings(min_prefix_tokens=64, sightings_before_create=0)
@@ -57,15 +57,15 @@ async def test_scopes_are_isolated(harness_factory) -> None:
     assert len({r.info.scope_fingerprint for r in results}) == len(scopes)
     assert h.provider.counts["create"] == len(scopes)
     # A lease is honoured only in its own scope.
-    _entry, _ = h.registry.resolve(results[0].lease, scopes[0].fingerprint)
+    _entry, _ = await h.registry.resolve(results[0].lease, scopes[0].fingerprint)
     with pytest.raises(Exception) as refused:
-        h.registry.resolve(results[0].lease, scopes[1].fingerprint)
+        await h.registry.resolve(results[0].lease, scopes[1].fingerprint)
     assert getattr(refused.value, "reason", "") == "LEASE_SCOPE_MISMATCH"
     # Invalidating one scope leaves the others alone.
-    removed, cancelled = h.registry.invalidate(scopes[1])
+    removed, cancelled = await h.registry.invalidate(scopes[1])
     assert (removed, cancelled) == (1, 0)
-    assert h.registry.status(scopes[0]).entry_count == 1
-    assert h.registry.status(scopes[1]).entry_count == 0
+    assert (await h.registry.status(scopes[0])).entry_count == 1
+    assert (await h.registry.status(scopes[1])).entry_count == 0
     await h.assert_in_step()
 
 
@@ -108,7 +108,7 @@ async def test_late_and_timely_waiters_of_one_create(harness_factory) -> None:
     early = asyncio.create_task(h.acquire(view(3), deadline=now + 2))
     late = asyncio.create_task(h.acquire(view(3), deadline=now + 5))
     await asyncio.sleep(0.01)
-    assert h.registry.status(scope()).waiter_count == 2
+    assert (await h.registry.status(scope())).waiter_count == 2
     h.clock.advance(3)  # past the first waiter's deadline, before the second's
     h.provider.create_gate.set()
     r_early, r_late = await early, await late
@@ -125,11 +125,11 @@ async def test_orphan_create_after_every_waiter_timed_out_is_deleted(harness_fac
     # A deadline on the monotonic clock that is real time away: the wait times out.
     r = await h.acquire(view(3), deadline=h.clock.monotonic() + 0.05)
     assert r.info.bypass_reason is BypassReason.DEADLINE_EXCEEDED
-    assert h.registry.status(scope()).inflight_count == 1
+    assert (await h.registry.status(scope())).inflight_count == 1
     h.provider.create_gate.set()
     await h.settle()
     assert h.provider.counts["create"] == 1 and h.provider.counts["delete"] == 1
-    assert h.registry.entry_count == 0
+    assert (await h.registry.entry_count()) == 0
     await h.assert_in_step()
 
 
@@ -138,16 +138,16 @@ async def test_invalidate_during_an_in_flight_create(harness_factory) -> None:
     h.provider.create_gate = asyncio.Event()
     waiters = [asyncio.create_task(h.acquire(view(3))) for _ in range(3)]
     await asyncio.sleep(0.01)
-    status = h.registry.status(scope())
+    status = await h.registry.status(scope())
     assert (status.inflight_count, status.waiter_count) == (1, 3)
-    assert h.registry.invalidate(scope()) == (0, 1)
+    assert (await h.registry.invalidate(scope())) == (0, 1)
     results = await asyncio.gather(*waiters)
     assert {r.info.bypass_reason for r in results} == {BypassReason.INVALIDATED}
     # The create finishes after the invalidation: its cache is deleted, not installed.
     h.provider.create_gate.set()
     await h.settle()
     assert h.provider.counts["delete"] == 1
-    assert h.registry.status(scope()).entry_count == 0
+    assert (await h.registry.status(scope())).entry_count == 0
     await h.assert_in_step()
     # Invalidation also forgot the scope's sightings: the next request is new.
     r = await h.acquire(view(3))
@@ -160,14 +160,14 @@ async def test_ttl_expiry_deletes_through_the_cleanup_path(harness) -> None:
     r = await h.acquire(prefix(3))
     assert r.info.state is CacheState.CREATED
     h.clock.advance(299)
-    h.registry.sweep()
+    await h.registry.sweep()
     await h.settle()
     assert h.provider.counts["delete"] == 0
     h.clock.advance(2)
-    h.registry.sweep()
+    await h.registry.sweep()
     await h.settle()
     assert h.provider.counts["delete"] == 1
-    assert h.registry.entry_count == 0 and h.journal.pending() == []
+    assert (await h.registry.entry_count()) == 0 and h.journal.pending() == []
 
 
 async def test_a_cache_close_to_expiry_is_not_leased(harness_factory) -> None:
@@ -187,7 +187,7 @@ async def test_hit_extends_ttl_when_half_is_left(harness_factory) -> None:
     assert r.info.state is CacheState.HIT
     await h.settle()
     assert h.provider.counts["update"] == 1
-    entry = h.registry.entries()[0]
+    entry = (await h.registry.entries())[0]
     assert entry.handle.expire_time == h.clock.wall() + 300
     assert first.info.expire_time is not None and entry.handle.expire_time > first.info.expire_time
 
@@ -196,17 +196,17 @@ async def test_eviction_deletes_the_least_recently_used_idle_cache(harness_facto
     h = await harness_factory(policy=EAGER, max_entries=2)
     a = await h.acquire(prefix(3), scope(user="a"))
     b = await h.acquire(prefix(3), scope(user="b"))
-    h.registry.release(a.lease)
-    h.registry.release(b.lease)
+    await h.registry.release(a.lease)
+    await h.registry.release(b.lease)
     h.clock.advance(1)
     assert (await h.acquire(prefix(3), scope(user="a"))).info.state is CacheState.HIT
-    h.registry.release((await h.acquire(prefix(3), scope(user="a"))).lease)
+    await h.registry.release((await h.acquire(prefix(3), scope(user="a"))).lease)
     c = await h.acquire(prefix(3), scope(user="c"))
     assert c.info.state is CacheState.CREATED
     await h.settle()
     assert h.provider.counts["delete"] == 1
-    assert h.registry.status(scope(user="b")).entry_count == 0  # b was least recently used
-    assert h.registry.status(scope(user="a")).entry_count == 1
+    assert (await h.registry.status(scope(user="b"))).entry_count == 0  # b was least recently used
+    assert (await h.registry.status(scope(user="a"))).entry_count == 1
     await h.assert_in_step()
 
 
@@ -216,7 +216,27 @@ async def test_no_eviction_of_leased_caches_means_capacity_bypass(harness_factor
     r = await h.acquire(prefix(3), scope(user="b"))
     assert r.info.bypass_reason is BypassReason.CAPACITY
     assert h.provider.counts["create"] == 1
-    h.registry.resolve(held.lease)  # still valid
+    await h.registry.resolve(held.lease)  # still valid
+
+
+async def test_a_create_that_evicts_its_own_scopes_last_cache_gives_its_slot_back(harness_factory) -> None:
+    """Regression: when the eviction that made room for a create removed the
+    last cache of the create's own scope, the create was counted in a slot
+    that was never given back, so the registry lost one of its
+    ``max_entries`` for good."""
+    h = await harness_factory(policy=EAGER, max_entries=2)
+    held = await h.acquire(prefix(3), scope(user="z"))
+    first = await h.acquire(prefix(3), scope(user="a"))
+    await h.registry.release(first.lease)
+    other = await h.acquire(prefix(3, system={"role": "", "parts": [{"text": "Another assistant. " * 20}]}),
+                            scope(user="a"))
+    assert other.info.state is CacheState.CREATED  # after evicting a's first cache
+    await h.registry.invalidate(scope(user="a"))
+    assert await h.registry.entry_count() == 1  # z's, still leased
+    r = await h.acquire(prefix(3), scope(user="b"))
+    assert r.info.state is CacheState.CREATED, r.info
+    await h.registry.resolve(held.lease)
+    await h.assert_in_step()
 
 
 async def test_prefix_over_max_bytes_bypasses_without_a_provider_call(harness_factory) -> None:
@@ -268,7 +288,7 @@ async def test_nested_policy_maps_are_copied(harness_factory) -> None:
     labels["nested"]["team"] = "b"  # type: ignore[index]
     labels["nested"]["tags"].append("y")  # type: ignore[index]
     assert s.fingerprint == fingerprint
-    assert h.registry.resolve(r.lease, fingerprint)
+    assert await h.registry.resolve(r.lease, fingerprint)
     assert (await h.acquire(view(3), scope(policy=labels))).info.state is CacheState.CREATED
 
 
@@ -277,12 +297,12 @@ async def test_invalidate_removes_every_entry_of_the_scope_across_prefixes_and_t
     for n, ttl in ((2, None), (3, None), (3, 900.0)):
         await h.acquire(prefix(n, words=n * 40), ttl=ttl)
     await h.acquire(prefix(3), scope(user="someone-else"))
-    status = h.registry.status(scope())
+    status = await h.registry.status(scope())
     assert status.entry_count == 3 and status.prefix_bytes > 0
-    assert h.registry.invalidate(scope()) == (3, 0)
+    assert (await h.registry.invalidate(scope())) == (3, 0)
     await h.settle()
     assert h.provider.counts["delete"] == 3
-    assert h.registry.status(scope(user="someone-else")).entry_count == 1
+    assert (await h.registry.status(scope(user="someone-else"))).entry_count == 1
     await h.assert_in_step()
 
 
@@ -296,7 +316,7 @@ async def test_a_cancelled_caller_leaves_no_cache_behind(harness_factory) -> Non
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller
-    assert h.registry.status(scope()).waiter_count == 0
+    assert (await h.registry.status(scope())).waiter_count == 0
     h.provider.create_gate.set()
     await h.settle()
     assert (h.provider.counts["create"], h.provider.counts["delete"]) == (1, 1)

@@ -15,7 +15,7 @@ from agentctx_common.canonical import fingerprint, prefix_json
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.status import error_from_rpc
 from cache_service.domain.clock import ManualClock
-from cache_service.providers.base import RateLimited
+from cache_service.domain.ports import RateLimited
 from tests.cache import protos
 
 CREATED, HIT, BYPASS = cache_pb2.CACHE_STATE_CREATED, cache_pb2.CACHE_STATE_HIT, cache_pb2.CACHE_STATE_BYPASS

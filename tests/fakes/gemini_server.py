@@ -15,7 +15,8 @@ Knobs: ``fail(op, status, ...)`` scripts the next answers of one operation
 (429 with RetryInfo, 400 "too small", 403/404 missing cache, a context-window
 400, or an error after N streamed chunks); ``forget_caches()`` makes the
 provider lose every cache; ``missing_status`` picks 403 or 404 for a missing
-cache; ``create_gate`` holds creates until set. Cache names look like
+cache; ``create_gate`` holds creates until set (``create_arrived`` is set once
+one is held). Cache names look like
 ``cachedContents/fakecache-<hex>`` (``NAME_MARK``) so tests can scan output for
 them.
 """
@@ -112,6 +113,7 @@ class FakeGemini:
         self.caches: dict[str, _Cache] = {}
         self.deleted: list[str] = []
         self.create_gate: threading.Event | None = None
+        self.create_arrived = threading.Event()
         self._scripts: dict[str, list[_Scripted]] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -277,6 +279,7 @@ class FakeGemini:
 
     def _create(self, prefix: str, body: dict[str, Any]) -> tuple[int, Any, None]:
         if self.create_gate is not None:
+            self.create_arrived.set()
             self.create_gate.wait(timeout=30)
         cached = {k: body.get(k) for k in ("contents", "systemInstruction", "tools", "toolConfig") if body.get(k)}
         tokens = _estimate_tokens(cached)

@@ -1,0 +1,212 @@
+"""Provider creates: joining one, running it, installing its cache (see
+docs/ARCHITECTURE.md, "Cache service").
+
+A miss joins the key's flight or starts one (after reserving a slot). The
+create is journaled (intent, then created) around the provider call, which
+runs under ``create_timeout_s``. When it finishes:
+
+- success: waiters past their deadline get DEADLINE_EXCEEDED; the cache is
+  installed, a grown one retires the cache it replaces, and each remaining
+  waiter gets a lease (the first one CREATED or GROWN, the rest HIT). A
+  cache nobody waits for any more, or created for a scope invalidated
+  meanwhile, is deleted through the cleanup path instead of becoming an
+  unreachable entry.
+- failure: classified (domain.failures); a failed grow keeps serving the
+  cache it meant to replace; a refusal for size teaches the floor.
+
+With ``grow_in_background`` a grow's caller leases the cache it has and the
+grow runs without waiters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+
+from opentelemetry import metrics, trace
+from opentelemetry.util.types import AttributeValue
+
+from cache_service.domain import single_flight
+from cache_service.domain.entry import Entry
+from cache_service.domain.failures import Outcome, bypass, classify_create_failure, failure
+from cache_service.domain.flight import Flight
+from cache_service.domain.keys import PrefixView, Scope
+from cache_service.domain.lease_issuer import LeaseIssuer
+from cache_service.domain.lifecycle import Lifecycle
+from cache_service.domain.model import BypassReason, CacheHandle, CacheInfo, CacheSpec, CacheState
+from cache_service.domain.ports import Cleanup, Clock, Journal, Provider, RegistryStore, SingleFlight
+from cache_service.domain.registry_settings import RegistrySettings
+
+log = logging.getLogger("agentctx.cache.registry")
+_tracer = trace.get_tracer("agentctx.cache")
+_meter = metrics.get_meter("agentctx.cache")
+_creates = _meter.create_counter("agentctx.cache.creates", description="Provider cache creates by outcome.")
+
+
+class Creator:
+    def __init__(self, providers: Mapping[str, Provider], journal: Journal, cleanup: Cleanup, clock: Clock,
+                 settings: RegistrySettings, store: RegistryStore, flights: SingleFlight, issuer: LeaseIssuer,
+                 lifecycle: Lifecycle) -> None:
+        self._providers = providers
+        self._journal = journal
+        self._cleanup = cleanup
+        self._clock = clock
+        self._settings = settings
+        self._store = store
+        self._flights = flights
+        self._issuer = issuer
+        self._lifecycle = lifecycle
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Test seam: runs after a create's result arrived, before it is installed.
+        self.after_create_result: Callable[[], Awaitable[None]] | None = None
+        self.orphans_deleted = 0
+
+    def _failure(self, reason: BypassReason, base: CacheInfo, retry_after: float | None = None) -> Outcome:
+        return failure(self._settings.failure_mode, reason, base, retry_after)
+
+    # --- joining ------------------------------------------------------------------
+
+    async def join(self, scope: Scope, view: PrefixView, ttl: float, match: Entry | None, deadline: float,
+                   base: CacheInfo, reserve_slot: Callable[[], Awaitable[bool]]) -> Outcome:
+        """Waits for the create of ``view`` (starting it if none runs), or
+        serves ``match`` where the create cannot be waited for."""
+        sfp = scope.fingerprint
+        key = (view.digest, ttl)
+        flight = self._flights.find(sfp, key)
+        if flight is None:
+            if not await reserve_slot():
+                return await self._issuer.issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
+            flight = Flight(key, scope, sfp, view, ttl, replaces=match,
+                            background=match is not None and self._settings.grow_in_background)
+            if not await self._flights.begin(flight):
+                # Another replica runs this create.
+                return await self._issuer.issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
+            self._spawn(self._run(flight))
+        if match is not None and flight.background:
+            return await self._issuer.issue(match, CacheState.HIT)
+        if flight.live_waiters() >= self._settings.max_waiters:
+            return await self._issuer.issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
+        waiter = single_flight.join(flight, deadline)
+        return await single_flight.wait(waiter, self._clock, lambda: self._failure(BypassReason.DEADLINE_EXCEEDED, base))
+
+    # --- the create -----------------------------------------------------------------
+
+    async def _run(self, flight: Flight) -> None:
+        provider = self._providers[flight.scope.provider]
+        entry_id = secrets.token_hex(8)
+        display_name = f"agentctx-{entry_id}"
+        prefix = flight.view.prefix
+        spec = CacheSpec(prefix.model, prefix.system_instruction, prefix.tools, prefix.tool_config, prefix.history,
+                         flight.ttl_s, display_name)
+        attrs: dict[str, AttributeValue] = {"cache.provider": provider.name, "cache.prefix_tokens": flight.view.tokens,
+                 "cache.grow": flight.replaces is not None}
+        with _tracer.start_as_current_span("cache.create", attributes=attrs) as span:
+            try:
+                await self._journal.intent(entry_id, provider.name, display_name, self._clock.wall() + flight.ttl_s)
+            except OSError as exc:
+                log.error("journal write failed; create skipped", extra={"error_type": type(exc).__name__})
+                span.set_attribute("cache.outcome", "journal_failed")
+                await self._fail(flight, BypassReason.CREATE_FAILED)
+                return
+            try:
+                async with asyncio.timeout(self._settings.create_timeout_s):
+                    handle = await provider.create_cache(spec)
+            except (Exception, asyncio.CancelledError) as exc:
+                failed = classify_create_failure(exc, flight.view.tokens)
+                span.set_attribute("cache.outcome", failed.reason.value)
+                _creates.add(1, {"provider": provider.name, "outcome": failed.reason.value})
+                log.info("cache create failed", extra={"entry": entry_id, "reason": failed.reason.value,
+                                                        "error_type": type(exc).__name__})
+                if failed.learned_floor is not None:
+                    await self._store.learn_floor(flight.scope.provider, flight.scope.model, failed.learned_floor)
+                if failed.definite:
+                    # The provider refused: nothing was created.
+                    await _quietly(self._journal.deleted(entry_id))
+                await self._fail(flight, failed.reason, failed.retry_after)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
+            span.set_attribute("cache.outcome", "created")
+            _creates.add(1, {"provider": provider.name, "outcome": "created"})
+            try:
+                await self._journal.created(entry_id, handle.name, handle.expire_time)
+            except OSError as exc:
+                # Never keep a cache the journal cannot name after a crash.
+                log.error("journal write failed; new cache deleted", extra={"error_type": type(exc).__name__})
+                self._cleanup.delete(flight.scope.provider, entry_id, handle.name, "unjournaled")
+                await self._fail(flight, BypassReason.CREATE_FAILED)
+                return
+            if self.after_create_result is not None:
+                await self.after_create_result()
+            await self._install(flight, entry_id, handle)
+
+    async def _install(self, flight: Flight, entry_id: str, handle: CacheHandle) -> None:
+        """One step from the deadline check to the last lease (the in-memory
+        store never suspends), so no waiter can slip past its deadline in
+        between."""
+        now = self._clock.monotonic()
+        base = flight.info()
+        live = single_flight.split_late(flight, now, lambda: self._failure(BypassReason.DEADLINE_EXCEEDED, base))
+        await self._flights.end(flight)
+        if flight.cancelled or not (live or flight.background):
+            self.orphans_deleted += 1
+            log.info("orphan cache deleted", extra={"entry": entry_id, "invalidated": flight.cancelled})
+            self._cleanup.delete(flight.scope.provider, entry_id, handle.name, "orphan")
+            return
+        view = flight.view
+        entry = Entry(
+            id=entry_id, generation=await self._store.next_generation(), scope=flight.scope, scope_fp=flight.scope_fp,
+            ttl_s=flight.ttl_s, prefix_fp=view.fingerprint, history_len=view.history_len, digest=view.digest,
+            tokens=handle.tokens or view.tokens, size_bytes=view.size_bytes, handle=handle, last_used=now,
+        )
+        await self._store.put(entry)
+        old = await self._store.get(flight.replaces.id) if flight.replaces is not None else None
+        if old is not None and not old.retiring:
+            await self._lifecycle.retire(old)
+        first = CacheState.GROWN if flight.replaces is not None else CacheState.CREATED
+        for i, waiter in enumerate(live):
+            waiter.future.set_result(await self._issuer.issue(entry, first if i == 0 else CacheState.HIT))
+        log.info("cache created", extra={"entry": entry_id, "scope": flight.scope_fp[:16], "tokens": entry.tokens,
+                                         "waiters": len(live), "grown": flight.replaces is not None})
+
+    async def _fail(self, flight: Flight, reason: BypassReason, retry_after: float | None = None) -> None:
+        await self._flights.end(flight)
+        base = flight.info()
+        replaces = flight.replaces
+        for waiter in flight.waiters:
+            if waiter.future.done():
+                continue
+            old = await self._store.get(replaces.id) if replaces is not None else None
+            if old is not None and not old.retiring and self._lifecycle.usable(old):
+                # A failed grow keeps serving the cache it meant to replace.
+                waiter.future.set_result(await self._issuer.issue(old, CacheState.HIT))
+            elif reason is BypassReason.BELOW_MIN_TOKENS:
+                waiter.future.set_result(bypass(base, reason))
+            else:
+                waiter.future.set_result(self._failure(reason, base, retry_after))
+
+    # --- tasks ----------------------------------------------------------------------
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def idle(self) -> None:
+        """Waits for in-flight creates to finish (tests and shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+async def _quietly(coro: Awaitable[None]) -> None:
+    try:
+        await coro
+    except OSError as exc:
+        log.warning("journal write failed", extra={"error_type": type(exc).__name__})

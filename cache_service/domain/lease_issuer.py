@@ -1,0 +1,68 @@
+"""Leases on entries: issue, resolve, release (see docs/ARCHITECTURE.md,
+"Cache service"). The token format and its keys are domain.leases.
+
+A lease lives until the earlier of ``lease_ttl_s`` and the cache's expiry.
+It is recorded on its entry, so a replaced (retiring) entry is deleted only
+when its last lease is released or expires, and eviction spares leased
+entries. Resolving checks the signature, the scope, the generation (a lease
+on a removed or re-created entry resolves to the removal's tombstone
+reason) and the expiry.
+"""
+
+from __future__ import annotations
+
+from agentctx_common.errors import PermissionDenied
+from agentctx_common.reasons import Reason
+from cache_service.domain.entry import Entry
+from cache_service.domain.lifecycle import Lifecycle
+from cache_service.domain.model import AcquireResult, CacheState, LeaseClaims
+from cache_service.domain.ports import Clock, LeaseCodec, LeaseRejected, RegistryStore
+from cache_service.domain.registry_settings import RegistrySettings
+
+
+class LeaseIssuer:
+    def __init__(self, store: RegistryStore, signer: LeaseCodec, clock: Clock, settings: RegistrySettings,
+                 lifecycle: Lifecycle) -> None:
+        self.signer = signer
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+        self._lifecycle = lifecycle
+
+    async def issue(self, entry: Entry, state: CacheState) -> AcquireResult:
+        wall = self._clock.wall()
+        expires = min(entry.handle.expire_time, wall + self._settings.lease_ttl_s)
+        lease_id = self.signer.new_lease_id()
+        # None only if a store shared by replicas lost the entry meanwhile:
+        # the token then resolves to its tombstone.
+        leased = await self._store.add_lease(entry.id, lease_id, expires, self._clock.monotonic()) or entry
+        token = self.signer.sign(LeaseClaims(self.signer.boot, entry.id, entry.generation, entry.scope_fp, lease_id,
+                                             expires, state.value))
+        if state is CacheState.HIT:
+            self._lifecycle.maybe_refresh(leased, wall)
+        return AcquireResult(token, leased.info(state))
+
+    async def resolve(self, token: str, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
+        """The live entry a lease names. Raises LeaseRejected, or
+        PermissionDenied for a genuine lease of another scope."""
+        claims = self.signer.verify(token)
+        if scope_fp is not None and claims.scope_fingerprint != scope_fp:
+            raise PermissionDenied("the lease belongs to another scope", reason=Reason.LEASE_SCOPE_MISMATCH)
+        entry = await self._store.get(claims.entry_id)
+        if entry is None or entry.generation != claims.generation:
+            raise LeaseRejected(await self._store.tombstone(claims.entry_id) or "UNKNOWN")
+        if claims.lease_id not in entry.leases:
+            raise LeaseRejected("UNKNOWN")
+        if self._clock.wall() >= min(claims.expires_at, entry.handle.expire_time):
+            raise LeaseRejected("EXPIRED")
+        return entry, claims
+
+    async def release(self, token: str) -> bool:
+        try:
+            entry, claims = await self.resolve(token)
+        except (LeaseRejected, PermissionDenied):
+            return False
+        released = await self._store.drop_lease(entry.id, claims.lease_id)
+        if released is not None and released.retiring and not released.leases:
+            await self._lifecycle.remove(released, "EXPIRED", "replaced")
+        return True

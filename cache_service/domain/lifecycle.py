@@ -1,0 +1,108 @@
+"""When a cache stops being served, and its deletion (see
+docs/ARCHITECTURE.md, "Cache service").
+
+A cache is deleted when it expires, is evicted, invalidated, found missing,
+or replaced by a grown cache *and* no live lease still names it. A removed
+entry leaves a tombstone (the reason its leases now resolve to) and its
+provider cache goes to the bounded cleanup path; a failed provider call
+never counts as a deletion. Expired and missing caches leave their
+sighting behind, so a conversation that resumes re-creates its cache at
+once. A hit on a cache past half its TTL extends it (``refresh_on_hit``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cache_service.domain.entry import Entry
+from cache_service.domain.model import CacheHandle
+from cache_service.domain.ports import Cleanup, Clock, RegistryStore
+from cache_service.domain.registry_settings import RegistrySettings
+
+log = logging.getLogger("agentctx.cache.registry")
+
+
+class Lifecycle:
+    def __init__(self, store: RegistryStore, cleanup: Cleanup, clock: Clock, settings: RegistrySettings) -> None:
+        self._store = store
+        self._cleanup = cleanup
+        self._clock = clock
+        self._settings = settings
+        self._refreshing: set[str] = set()  # entry ids with a TTL refresh queued (this process's work)
+
+    def usable(self, entry: Entry) -> bool:
+        """Live for longer than the expiry margin."""
+        margin = min(self._settings.expiry_margin_s, entry.ttl_s / 10)
+        return entry.handle.expire_time - margin > self._clock.wall()
+
+    async def remove(self, entry: Entry, invalid_reason: str, why: str) -> None:
+        removed = await self._store.remove(entry.id, invalid_reason)
+        if removed is None:
+            return
+        self._refreshing.discard(removed.id)
+        self._cleanup.delete(removed.provider, removed.id, removed.handle.name, why)
+
+    async def retire(self, entry: Entry) -> None:
+        """Replaced by a grown cache: no new leases; deleted once no lease
+        names it."""
+        retired = await self._store.retire(entry.id)
+        if retired is not None and not retired.leased_at(self._clock.wall()):
+            await self.remove(retired, "EXPIRED", "replaced")
+
+    async def drop_missing(self, entry: Entry) -> None:
+        """The provider no longer holds the cache: forget it now, so the next
+        acquire creates a new one, and delete whatever may be left."""
+        current = await self._store.get(entry.id)
+        if current is None or current.generation != entry.generation:
+            return
+        await self.remove(current, "INVALIDATED", "missing")
+        await self._store.sight(entry.scope_fp, entry.history_len, entry.digest)
+
+    async def remove_scope(self, scope_fp: str) -> list[Entry]:
+        """Forgets the scope's sightings and removes its entries."""
+        await self._store.forget_sightings(scope_fp)
+        entries = await self._store.scope_entries(scope_fp)
+        for entry in entries:
+            await self.remove(entry, "INVALIDATED", "invalidated")
+        return entries
+
+    async def sweep(self) -> None:
+        """Drops expired leases, deletes expired caches and replaced caches
+        that no lease needs any more."""
+        wall = self._clock.wall()
+        for listed in await self._store.all_entries():
+            entry = await self._store.drop_expired_leases(listed.id, wall)
+            if entry is None:
+                continue
+            if entry.handle.expire_time <= wall:
+                await self.remove(entry, "EXPIRED", "expired")
+                await self._store.sight(entry.scope_fp, entry.history_len, entry.digest)
+            elif entry.retiring and not entry.leases:
+                await self.remove(entry, "EXPIRED", "replaced")
+
+    async def evict_one(self) -> bool:
+        """Deletes the least recently used cache no lease names, if any."""
+        victim = await self._store.least_recently_used_idle(self._clock.wall())
+        if victim is None:
+            return False
+        log.info("cache evicted", extra={"entry": victim.id, "scope": victim.scope_fp[:16]})
+        await self.remove(victim, "INVALIDATED", "evicted")
+        return True
+
+    def maybe_refresh(self, entry: Entry, wall: float) -> None:
+        if not self._settings.refresh_on_hit or entry.id in self._refreshing:
+            return
+        if entry.handle.expire_time - wall > entry.ttl_s / 2:
+            return
+        self._refreshing.add(entry.id)
+
+        async def done(handle: CacheHandle | None, gone: bool) -> None:
+            self._refreshing.discard(entry.id)
+            if gone:
+                await self.drop_missing(entry)
+                return
+            current = await self._store.get(entry.id) if handle is not None else None
+            if handle is not None and current is not None and current.generation == entry.generation:
+                await self._store.set_expiry(entry.id, handle.expire_time)
+
+        self._cleanup.refresh(entry.provider, entry.handle.name, entry.ttl_s, done)

@@ -1,0 +1,166 @@
+"""The in-process RegistryStore (domain.ports): the registry's state in
+dicts, for one cache-service process (see docs/ARCHITECTURE.md, "Cache
+service").
+
+- Entries by id (insertion order: oldest first) and, per scope, by key.
+- Tombstones: the invalid reason of the last ``max_tombstones`` removed
+  entries, so a lease on one resolves to INVALIDATED or EXPIRED rather than
+  UNKNOWN.
+- Sightings: (scope, history length, chain digest) -> count, the most
+  recently seen ``max_sightings`` kept.
+- Learned floors: (provider, model) -> the smallest prefix a provider
+  accepted to cache, as its refusals taught us.
+
+No method suspends, so each registry step that calls several of them stays
+atomic on the event loop. Entries handed out are the stored objects
+themselves; callers still change them only through these methods.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from cache_service.domain.entry import Entry, EntryKey
+
+
+@dataclass
+class _ScopeEntries:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    by_key: dict[EntryKey, str] = field(default_factory=dict)
+
+
+class MemoryRegistryStore:
+    def __init__(self, *, max_sightings: int = 4096, max_tombstones: int = 4096) -> None:
+        self._max_sightings = max_sightings
+        self._max_tombstones = max_tombstones
+        self._by_id: dict[str, Entry] = {}
+        self._scopes: dict[str, _ScopeEntries] = {}
+        self._tombstones: OrderedDict[str, str] = OrderedDict()  # entry id -> invalid reason
+        self._sightings: OrderedDict[tuple[str, int, bytes], int] = OrderedDict()
+        self._floors: dict[tuple[str, str], int] = {}
+        self._generations = itertools.count(1)
+
+    # --- entries --------------------------------------------------------------------
+
+    async def get(self, entry_id: str) -> Entry | None:
+        return self._by_id.get(entry_id)
+
+    async def first_match(self, scope_fp: str, keys: Sequence[EntryKey],
+                          usable: Callable[[Entry], bool]) -> Entry | None:
+        state = self._scopes.get(scope_fp)
+        if state is None:
+            return None
+        for key in keys:
+            entry_id = state.by_key.get(key)
+            entry = state.entries.get(entry_id) if entry_id is not None else None
+            if entry is not None and usable(entry):
+                return entry
+        return None
+
+    async def scope_entries(self, scope_fp: str) -> list[Entry]:
+        state = self._scopes.get(scope_fp)
+        return list(state.entries.values()) if state is not None else []
+
+    async def all_entries(self) -> list[Entry]:
+        return list(self._by_id.values())
+
+    async def count(self) -> int:
+        return len(self._by_id)
+
+    async def next_generation(self) -> int:
+        return next(self._generations)
+
+    async def put(self, entry: Entry) -> None:
+        state = self._scopes.setdefault(entry.scope_fp, _ScopeEntries())
+        state.entries[entry.id] = entry
+        state.by_key[entry.key] = entry.id
+        self._by_id[entry.id] = entry
+
+    async def retire(self, entry_id: str) -> Entry | None:
+        entry = self._by_id.get(entry_id)
+        if entry is None:
+            return None
+        entry.retiring = True
+        self._unkey(entry)
+        return entry
+
+    async def remove(self, entry_id: str, invalid_reason: str) -> Entry | None:
+        entry = self._by_id.pop(entry_id, None)
+        if entry is None:
+            return None
+        state = self._scopes.get(entry.scope_fp)
+        if state is not None:
+            state.entries.pop(entry.id, None)
+            self._unkey(entry)
+            if not state.entries:
+                del self._scopes[entry.scope_fp]
+        self._tombstones[entry.id] = invalid_reason
+        while len(self._tombstones) > self._max_tombstones:
+            self._tombstones.popitem(last=False)
+        return entry
+
+    async def tombstone(self, entry_id: str) -> str | None:
+        return self._tombstones.get(entry_id)
+
+    # --- leases and use ---------------------------------------------------------------
+
+    async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
+        entry = self._by_id.get(entry_id)
+        if entry is not None:
+            entry.leases[lease_id] = expires
+            entry.uses += 1
+            entry.last_used = now
+        return entry
+
+    async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
+        entry = self._by_id.get(entry_id)
+        if entry is not None:
+            entry.leases.pop(lease_id, None)
+        return entry
+
+    async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None:
+        entry = self._by_id.get(entry_id)
+        if entry is not None:
+            for lease_id in [lid for lid, exp in entry.leases.items() if exp <= wall]:
+                del entry.leases[lease_id]
+        return entry
+
+    async def set_expiry(self, entry_id: str, expire_time: float) -> Entry | None:
+        entry = self._by_id.get(entry_id)
+        if entry is not None:
+            entry.handle = replace(entry.handle, expire_time=expire_time)
+        return entry
+
+    async def least_recently_used_idle(self, wall: float) -> Entry | None:
+        idle = [e for e in self._by_id.values() if not e.leased_at(wall)]
+        return min(idle, key=lambda e: (not e.retiring, e.last_used)) if idle else None
+
+    # --- sightings and floors -----------------------------------------------------------
+
+    async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
+        key = (scope_fp, history_len, digest)
+        self._sightings[key] = self._sightings.pop(key, 0) + 1
+        while len(self._sightings) > self._max_sightings:
+            self._sightings.popitem(last=False)
+
+    async def agreeing_sightings(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+        return sum(self._sightings.get((scope_fp, n, digest), 0) for n, digest in enumerate(chain))
+
+    async def forget_sightings(self, scope_fp: str) -> None:
+        for key in [k for k in self._sightings if k[0] == scope_fp]:
+            del self._sightings[key]
+
+    async def learned_floor(self, provider: str, model: str) -> int:
+        return self._floors.get((provider, model), 0)
+
+    async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
+        key = (provider, model)
+        self._floors[key] = max(self._floors.get(key, 0), tokens)
+
+    def _unkey(self, entry: Entry) -> None:
+        state = self._scopes.get(entry.scope_fp)
+        if state is not None and state.by_key.get(entry.key) == entry.id:
+            del state.by_key[entry.key]
