@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from agentctx_common.cli.main import main
+from agentctx_cli.main import main
 from tests.diagnostics import helpers as h
 
 

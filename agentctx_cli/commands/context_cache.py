@@ -13,7 +13,7 @@ import sys
 from google.protobuf import json_format
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx_common.cli.connect import add_session_args, call_context_service, message_json, session_name
+from agentctx_cli.connect import add_session_args, call_context_service, message_json, session_name
 from agentctx_common.errors import ConfigError
 
 
