@@ -15,6 +15,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from agentctx_common.errors import AgentCtxError, ConfigError
 
@@ -32,7 +33,7 @@ COMMANDS = (
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not usage + error
+    def error(self, message: str) -> NoReturn:  # one line, not usage + error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

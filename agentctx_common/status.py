@@ -16,8 +16,8 @@ import inspect
 import logging
 import pathlib
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, cast
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -98,7 +98,8 @@ async def abort(context: grpc.aio.ServicerContext, err: AgentCtxError) -> None:
 def status_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> status_pb2.Status | None:
     """The google.rpc.Status a server attached to an error, if any."""
     metadata = err.trailing_metadata() if callable(getattr(err, "trailing_metadata", None)) else None
-    for key, value in metadata or ():
+    # Entries are (key, value) tuples at run time (the stubs type them otherwise).
+    for key, value in cast("Iterable[tuple[str, str | bytes]]", metadata or ()):
         if key == _DETAILS_KEY:
             status = status_pb2.Status()
             status.ParseFromString(value)
@@ -138,9 +139,9 @@ def error_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> AgentCtxError:
                 kwargs["retry_after"] = retry.retry_delay.ToNanoseconds() / 1e9
         kwargs["field_violations"] = violations
         kwargs["precondition_violations"] = preconditions
-    known = wire_reason in Reason.__members__
-    error = cls(err.details() or code.value, reason=Reason[wire_reason] if known else None, **kwargs)
-    if wire_reason and not known:
+    reason = Reason[wire_reason] if wire_reason and wire_reason in Reason.__members__ else None
+    error = cls(err.details() or code.value, reason=reason, **kwargs)
+    if wire_reason and reason is None:
         error.wire_reason = wire_reason
     return error
 
@@ -154,9 +155,9 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
