@@ -23,6 +23,7 @@ from agentctx_common.errors import AgentCtxError, ConfigError
 # command only loads what it needs.
 COMMANDS = (
     "agentctx_cli.commands.certs",
+    "agentctx_cli.commands.init",
     "agentctx_cli.commands.db",
     "agentctx_cli.commands.serve",
     "agentctx_cli.commands.up",

@@ -174,18 +174,19 @@ def check_ports_free(home: pathlib.Path, context_port: int, cache_port: int) -> 
 
 
 def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> pathlib.Path:
-    """Creates certificates and the config file if missing; returns the
-    config file."""
+    """Creates certificates if missing and writes the config file; returns
+    the config file."""
     certs = home / "certs"
-    init_dev_certs(certs)
-    (home / "data").mkdir(parents=True, exist_ok=True)
-    (home / "logs").mkdir(parents=True, exist_ok=True)
     config = home / "agentctx.toml"
-    config.write_text(
-        CONFIG_TEMPLATE.format(
+    try:
+        init_dev_certs(certs)
+        (home / "data").mkdir(parents=True, exist_ok=True)
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        config.write_text(CONFIG_TEMPLATE.format(
             home=home, certs=certs, context_port=context_port, cache_port=cache_port, sample_agent=SAMPLE_AGENT_ID,
-        )
-    )
+        ))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename or home}: {exc.strerror}") from None
     return config
 
 

@@ -17,7 +17,7 @@ from agentctx_cli.connect import add_session_args, call_context_service, message
 from agentctx_common.errors import ConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cache = sub.add_parser("context-cache", help="provider prefix caches of a session's scope")
     actions = cache.add_subparsers(dest="action", required=True, parser_class=sub._parser_class)
     invalidate = actions.add_parser("invalidate", help="drop every cache of a session's scope (confirmed)")

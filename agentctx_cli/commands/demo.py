@@ -21,7 +21,7 @@ from agentctx_cli.pair import Pair, start_pair, stop_pair
 from agentctx_common.errors import ConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser("demo", help="run a scripted agent conversation and show what the cache and compaction do")
     demo.add_argument("--turns", type=positive_int, default=30, help="model calls to make (default 30)")
     demo.add_argument("--home", type=pathlib.Path, default=pathlib.Path(".agentctx"),

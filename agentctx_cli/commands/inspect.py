@@ -22,7 +22,7 @@ from agentctx_cli.connect import (
 from agentctx_cli.invocation import agentctx
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     inspect = sub.add_parser("inspect", help="content-free diagnostic views")
     views = inspect.add_subparsers(dest="view", required=True, parser_class=sub._parser_class)
     lifecycle = views.add_parser("context-lifecycle", help="a session's counts, checkpoint and cache scope")

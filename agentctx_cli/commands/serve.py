@@ -7,7 +7,7 @@ import asyncio
 import pathlib
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="run one service until SIGTERM/SIGINT")
     serve.add_argument("service", choices=["context", "cache"])
     serve.add_argument("--config", type=pathlib.Path, help="TOML config file ([context] / [cache] tables)")

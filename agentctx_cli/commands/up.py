@@ -20,7 +20,7 @@ from agentctx_cli.pair import Pair, start_pair, stop_pair
 from agentctx_common.errors import ConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = sub.add_parser("up", help="start both services on embedded defaults")
     up.add_argument("--home", type=pathlib.Path, default=pathlib.Path(".agentctx"),
                     help="certificates, config, data and logs (default .agentctx)")
