@@ -4,6 +4,7 @@ WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY gen gen
 COPY agentctx_common agentctx_common
+COPY agentctx_cli agentctx_cli
 COPY context_service context_service
 COPY cache_service cache_service
 RUN pip install --no-cache-dir -c constraints.txt . \

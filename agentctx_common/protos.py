@@ -17,16 +17,17 @@ def unknown_field_violations(msg: _message.Message, path: str) -> list[FieldViol
     server does not know; in policy and config messages silently ignoring
     them would change behaviour the caller asked for, so they are rejected.
     """
+    unknown = UnknownFieldSet(msg)
     violations = [
-        FieldViolation(path or "(request)", f"unknown field number {f.field_number}")
-        for f in UnknownFieldSet(msg)
+        FieldViolation(path or "(request)", f"unknown field number {unknown[i].field_number}")
+        for i in range(len(unknown))
     ]
     for field, value in msg.ListFields():
         if field.type != field.TYPE_MESSAGE:
             continue
         child = f"{path}.{field.name}" if path else field.name
         if field.is_repeated:
-            if field.message_type.GetOptions().map_entry:
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
                 continue
             for i, item in enumerate(value):
                 violations += unknown_field_violations(item, f"{child}[{i}]")
@@ -89,13 +90,13 @@ def value_violations(msg: _message.Message, path: str) -> list[FieldViolation]:
         child = f"{path}.{field.name}" if path else field.name
         if field.type == field.TYPE_ENUM:
             for i, number in enumerate(value if field.is_repeated else [value]):
-                if field.enum_type.values_by_number.get(number) is None:
+                if field.enum_type is None or field.enum_type.values_by_number.get(number) is None:
                     where = f"{child}[{i}]" if field.is_repeated else child
                     violations.append(FieldViolation(where, f"unknown enum value {number}"))
         elif field.type == field.TYPE_MESSAGE and _may_hold_bad_values(field.message_type):
             if not field.is_repeated:
                 violations += value_violations(value, child)
-            elif not field.message_type.GetOptions().map_entry:
+            elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
                 for i, item in enumerate(value):
                     violations += value_violations(item, f"{child}[{i}]")
     return violations

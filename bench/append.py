@@ -174,7 +174,7 @@ def start_service(tmp: pathlib.Path, certs: pathlib.Path, db_url: str) -> tuple[
     ]) + "\n")
     log = open(tmp / f"context-{port}.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentctx_common.cli.main", "serve", "context", "--config", str(config)],
+        [sys.executable, "-m", "agentctx_cli.main", "serve", "context", "--config", str(config)],
         stdout=log, stderr=subprocess.STDOUT,
     )
     creds = channel_credentials(certs / "ca.pem", certs / "agent-client.pem", certs / "agent-client.key")

@@ -11,7 +11,7 @@ cache service over mTLS, in this process on 127.0.0.1:0):
   the interval is 10 invocations' worth of calls in this trace;
 - ``agentctx``: the cache service's default policy.
 
-The conversation is the demo's scripted coding agent (agentctx_common.demo),
+The conversation is the demo's scripted coding agent (agentctx_cli.demo),
 with compaction off and a Gemini-sized context window, so that all three
 runs send exactly the same requests (checked). Time is simulated: the cache
 service runs on a manual clock that moves ``SECONDS_PER_CALL`` per call, and
@@ -43,8 +43,8 @@ from typing import Any
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2
+from agentctx_cli.demo import script
 from agentctx_common.certs import init_dev_certs
-from agentctx_common.demo import script
 from cache_service.app import CacheApp
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import Prefix

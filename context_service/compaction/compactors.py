@@ -15,6 +15,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -90,7 +91,7 @@ class ExtractiveCompactor:
         if self._pool is None:
             # spawn, never fork: this process runs gRPC threads.
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                self._processes, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                self._processes, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
             )
         return self._pool
 
@@ -139,7 +140,10 @@ def _ping() -> bool:
     return True
 
 
-def _lower_priority() -> None:
+def _init_worker() -> None:
+    # Ctrl-C reaches the whole process group; stopping a worker is its
+    # parent's business (pool shutdown), never a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(10)
 

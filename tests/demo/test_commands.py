@@ -12,7 +12,7 @@ from tests.support.processes import free_port
 
 
 def _agentctx(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agentctx_common.cli.main", *argv],
+    return subprocess.run([sys.executable, "-m", "agentctx_cli.main", *argv],
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -26,7 +26,7 @@ def test_demo_starts_a_pair_when_none_answers_and_stops_it_after(tmp_path: pathl
     done = _agentctx("demo", "--home", str(tmp_path / "home"), "--context-port", str(context_port),
                      "--cache-port", str(cache_port), "--turns", "6")
     assert done.returncode == 0, done.stderr
-    assert "starting one from" in done.stdout and "stopped the services started for the demo" in done.stdout
+    assert "starting one from" in done.stdout and "Stopped the services started for the demo" in done.stdout
     assert "Summary: 6 model calls" in done.stdout
     assert not _listening(context_port) and not _listening(cache_port)
     assert (tmp_path / "home" / "logs" / "context.log").exists()
@@ -49,3 +49,11 @@ def test_up_runs_the_demo_once_the_pair_is_healthy(tmp_path: pathlib.Path) -> No
     skipped = _agentctx("up", "--home", str(tmp_path / "home"), "--context-port", str(context_port),
                         "--cache-port", str(cache_port), "--exit-when-ready", "--no-demo")
     assert skipped.returncode == 0 and "Summary" not in skipped.stdout
+
+
+def test_up_refuses_a_demo_of_no_calls_before_starting_anything(tmp_path: pathlib.Path) -> None:
+    for argv in (["up", "--demo-turns", "0"], ["demo", "--turns", "0"]):
+        done = _agentctx(*argv, "--home", str(tmp_path / "home"), "--context-port", str(free_port()))
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.count("\n") == 1 and "must be at least 1, not 0" in done.stderr, done.stderr
+    assert not (tmp_path / "home").exists()

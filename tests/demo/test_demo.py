@@ -5,17 +5,20 @@ with the simulator's own bill."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import pathlib
 import re
+import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
 
-from agentctx_common.cli.demo_cmd import show_demo
-from agentctx_common.demo import pricing
-from agentctx_common.demo.display import Screen
-from agentctx_common.demo.runner import DemoResult, run_demo
+from agentctx_cli.demo import pricing
+from agentctx_cli.demo.display import Screen, story
+from agentctx_cli.demo.pricing import TurnCost
+from agentctx_cli.demo.runner import DemoResult, TurnRecord, run_demo
+from agentctx_cli.demo.show import show_demo
 from cache_service.domain.pricing import Bill, Pricing
 from tests.support.pair import ServicePair, start_pair
 
@@ -37,11 +40,16 @@ async def test_a_short_demo_prints_every_call_and_a_summary(pair: ServicePair) -
     result = await show_demo(_conn(pair), 8, out, color=False, progress=False)
     text = out.getvalue()
     assert len(result.turns) == 8
-    rows = [line for line in text.splitlines() if re.match(r"^\s+\d+  ", line)]
+    rows = [line for line in text.splitlines() if re.match(r"^\s+\d+ ", line)]
     assert [int(r.split()[0]) for r in rows] == list(range(1, 9))
-    assert "bypass: first sighting" in rows[0] and "created" in rows[1]
+    assert "bypass: first seen" in rows[0] and "created" in rows[1]
     assert "Summary: 8 model calls" in text and "with agentctx" in text and "without a cache" in text
-    assert f"agentctx inspect context-lifecycle demo newcomer {result.session_id}" in text
+    program = text.split(" inspect context-lifecycle")[0].split()[-1]
+    ran = await asyncio.to_thread(subprocess.run, [program, "--help"], capture_output=True)
+    assert ran.returncode == 0  # runs as printed
+    # A shell command continued over lines of at most 80 columns.
+    assert (f"{program} inspect context-lifecycle \\ demo newcomer {result.session_id} \\ "
+            f"--target 127.0.0.1:{pair.context.port} --certs {pair.certs}") in " ".join(text.split())
     assert "\033[" not in text  # no terminal, no escape codes
 
 
@@ -85,9 +93,6 @@ def test_the_demo_prices_are_the_simulator_prices() -> None:
 
 
 def test_on_a_terminal_a_progress_bar_follows_the_last_row() -> None:
-    from agentctx_common.demo.pricing import TurnCost
-    from agentctx_common.demo.runner import TurnRecord
-
     out = io.StringIO()
     screen = Screen(out, color=True, progress=True, total=4)
     record = TurnRecord(1, "user", "hello", 100, 0, 5, "bypass", "first sighting", (), False, 0, TurnCost(0.1, 0.1))
@@ -95,6 +100,48 @@ def test_on_a_terminal_a_progress_bar_follows_the_last_row() -> None:
     screen.row(TurnRecord(2, "tool", "x", 150, 100, 5, "created", "", ("threshold",), False, 0, TurnCost(0.1, 0.2)))
     text = out.getvalue()
     assert text.count("/4 calls") == 2 and "\r\033[K" in text  # the bar is redrawn, not repeated
-    assert "\033[31mbypass: first sighting" in text and "\033[35mthreshold" in text
-    screen.summary(DemoResult("s", "s", [record]), "hint")
-    assert out.getvalue().endswith("  hint\n")
+    assert "\033[31mbypass: first seen" in text and "\033[35mthreshold" in text
+    screen.summary(DemoResult("s", "s", [record]), ["hint \\", "    more"])
+    assert out.getvalue().endswith("  hint \\\n      more\n")
+
+
+_ANSI = re.compile(r"\033\[[0-9;]*[A-Za-z]")
+
+
+async def test_every_line_of_the_demo_fits_80_columns(pair: ServicePair) -> None:
+    out = io.StringIO()
+    await show_demo(_conn(pair), 30, out, color=True, progress=True)
+    lines = [_ANSI.sub("", part) for line in out.getvalue().split("\n") for part in line.split("\r")]
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+
+
+async def test_a_replay_tells_what_happened_in_it(pair: ServicePair) -> None:
+    await show_demo(_conn(pair), 6, io.StringIO(), color=False, progress=False)
+    out = io.StringIO()
+    replay = await show_demo(_conn(pair), 6, out, color=False, progress=False)
+    text = " ".join(out.getvalue().split("What happened:")[1].split("See the session")[0].split())
+    first = replay.turns[0]
+    assert first.cache_state != "bypass"  # the scope's cache is warm from the first run
+    assert "first sighting" not in text
+    created = [t.number for t in replay.turns if t.cache_state == "created"]
+    if first.cache_state == "hit":
+        assert "Call 1 hit a cache at once" in text
+    assert ("created at call " + ", ".join(map(str, created)) in text) if len(created) == 1 else True
+    assert f"{replay.count('hit')} calls then read their prefix from a cache" in text
+
+
+def _record(n: int, state: str, prompt: int, *, reason: str = "", compactions: tuple[str, ...] = ()) -> TurnRecord:
+    return TurnRecord(n, "user", "x", prompt, 0, 5, state, reason, compactions, False, 0, TurnCost(0.0, 0.0))
+
+
+def test_the_story_follows_the_calls() -> None:
+    turns = [_record(1, "bypass", 1000, reason="first sighting"), _record(2, "created", 1500),
+             _record(3, "hit", 7200, compactions=("threshold",)), _record(4, "created", 3100),
+             _record(5, "grown", 3900), _record(6, "bypass", 4000, reason="rate limited")]
+    text = " ".join(story(DemoResult("s", "s", turns)))
+    assert text.startswith("Call 1 only recorded its prefix (a first sighting). A cache was created at calls 2 and 4.")
+    assert "1 call then read their prefix from a cache; it grew at call 5" in text
+    assert "At call 3 the history (7,200 prompt tokens) passed" in text
+    assert "call 4's prompt was 3,100 tokens, and caching started over" in text
+    assert "1 call went without a cache: 1 for a rate-limited create." in text
+    assert story(DemoResult("s", "s", [])) == ["No model call was made."]

@@ -7,10 +7,11 @@ import asyncio
 import json
 import pathlib
 import shlex
+import subprocess
 
 import pytest
 
-from agentctx_common.cli.main import main
+from agentctx_cli.main import main
 from tests.diagnostics import helpers as h
 
 
@@ -42,8 +43,10 @@ async def test_readable_lifecycle_prints_counts_and_a_working_invalidate_command
     assert "1 live, 0 being created, 0 caller(s) waiting" in out
     assert "(manual)" in out and "24 stored" not in out  # 24 events + 1 compaction entry
     assert "25 stored" in out
-    command = next(line.strip() for line in out.splitlines() if line.strip().startswith("agentctx context-cache"))
-    argv = shlex.split(command)[1:]
+    command = next(line.strip() for line in out.splitlines() if " context-cache invalidate " in line)
+    program, *argv = shlex.split(command)
+    ran = await asyncio.to_thread(subprocess.run, [program, "--help"], capture_output=True)
+    assert ran.returncode == 0  # the agentctx that runs it
     assert argv[-4:] == ["--target", f"127.0.0.1:{pair.context_port}", "--certs", str(certs_dir)]
     code, out, err = await _cli(capsys, *argv, "--timeout", "10")
     assert (code, err) == (0, "")

@@ -39,7 +39,7 @@ def running_pair(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> Iterator[in
 
 def _cli(port: int, certs: pathlib.Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agentctx_common.cli.main", *argv, "--target", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "agentctx_cli.main", *argv, "--target", f"127.0.0.1:{port}",
          "--certs", str(certs), "--timeout", "10"],
         capture_output=True, text=True, timeout=60,
     )
@@ -54,12 +54,12 @@ def _lifecycle(port: int, certs: pathlib.Path, session: str) -> dict[str, object
 def test_inspect_and_confirmed_invalidation_through_real_processes(running_pair: int, certs_dir: pathlib.Path) -> None:
     port = running_pair
     demo = subprocess.run(
-        [sys.executable, "-m", "agentctx_common.cli.main", "demo", "--target", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "agentctx_cli.main", "demo", "--target", f"127.0.0.1:{port}",
          "--certs", str(certs_dir), "--turns", "5"],
         capture_output=True, text=True, timeout=60,
     )
     assert demo.returncode == 0, demo.stderr
-    session = demo.stdout.split("agentctx inspect context-lifecycle demo newcomer ")[1].split()[0]
+    session = " ".join(demo.stdout.split()).split("inspect context-lifecycle \\ demo newcomer ")[1].split()[0]
     view = _lifecycle(port, certs_dir, session)
     assert view["cache_entry_count"] == "1" and view["event_count"] == "10"
     assert view["latest_cache"]["scope_fingerprint"] == view["scope_fingerprint"]

@@ -73,6 +73,6 @@ class ServiceProcesses:
 def upgrade_database(url: str) -> None:
     """``agentctx db upgrade`` for a PostgreSQL database (never automatic)."""
     subprocess.run(
-        [sys.executable, "-m", "agentctx_common.cli.main", "db", "upgrade", "--database-url", url],
+        [sys.executable, "-m", "agentctx_cli.main", "db", "upgrade", "--database-url", url],
         check=True, capture_output=True, timeout=60,
     )

@@ -16,7 +16,7 @@ from tests.support.processes import free_port, write_config
 
 def agentctx(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agentctx_common.cli.main", *args],
+        [sys.executable, "-m", "agentctx_cli.main", *args],
         capture_output=True, text=True, timeout=timeout,
     )
 

@@ -11,8 +11,8 @@ import re
 import pytest
 import yaml
 
+from agentctx_cli.main import build_parser
 from agentctx_common.certs import DEV_LEAVES
-from agentctx_common.cli.main import build_parser
 from cache_service.settings import CacheSettings
 from context_service.settings import ContextSettings
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from agentctx_common.cli.main import main
+from agentctx_cli.main import main
 from agentctx_common.errors import ConfigError
 from context_service import storage
 from context_service.server import build_server

@@ -77,7 +77,7 @@ def spawn(service: str, config: pathlib.Path, log: pathlib.Path, env: Mapping[st
     # The child writes to its own copy of the descriptor; ours can close at once.
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "agentctx_common.cli.main", "serve", service, "--config", str(config)],
+            [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
             stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2
-from agentctx_common.demo import script
-from agentctx_common.demo.pricing import TurnCost, turn_cost
+from agentctx_cli.demo import script
+from agentctx_cli.demo.pricing import TurnCost, turn_cost
 
 APP = "demo"
 USER = "newcomer"
@@ -129,7 +129,7 @@ async def run_demo(
         event_id = f"{session_id}-{n}"
         if pending:
             event = script.tool_results_event(event_id, pending, n)
-            kind, label = "tool", "result of " + ", ".join(c.name for c in pending) + f" ({event.ByteSize() / 1024:.1f} KB)"
+            kind, label = "tool", ",".join(c.name for c in pending) + f" {event.ByteSize() / 1024:.1f}KB"
         else:
             text = next(tasks)
             event, kind, label = script.user_event(event_id, text), "user", text

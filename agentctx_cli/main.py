@@ -15,24 +15,26 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from agentctx_common.errors import AgentCtxError, ConfigError
 
 # Subcommand modules; each has register(subparsers). Imported lazily so a
 # command only loads what it needs.
 COMMANDS = (
-    "agentctx_common.cli.certs_cmd",
-    "agentctx_common.cli.db_cmd",
-    "agentctx_common.cli.serve_cmd",
-    "agentctx_common.cli.up_cmd",
-    "agentctx_common.cli.demo_cmd",
-    "agentctx_common.cli.inspect_cmd",
-    "agentctx_common.cli.cache_cmd",
+    "agentctx_cli.commands.certs",
+    "agentctx_cli.commands.init",
+    "agentctx_cli.commands.db",
+    "agentctx_cli.commands.serve",
+    "agentctx_cli.commands.up",
+    "agentctx_cli.commands.demo",
+    "agentctx_cli.commands.inspect",
+    "agentctx_cli.commands.context_cache",
 )
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not usage + error
+    def error(self, message: str) -> NoReturn:  # one line, not usage + error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

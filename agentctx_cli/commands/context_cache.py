@@ -13,11 +13,11 @@ import sys
 from google.protobuf import json_format
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx_common.cli.connect import add_session_args, call_context_service, message_json, session_name
+from agentctx_cli.connect import add_session_args, call_context_service, message_json, session_name
 from agentctx_common.errors import ConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cache = sub.add_parser("context-cache", help="provider prefix caches of a session's scope")
     actions = cache.add_subparsers(dest="action", required=True, parser_class=sub._parser_class)
     invalidate = actions.add_parser("invalidate", help="drop every cache of a session's scope (confirmed)")

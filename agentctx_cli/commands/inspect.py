@@ -11,7 +11,7 @@ import shlex
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2, event_pb2
-from agentctx_common.cli.connect import (
+from agentctx_cli.connect import (
     DEFAULT_CERTS,
     DEFAULT_TARGET,
     add_session_args,
@@ -19,9 +19,10 @@ from agentctx_common.cli.connect import (
     message_json,
     session_name,
 )
+from agentctx_cli.invocation import agentctx
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     inspect = sub.add_parser("inspect", help="content-free diagnostic views")
     views = inspect.add_subparsers(dest="view", required=True, parser_class=sub._parser_class)
     lifecycle = views.add_parser("context-lifecycle", help="a session's counts, checkpoint and cache scope")
@@ -44,7 +45,7 @@ def invalidate_command(view: pb.ContextLifecycle, args: argparse.Namespace) -> s
     confirm = {"app": args.app, "user": args.user, "session": args.session, "model": view.model,
                "scope_fingerprint": view.scope_fingerprint}
     words = [
-        "agentctx context-cache invalidate", shlex.quote(args.app), shlex.quote(args.user), shlex.quote(args.session),
+        f"{agentctx()} context-cache invalidate", shlex.quote(args.app), shlex.quote(args.user), shlex.quote(args.session),
         "--model", shlex.quote(view.model), "--confirm-json", shlex.quote(json.dumps(confirm, separators=(",", ":"))),
     ]
     if args.target != DEFAULT_TARGET:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from context_service.settings import ContextSettings
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     db = sub.add_parser("db", help="the context service's database")
     db_sub = db.add_subparsers(dest="db_command", required=True, parser_class=type(db))
     upgrade = db_sub.add_parser("upgrade", help="apply schema migrations (safe to repeat)")

@@ -133,7 +133,7 @@ def user_event(event_id: str, text: str) -> event_pb2.Event:
 def tool_results_event(event_id: str, calls: list[content_pb2.FunctionCall], step: int) -> event_pb2.Event:
     parts = [
         content_pb2.Part(function_response=content_pb2.FunctionResponse(
-            id=c.id, name=c.name, response=_struct(tool_output(c.name, c.args["query"] if "query" in c.args else "", step)),
+            id=c.id, name=c.name, response=_struct(tool_output(c.name, str(c.args["query"]) if "query" in c.args else "", step)),
         ))
         for c in calls
     ]

@@ -9,7 +9,7 @@ import pathlib
 from agentctx_common.errors import ConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     certs = sub.add_parser("certs", help="development certificates")
     certs_sub = certs.add_subparsers(dest="certs_command", required=True, parser_class=type(certs))
     init = certs_sub.add_parser("init", help="create a dev CA and service/agent certificates")

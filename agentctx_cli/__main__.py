@@ -1,0 +1,5 @@
+import sys
+
+from agentctx_cli.main import main
+
+sys.exit(main())

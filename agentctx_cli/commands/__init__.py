@@ -1,0 +1,1 @@
+"""One module per ``agentctx`` subcommand, each with ``register(subparsers)``."""

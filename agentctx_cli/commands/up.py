@@ -1,0 +1,88 @@
+"""``agentctx up``: the service pair on embedded defaults (SQLite, the local
+simulated provider, dev certificates), then the demo conversation against
+it (``--no-demo`` skips it), then serving until Ctrl-C.
+
+Each service runs in its own process, as in production; their logs go to
+files under the home directory so the terminal stays readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import signal
+import time
+
+from agentctx_cli.arguments import positive_int
+from agentctx_cli.demo.show import run_demo_once
+from agentctx_cli.invocation import runnable
+from agentctx_cli.pair import Pair, start_pair, stop_pair
+from agentctx_common.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = sub.add_parser("up", help="start both services on embedded defaults")
+    up.add_argument("--home", type=pathlib.Path, default=pathlib.Path(".agentctx"),
+                    help="certificates, config, data and logs (default .agentctx)")
+    up.add_argument("--context-port", type=int, default=50051)
+    up.add_argument("--cache-port", type=int, default=50052)
+    up.add_argument("--exit-when-ready", action="store_true",
+                    help="stop both services once they are healthy (and the demo has run): a smoke test")
+    up.add_argument("--no-demo", action="store_true", help="do not run the demo conversation once the pair is up")
+    up.add_argument("--demo-turns", type=positive_int, default=30, help="model calls in the demo (default 30)")
+    up.set_defaults(func=run)
+
+
+def grpcurl_hint(home: pathlib.Path, context_port: int, cache_port: int) -> str:
+    grpcurl = runnable("grpcurl")
+    certs = home / "certs"
+    agent = f"-cacert {certs}/ca.pem -cert {certs}/agent-client.pem -key {certs}/agent-client.key"
+    ctx = f"-cacert {certs}/ca.pem -cert {certs}/context-client.pem -key {certs}/context-client.key"
+    return "\n".join([
+        "Try them with grpcurl:",
+        f"  {grpcurl} {agent} 127.0.0.1:{context_port} list",
+        f"  {grpcurl} {agent} 127.0.0.1:{context_port} describe agentctx.context.v1.ContextService",
+        f"  {grpcurl} {agent} 127.0.0.1:{context_port} grpc.health.v1.Health/Check",
+        f"  {grpcurl} {ctx} 127.0.0.1:{cache_port} list agentctx.cache.v1.CacheService",
+        f"  {grpcurl} {agent} -d '{{\"parent\": \"apps/demo/users/alice\"}}' "
+        f"127.0.0.1:{context_port} agentctx.context.v1.ContextService/CreateSession",
+    ])
+
+
+def run(args: argparse.Namespace) -> int:
+    pair = Pair(args.home.resolve(), args.context_port, args.cache_port)
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        start_pair(pair, "up")
+        print(f"agentctx is up: context service on 127.0.0.1:{args.context_port} (TLS), "
+              f"cache service on 127.0.0.1:{args.cache_port} (mTLS)")
+        print(f"home {pair.home}: certs/, data/, logs/ (context.log, cache.log), agentctx.toml")
+        demo_failed = False
+        if not args.no_demo:
+            # Ctrl-C during the demo stops it and, as always, both services.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            demo_failed = not run_demo_once(f"127.0.0.1:{args.context_port}", pair.certs, args.demo_turns)
+            signal.signal(signal.SIGINT, on_signal)
+        print(grpcurl_hint(pair.home, args.context_port, args.cache_port))
+        if args.exit_when_ready:
+            return 1 if demo_failed else 0
+        print("Ctrl-C stops both.", flush=True)
+        while not stop["now"]:
+            for proc in pair.procs:
+                if proc.poll() is not None:
+                    raise ConfigError(f"a service exited with status {proc.returncode}; see {pair.logs}")
+            time.sleep(0.2)
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stop_pair(pair)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pair.procs:
+            print("stopped both services", flush=True)

@@ -1,0 +1,252 @@
+"""The service pair ``agentctx up`` and ``agentctx demo`` run on embedded
+defaults (SQLite, the local simulated provider, dev certificates): the home
+directory, the port check that comes before anything is written, one
+process per service with only its own environment, and the pid file that
+tells a second ``up`` who holds the ports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from agentctx_common.certs import SAMPLE_AGENT_ID, init_dev_certs
+from agentctx_common.errors import ConfigError
+
+CONFIG_TEMPLATE = """\
+# Written by `agentctx up`. Environment variables (AGENTCTX_CONTEXT_*,
+# AGENTCTX_CACHE_*) override these values.
+
+[context]
+host = "127.0.0.1"
+port = {context_port}
+tls_cert = "{certs}/context-server.pem"
+tls_key = "{certs}/context-server.key"
+tls_client_ca = "{certs}/ca.pem"
+data_dir = "{home}/data"
+cache_target = "127.0.0.1:{cache_port}"
+cache_ca = "{certs}/ca.pem"
+cache_cert = "{certs}/context-client.pem"
+cache_key = "{certs}/context-client.key"
+require_client_cert = true
+app_grants = {{ "{sample_agent}" = ["*"] }}
+
+[cache]
+host = "127.0.0.1"
+port = {cache_port}
+tls_cert = "{certs}/cache-server.pem"
+tls_key = "{certs}/cache-server.key"
+tls_client_ca = "{certs}/ca.pem"
+data_dir = "{home}/data"
+"""
+
+PID_FILE = "pair.json"
+
+# What every service process may inherit: where programs, home, locale,
+# time zone and temporary files are, and how this Python finds its code.
+# Nothing else: no credentials meant for the other service, no tokens.
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+            "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT")
+# Per service: its settings prefix, plus what its code reads under other names
+# (the cache service's provider clients: the Gemini key fallback, proxies and
+# CA bundles for the provider's HTTPS endpoint, Google's ADC for Vertex AI).
+SERVICE_ENV: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "context": (("AGENTCTX_CONTEXT_",), ()),
+    "cache": (("AGENTCTX_CACHE_", "GOOGLE_"), ("GEMINI_API_KEY", "HTTPS_PROXY", "https_proxy", "NO_PROXY",
+                                              "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")),
+}
+
+
+def service_env(service: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment ``service`` runs with: the safe base, the locale
+    (``LC_*``) and that service's own variables only."""
+    prefixes, names = SERVICE_ENV[service]
+    env = {k: v for k, v in environ.items()
+           if k in BASE_ENV or k in names or k.startswith("LC_") or k.startswith(prefixes)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class Pair:
+    """The processes of one running pair (appended as they start, so the
+    owner can stop whatever did start)."""
+
+    home: pathlib.Path
+    context_port: int
+    cache_port: int
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def certs(self) -> pathlib.Path:
+        return self.home / "certs"
+
+    @property
+    def logs(self) -> pathlib.Path:
+        return self.home / "logs"
+
+
+def _port_taken(port: int) -> bool:
+    # A bind without SO_REUSEPORT fails even when the listener set that option
+    # (gRPC servers do, so a second server could share the port unnoticed).
+    # SO_REUSEADDR only lets it past connections of a stopped pair that are
+    # still in TIME_WAIT; on Linux it never binds beside a listener.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _holder(home: pathlib.Path, port: int) -> str:
+    """Who holds ``port``: the pair of a pid file under ``home`` that is
+    still running, else the listening process as /proc shows it, else
+    "another program"."""
+    try:
+        record = json.loads((home / PID_FILE).read_text())
+        pid = int(record["pid"])
+        ports = (int(record["context_port"]), int(record["cache_port"]))
+        if port in ports and _alive(pid):
+            return f"`agentctx {record.get('command', 'up')}` (pid {pid}, home {home})"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    listener = _listener(port)
+    return listener or "another program"
+
+
+def _listener(port: int) -> str | None:
+    """``pid N (command line)`` of a process of ours listening on ``port``
+    (Linux; None elsewhere or when it is not ours to see)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in pathlib.Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                words = (proc / "cmdline").read_bytes().split(b"\0")
+                command = " ".join(w.decode(errors="replace") for w in words if w)
+                return f"pid {proc.name} ({command[:200]})"
+    return None
+
+
+def check_ports_free(home: pathlib.Path, context_port: int, cache_port: int) -> None:
+    """ConfigError naming each taken port and its holder; runs before any
+    file is written, so a refused start changes nothing."""
+    taken = [(name, port) for name, port in (("context", context_port), ("cache", cache_port)) if _port_taken(port)]
+    if not taken:
+        return
+    what = ", ".join(f"{port} ({name})" for name, port in taken)
+    holders = dict.fromkeys(_holder(home, port) for _, port in taken)
+    raise ConfigError(f"port{'s' if len(taken) > 1 else ''} {what} already in use by {' and '.join(holders)}; "
+                      "stop it or choose other ports (--context-port, --cache-port)")
+
+
+def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> pathlib.Path:
+    """Creates certificates if missing and writes the config file; returns
+    the config file."""
+    certs = home / "certs"
+    config = home / "agentctx.toml"
+    try:
+        init_dev_certs(certs)
+        (home / "data").mkdir(parents=True, exist_ok=True)
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        config.write_text(CONFIG_TEMPLATE.format(
+            home=home, certs=certs, context_port=context_port, cache_port=cache_port, sample_agent=SAMPLE_AGENT_ID,
+        ))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename or home}: {exc.strerror}") from None
+    return config
+
+
+def _spawn(service: str, config: pathlib.Path, log_path: pathlib.Path) -> subprocess.Popen[bytes]:
+    # The child writes to its own copy of the descriptor; ours can close at once.
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
+            stdout=log, stderr=subprocess.STDOUT, env=service_env(service, os.environ),
+        )
+
+
+def wait_healthy(port: int, certs: pathlib.Path, client: str, deadline: float, proc: subprocess.Popen[bytes]) -> None:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from agentctx_common.tls import channel_credentials
+
+    creds = channel_credentials(certs / "ca.pem", certs / f"{client}.pem", certs / f"{client}.key")
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ConfigError(f"service on port {port} exited with status {proc.returncode}")
+        with grpc.secure_channel(f"127.0.0.1:{port}", creds) as channel:
+            try:
+                reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+        time.sleep(0.2)
+    raise ConfigError(f"service on port {port} did not become healthy in time")
+
+
+def start_pair(pair: Pair, command: str) -> None:
+    """Starts both services from ``pair.home`` and waits until both are
+    healthy (ConfigError otherwise). Refuses, changing nothing, when either
+    port is taken."""
+    check_ports_free(pair.home, pair.context_port, pair.cache_port)
+    config = prepare_home(pair.home, pair.context_port, pair.cache_port)
+    pair.procs.append(_spawn("cache", config, pair.logs / "cache.log"))
+    pair.procs.append(_spawn("context", config, pair.logs / "context.log"))
+    (pair.home / PID_FILE).write_text(json.dumps({
+        "pid": os.getpid(), "command": command, "context_port": pair.context_port, "cache_port": pair.cache_port,
+        "service_pids": [p.pid for p in pair.procs],
+    }) + "\n")
+    deadline = time.monotonic() + 60
+    wait_healthy(pair.cache_port, pair.certs, "context-client", deadline, pair.procs[0])
+    wait_healthy(pair.context_port, pair.certs, "agent-client", deadline, pair.procs[1])
+
+
+def stop_pair(pair: Pair) -> None:
+    for proc in pair.procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in pair.procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if pair.procs:
+        with contextlib.suppress(OSError):
+            (pair.home / PID_FILE).unlink()

@@ -1,1 +1,0 @@
-"""The ``agentctx`` command line."""

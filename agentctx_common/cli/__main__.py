@@ -1,5 +1,0 @@
-import sys
-
-from agentctx_common.cli.main import main
-
-sys.exit(main())
