@@ -37,7 +37,7 @@ def test_malformed_json_names_the_variable(monkeypatch: pytest.MonkeyPatch, vari
 def test_malformed_json_is_one_line_from_the_command_line(tmp_path) -> None:
     env = {**os.environ, "AGENTCTX_CONTEXT_APP_GRANTS": "notjson", "AGENTCTX_CONTEXT_DEV_PLAINTEXT": "true"}
     result = subprocess.run(
-        [sys.executable, "-m", "agentctx_common.cli.main", "serve", "context"],
+        [sys.executable, "-m", "agentctx_cli.main", "serve", "context"],
         capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
     )
     assert result.returncode == 2
