@@ -195,6 +195,13 @@ class Reason(str, enum.Enum):
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
     # RESOURCE_EXHAUSTED: the provider rate-limited the call.
     RATE_LIMITED = "RATE_LIMITED"
+    # RESOURCE_EXHAUSTED: the server is at its bound of RPCs or request bytes in
+    # flight ("bound" names which, "limit" its value); nothing was done, and the
+    # call may be retried after the RetryInfo delay.
+    SERVER_OVERLOADED = "SERVER_OVERLOADED"
+    # DEADLINE_EXCEEDED: the call's deadline had passed, or left less than the
+    # server's minimum, when it was admitted; nothing was done.
+    DEADLINE_TOO_SHORT = "DEADLINE_TOO_SHORT"
 
     def __str__(self) -> str:
         return self.value
@@ -235,4 +242,6 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.PROVIDER_INVALID_REQUEST: ('provider_status',),
     Reason.PROVIDER_UNAVAILABLE: ('prefix_tokens',),
     Reason.RATE_LIMITED: ('prefix_tokens',),
+    Reason.SERVER_OVERLOADED: ('bound', 'limit',),
+    Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),
 }

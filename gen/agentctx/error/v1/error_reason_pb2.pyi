@@ -91,6 +91,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROVIDER_TIMEOUT: _ClassVar[ErrorReason]
     PROVIDER_UNAVAILABLE: _ClassVar[ErrorReason]
     RATE_LIMITED: _ClassVar[ErrorReason]
+    SERVER_OVERLOADED: _ClassVar[ErrorReason]
+    DEADLINE_TOO_SHORT: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_ARGUMENT: ErrorReason
 NOT_FOUND: ErrorReason
@@ -175,6 +177,8 @@ PROVIDER_PERMISSION_DENIED: ErrorReason
 PROVIDER_TIMEOUT: ErrorReason
 PROVIDER_UNAVAILABLE: ErrorReason
 RATE_LIMITED: ErrorReason
+SERVER_OVERLOADED: ErrorReason
+DEADLINE_TOO_SHORT: ErrorReason
 ERROR_DOMAIN_FIELD_NUMBER: _ClassVar[int]
 error_domain: _descriptor.FieldDescriptor
 METADATA_KEYS_FIELD_NUMBER: _ClassVar[int]
