@@ -62,6 +62,9 @@ class Admission:
         self.limits = limits
         self.rpcs = 0
         self.request_bytes = 0
+        self.reading = 0
+        # Encoded size of recent requests (a moving average).
+        self.typical_bytes = 0
         self.shed: dict[str, int] = {"rpcs": 0, "request_bytes": 0, "deadline": 0}
         self.trimmer = Trimmer(limits.trim_after_bytes)
 
@@ -74,6 +77,26 @@ class Admission:
 
     def leave(self) -> None:
         self.rpcs -= 1
+        if not self.rpcs:
+            self.trimmer.idle()
+
+    def start_read(self) -> bool:
+        """Whether a counted call may read its request: refused unread when
+        the requests already held, those being read and this one, at the
+        typical size of recent requests, would not fit (reading a request
+        only to refuse it costs the memory the bound is there to save)."""
+        expected = self.request_bytes + (self.reading + 1) * self.typical_bytes
+        if (self.request_bytes or self.reading) and expected > self.limits.max_request_bytes:
+            self.shed["request_bytes"] += 1
+            return False
+        self.reading += 1
+        return True
+
+    def end_read(self, n: int | None) -> None:
+        """``n``: the size read (None when the read failed)."""
+        self.reading -= 1
+        if n is not None:
+            self.typical_bytes = (self.typical_bytes * 3 + n) // 4
 
     def take_bytes(self, n: int) -> bool:
         if self.request_bytes and self.request_bytes + n > self.limits.max_request_bytes:
@@ -84,7 +107,7 @@ class Admission:
 
     def give_bytes(self, n: int) -> None:
         self.request_bytes -= n
-        self.trimmer.released_bytes(n, self.request_bytes)
+        self.trimmer.released_bytes(n)
 
     def overloaded(self, bound: str) -> ResourceExhausted:
         limit = self.limits.max_rpcs if bound == "rpcs" else self.limits.max_request_bytes
@@ -97,7 +120,7 @@ class Admission:
     def too_late(self, remaining: float | None) -> DeadlineExceeded | None:
         """The error for a call with ``remaining`` seconds left, if it is
         too late to start it."""
-        if remaining is None or remaining >= self.limits.min_deadline_s and remaining > 0:
+        if remaining is None or (remaining >= self.limits.min_deadline_s and remaining > 0):
             return None
         self.shed["deadline"] += 1
         return DeadlineExceeded(
@@ -135,7 +158,7 @@ class AdmissionInterceptor(WrappingInterceptor):
         self._logged_at = 0.0
         self._logged: dict[str, int] = dict(self.admission.shed)
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         if method.startswith(EXEMPT_SERVICES) or handler.request_streaming:
             # No method of ours streams requests; such a handler is left as it is.
             return handler
@@ -149,7 +172,7 @@ class AdmissionInterceptor(WrappingInterceptor):
             self._unary(method, behavior), deserializer, handler.response_serializer
         )
 
-    async def _refuse(self, context: grpc.aio.ServicerContext, method: str, err: Any) -> None:
+    async def _refuse(self, context: grpc.aio.ServicerContext[Any, Any], method: str, err: Any) -> None:
         bound = err.metadata.get("bound", "deadline")
         self._shed_counter.add(1, {"rpc.method": method.rpartition("/")[2], "bound": bound})
         now = time.monotonic()
@@ -162,14 +185,20 @@ class AdmissionInterceptor(WrappingInterceptor):
             self._logged_at, self._logged = now, dict(shed)
         await abort(context, err)
 
-    async def _admit(self, method: str, context: grpc.aio.ServicerContext) -> tuple[int, Any]:
+    async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> tuple[int, Any]:
         """Reads the request of a counted call and takes its bytes; aborts
         the call when it must not run."""
         admission = self.admission
         late = admission.too_late(context.time_remaining())
         if late is not None:
             await self._refuse(context, method, late)
-        message = await context.read()
+        if not admission.start_read():
+            await self._refuse(context, method, admission.overloaded("request_bytes"))
+        message: Any = None
+        try:
+            message = await context.read()
+        finally:
+            admission.end_read(message[0] if isinstance(message, tuple) else None)
         if message is grpc.aio.EOF:
             await abort(context, InvalidArgument("the call carries no request message"))
         size, request = message
@@ -186,7 +215,7 @@ class AdmissionInterceptor(WrappingInterceptor):
     def _unary(self, method: str, behavior: Any) -> Any:
         admission = self.admission
 
-        async def unary(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def unary(_requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             if not admission.enter():
                 await self._refuse(context, method, admission.overloaded("rpcs"))
             try:
@@ -203,7 +232,7 @@ class AdmissionInterceptor(WrappingInterceptor):
     def _streaming(self, method: str, behavior: Any) -> Any:
         admission = self.admission
 
-        async def streaming(_requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def streaming(_requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             if not admission.enter():
                 await self._refuse(context, method, admission.overloaded("rpcs"))
             try:

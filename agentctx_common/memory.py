@@ -63,9 +63,10 @@ def tune_malloc() -> bool:
 
 
 class Trimmer:
-    """Calls ``malloc_trim`` in a thread once ``after_bytes`` of request
-    bytes were released and the server holds none: one trim at a time, and
-    never on the event loop (a trim of a large heap takes milliseconds)."""
+    """Calls ``malloc_trim`` in a thread each time ``after_bytes`` of request
+    bytes were released, and once more when the server falls idle: one trim
+    at a time, and never on the event loop (a trim of a large heap takes
+    milliseconds; ctypes releases the GIL for it)."""
 
     def __init__(self, after_bytes: int) -> None:
         self.after_bytes = after_bytes
@@ -73,17 +74,23 @@ class Trimmer:
         self.trims = 0
         self._running: asyncio.Task[None] | None = None
 
-    def released_bytes(self, n: int, still_held: int) -> None:
+    def released_bytes(self, n: int) -> None:
         self.released += n
-        if _LIBC is None or self.after_bytes <= 0 or still_held or self.released < self.after_bytes:
-            return
-        if self._running is not None and not self._running.done():
+        if self.released >= self.after_bytes:
+            self._start()
+
+    def idle(self) -> None:
+        """The server holds no RPC: give back what the last ones used."""
+        if self.released:
+            self._start()
+
+    def _start(self) -> None:
+        if _LIBC is None or self.after_bytes <= 0 or (self._running is not None and not self._running.done()):
             return
         self.released = 0
         self._running = asyncio.get_running_loop().create_task(self._trim())
 
     async def _trim(self) -> None:
         assert _LIBC is not None
-        # ctypes releases the GIL for the call.
         await asyncio.to_thread(_LIBC.malloc_trim, 0)
         self.trims += 1

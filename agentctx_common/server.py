@@ -89,6 +89,11 @@ def new_server(
         ("grpc.keepalive_permit_without_calls", 1),
         # Without this a second server could silently share a busy port.
         ("grpc.so_reuseport", 0),
+        # gRPC cancels (bare CANCELLED) a call the application has not taken
+        # up within this time (30 s by default); under load the event loop
+        # takes calls up slowly. A waiting call ends instead at its own
+        # deadline or when admission control serves or refuses it.
+        ("grpc.server_max_unrequested_time_in_server", settings.max_unrequested_time_s),
     ]
     tune_malloc()
     admission = AdmissionInterceptor(limits_from(settings))

@@ -86,6 +86,11 @@ class ServerSettings(BaseSettings):
         64 * 1024 * 1024, ge=0,
         description="Return free heap to the system once this many request bytes were released (0: never).",
     )
+    max_unrequested_time_s: int = Field(
+        3600, ge=1,
+        description="How long a call may wait for the server to take it up before gRPC cancels it (its default, 30 s, "
+        "gave bare CANCELLED under load).",
+    )
 
     @model_validator(mode="after")
     def _check_transport(self) -> ServerSettings:

@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 tally = asyncio.run(_load(port, certs, args))
             load_s = time.monotonic() - started
             peak = max(_status_kb(proc.pid, "VmHWM"), *load_rss.samples)
+            print(f"load done in {load_s:.1f} s; idle for {args.idle_s} s (server pid {proc.pid})", file=sys.stderr, flush=True)
             with RssSampler(proc.pid, every_s=0.5) as idle_rss:
                 time.sleep(args.idle_s)
             idle = min(idle_rss.samples[-3:]) if idle_rss.samples else _status_kb(proc.pid, "VmRSS")
