@@ -11,10 +11,14 @@ gRPC reads a unary request whole before a unary handler runs, so a bound
 checked in such a handler would come after the memory was spent. This
 interceptor therefore serves every unary-request method as a
 request-streaming one: the RPC is counted before its message is read, a
-refused call never reads it (gRPC buffers no more of it than the HTTP/2
-flow-control window), and the message's encoded size, taken as it is
-decoded, is held against the byte bound while the handler runs. The bytes
-gRPC holds for requests being read are then at most ``max_rpcs`` messages.
+refused call never reads it, and the message's encoded size, taken as it is
+decoded, is held against the byte bound while the handler runs. A call is
+also refused unread when the requests held and being read, at the typical
+size of recent ones, leave no room for it.
+
+What this cannot bound: gRPC buffers, per stream, up to its HTTP/2 window
+(4 MiB or more while it sees no memory pressure) of a request the server has
+not taken up yet, and a busy event loop takes calls up one at a time.
 """
 
 from __future__ import annotations

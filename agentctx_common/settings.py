@@ -69,8 +69,8 @@ class ServerSettings(BaseSettings):
 
     # Admission control (agentctx_common.admission). Over a bound a call gets
     # RESOURCE_EXHAUSTED (SERVER_OVERLOADED) with RetryInfo at once. The
-    # defaults suit a small machine (2 cores, a few GB): about 1 GB peak under
-    # hundreds of concurrent 8 MiB requests (bench.memory).
+    # defaults suit a small machine (2 cores, a few GB); bench.memory measures
+    # RSS under 200 concurrent 8 MiB appends.
     max_inflight_rpcs: int = Field(
         32, ge=1, description="RPCs served at once (health and reflection not counted); gRPC reads at most this many requests."
     )
