@@ -31,6 +31,8 @@ class CacheSettings(ServerSettings):
     config_table = "cache"
 
     port: int = Field(50052, ge=0, le=65535)
+    # Above the context service's bound: each of its turns holds at most one call here at a time.
+    max_inflight_rpcs: int = Field(128, ge=1, description="RPCs served at once (health and reflection not counted).")
     data_dir: pathlib.Path = Field(pathlib.Path(".agentctx/data"), description="Where the cache journal lives.")
     require_client_cert: bool = True
     allowed_identities: list[str] = Field(
