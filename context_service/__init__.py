@@ -1,2 +1,2 @@
 """The agentctx context service: sessions and events, context selection,
-compaction and agent turns. See README.md and DESIGN.md section 3."""
+compaction and agent turns. See docs/ARCHITECTURE.md."""

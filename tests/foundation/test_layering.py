@@ -1,4 +1,4 @@
-"""The layering DESIGN.md fixes, checked on the source with every import
+"""The layering docs/ARCHITECTURE.md describes ("Packages and layers"), checked on the source with every import
 at any depth (module level, inside functions and ``if TYPE_CHECKING``,
 relative imports resolved, ``importlib.import_module`` of a module named in
 a string): domain code imports no grpc, generated protos, servicers,
