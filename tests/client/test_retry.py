@@ -8,7 +8,6 @@ import random
 
 import grpc
 import pytest
-
 from agentctx_client import (
     Content,
     Event,
@@ -20,6 +19,7 @@ from agentctx_client import (
 )
 from agentctx_client._errors import AgentCtxError
 from agentctx_client._retry import Deadline, Retrier, backoff
+
 from tests.client.servers import Failure
 
 SESSION = "apps/a/users/u/sessions/s"
@@ -175,9 +175,9 @@ async def test_waits_are_the_retry_info_delays(scripted) -> None:
         retrier = Retrier(policy, rng=random.Random(7), sleep=sleep)
         request = client.turn_request(SESSION, "hi")
 
-        async def attempt(timeout: float | None):  # type: ignore[no-untyped-def]
+        async def attempt(left: float | None):  # type: ignore[no-untyped-def]
             try:
-                return await client.stub.Generate(request, timeout=timeout)
+                return await client.stub.Generate(request, timeout=left)
             except grpc.aio.AioRpcError as err:
                 from agentctx_client import error_from_rpc
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -208,9 +209,15 @@ _BY_CODE: dict[grpc.StatusCode, type[AgentCtxError]] = {
     )
 }
 
+def reason_of(name: str) -> ErrorReason:
+    """The ErrorReason value of a reason name (ValueError if unknown)."""
+    # Value() is typed as returning int; at run time the members are ints too.
+    return cast(ErrorReason, ErrorReason.Value(name))
+
+
 # The generic reason of each code: its own name, except ABORTED's.
 _GENERIC_REASON: dict[grpc.StatusCode, ErrorReason] = {
-    code: ErrorReason.CONFLICT if code is grpc.StatusCode.ABORTED else ErrorReason.Value(code.name)
+    code: ErrorReason.CONFLICT if code is grpc.StatusCode.ABORTED else reason_of(code.name)
     for code in _BY_CODE
 }
 
@@ -281,8 +288,9 @@ def error_from_rpc(err: grpc.RpcError) -> AgentCtxError:
 
 
 def _reason(info: error_details_pb2.ErrorInfo) -> ErrorReason | str | None:
-    if not info.reason:
+    name, domain = str(info.reason), str(info.domain)
+    if not name:
         return None
-    if info.domain == ERROR_DOMAIN and info.reason in ErrorReason.keys():
-        return ErrorReason.Value(info.reason)
-    return info.reason
+    if domain == ERROR_DOMAIN and name in ErrorReason.keys():
+        return reason_of(name)
+    return name
