@@ -14,7 +14,9 @@ import json
 import os
 from typing import Any
 
+import agentctx
 import agentctx_client
+from agentctx.context.v1 import policy_pb2
 from agentctx_client import (
     BudgetExceededError,
     ConflictError,
@@ -27,9 +29,6 @@ from agentctx_client import (
     TlsConfig,
     connect,
 )
-
-import agentctx
-from agentctx.context.v1 import policy_pb2
 
 SYSTEM = "You are a concise travel assistant. " * 8
 WEATHER = FunctionDeclaration(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+
 from agentctx_client import (
     AgentCtxError,
     BudgetExceededError,
@@ -20,7 +21,6 @@ from agentctx_client import (
     connect,
     error_class,
 )
-
 from tests.client.servers import Failure
 
 CODES = [c for c in grpc.StatusCode if c is not grpc.StatusCode.OK]

@@ -8,6 +8,7 @@ import random
 
 import grpc
 import pytest
+
 from agentctx_client import (
     Content,
     Event,
@@ -19,7 +20,6 @@ from agentctx_client import (
 )
 from agentctx_client._errors import AgentCtxError
 from agentctx_client._retry import Deadline, Retrier, backoff
-
 from tests.client.servers import Failure
 
 SESSION = "apps/a/users/u/sessions/s"
