@@ -7,7 +7,7 @@ raised, so callers act on its reason (CONTEXT_WINDOW_EXCEEDED, ...).
 Cancelling the awaiting task cancels the RPC.
 
 A transport failure (the service down, restarting or unreachable) is
-UNAVAILABLE with reason CACHE_SERVICE_UNAVAILABLE and RetryInfo. The
+UNAVAILABLE with reason Reason.CACHE_SERVICE_UNAVAILABLE and RetryInfo. The
 channel's reconnect backoff is capped at ``_MAX_RECONNECT_BACKOFF_MS``, so a
 restarted cache service is used again within about a second, without
 operator action (gRPC's default cap is two minutes).
@@ -29,8 +29,6 @@ from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
 from context_service.settings import ContextSettings
 
-CACHE_SERVICE_NOT_CONFIGURED = Reason.CACHE_SERVICE_NOT_CONFIGURED
-CACHE_SERVICE_UNAVAILABLE = Reason.CACHE_SERVICE_UNAVAILABLE
 _INITIAL_RECONNECT_BACKOFF_MS = 100
 _MAX_RECONNECT_BACKOFF_MS = 1000
 
@@ -51,7 +49,7 @@ class CacheClient:
                 if s.cache_ca is None or s.cache_cert is None or s.cache_key is None:
                     raise FailedPrecondition(
                         "the cache service is not configured (cache_ca, cache_cert and cache_key are required)",
-                        reason=CACHE_SERVICE_NOT_CONFIGURED,
+                        reason=Reason.CACHE_SERVICE_NOT_CONFIGURED,
                     )
                 creds = channel_credentials(s.cache_ca, s.cache_cert, s.cache_key)
                 self._channel = grpc.aio.secure_channel(
@@ -142,5 +140,5 @@ class CacheClient:
 def _rebuilt(err: grpc.aio.AioRpcError) -> Exception:
     if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
         # Transport failure, not an answer from the service.
-        return Unavailable("the cache service is unreachable", reason=CACHE_SERVICE_UNAVAILABLE, retry_after=1.0)
+        return Unavailable("the cache service is unreachable", reason=Reason.CACHE_SERVICE_UNAVAILABLE, retry_after=1.0)
     return error_from_rpc(err)

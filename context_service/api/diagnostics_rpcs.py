@@ -22,6 +22,7 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import event_pb2
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.protos import unknown_field_violations
+from agentctx_common.reasons import Reason
 from context_service.api.convert import cache_to_proto
 from context_service.domain import diagnostics as diag
 from context_service.domain.config import ContextConfig
@@ -78,7 +79,7 @@ class DiagnosticsRpcs:
         caller = self.app.caller(context)
         key = parse_session_name(session, self.app.limits, "session")
         caller.require(key.app)
-        raise_if(unknown_field_violations(request, ""), diag.INVALID_DIAGNOSTICS_REQUEST)
+        raise_if(unknown_field_violations(request, ""), Reason.INVALID_DIAGNOSTICS_REQUEST)
         record = await self.app.sessions.get_session(key)
         # The same scope Generate leases in: one definition, in turns.gateway.
         config = self.app.effective_config(record.config)

@@ -16,6 +16,7 @@ import grpc
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx_common.errors import InvalidArgument
 from agentctx_common.protos import value_violations
+from agentctx_common.reasons import Reason
 from context_service.api.convert import content_to_proto, event_from_proto, event_to_proto
 from context_service.domain import turns
 from context_service.domain.model import Event, SessionKey
@@ -45,7 +46,7 @@ class TurnRpcs:
         caller.require(key.app)
         violations = [v for i, raw in enumerate(request.input) for v in value_violations(raw, f"{prefix}input[{i}]")]
         if violations:
-            raise InvalidArgument.fields(violations, reason=turns.INVALID_GENERATE_REQUEST)
+            raise InvalidArgument.fields(violations, reason=Reason.INVALID_GENERATE_REQUEST)
         events = [event_from_proto(raw) for raw in request.input]
         violations = turns.input_violations(
             events, [raw.ByteSize() for raw in request.input], app.limits,
@@ -53,7 +54,7 @@ class TurnRpcs:
             invocation_id=request.invocation_id, agent=request.agent, prefix=prefix,
         )
         if violations:
-            raise InvalidArgument.fields(violations, reason=turns.INVALID_GENERATE_REQUEST)
+            raise InvalidArgument.fields(violations, reason=Reason.INVALID_GENERATE_REQUEST)
         inputs = tuple(prepare_event(e) for e in events)
         ids = turns.turn_ids(
             [e.id for e in inputs], invocation_id=request.invocation_id, reply_id=request.reply_event_id

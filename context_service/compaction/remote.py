@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 
 from agentctx.compactor.v1 import compactor_service_pb2
 from agentctx_common.errors import FailedPrecondition
+from agentctx_common.reasons import Reason
 from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
 from context_service.api.convert import event_to_proto, usage_from_proto
@@ -81,7 +82,7 @@ class RemoteCompactor:
         if not self.allowed(target):
             raise FailedPrecondition(
                 "the remote compactor target is not on this server's allowlist (remote_compactor_targets)",
-                reason=errors.COMPACTOR_NOT_ALLOWED,
+                reason=Reason.COMPACTOR_NOT_ALLOWED,
             )
         message = to_proto(request, call)
         size = message.ByteSize()

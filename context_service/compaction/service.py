@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agentctx_common.errors import Aborted, AgentCtxError, FailedPrecondition
+from agentctx_common.reasons import Reason
 from agentctx_common.spans import recording_span
 from context_service.compaction import telemetry
 from context_service.compaction.compactors import CompactionCall, Compactor, ExtractiveCompactor, run
 from context_service.compaction.compress import SessionCompressor
 from context_service.compaction.slices import prepared
 from context_service.compaction.views import Views
-from context_service.domain.compaction import errors
 from context_service.domain.compaction.history import History, history_stats
 from context_service.domain.compaction.plan import (
     CompactionPlan,
@@ -116,7 +116,7 @@ class Compactors:
         if compactor is None:
             raise FailedPrecondition(
                 f"the {kind.value.lower()} compactor is not available on this server",
-                reason=errors.COMPACTOR_NOT_ALLOWED,
+                reason=Reason.COMPACTOR_NOT_ALLOWED,
             )
         return compactor
 
@@ -285,7 +285,7 @@ class CompactionService:
                     stored = await self._store.commit(key, plan, event)
                 except Aborted as exc:
                     telemetry.record(trigger.value, compactor.name, exc.reason, attempt=attempt)
-                    if attempt == attempts or exc.reason != errors.COMPACTION_CONFLICT:
+                    if attempt == attempts or exc.reason != Reason.COMPACTION_CONFLICT:
                         raise
                     history = None  # someone else committed: plan again on what is there now
                     measures = None

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from agentctx_common.reasons import Reason
 from context_service.domain import model as m
 from context_service.domain.config import OverflowMode, SelectionPolicy
 from context_service.domain.selection import errors
@@ -167,13 +168,13 @@ def select(
     mandatory = input_size + pinned
     if mandatory > allowance:
         raise over(
-            errors.CURRENT_INPUT_EXCEEDS_BUDGET,
+            Reason.CURRENT_INPUT_EXCEEDS_BUDGET,
             "the current input (with the tool calls it answers) alone exceeds the history budget",
             mandatory,
         )
     mode = policy.overflow
     if mode in (OverflowMode.ERROR, OverflowMode.UNSPECIFIED):
-        raise over(errors.CONTEXT_BUDGET_EXCEEDED, "the selected history exceeds the history budget", total)
+        raise over(Reason.CONTEXT_BUDGET_EXCEEDED, "the selected history exceeds the history budget", total)
 
     room = allowance
     if mode is OverflowMode.COMPRESS:
@@ -208,7 +209,7 @@ def select(
         room = allowance - used
         if room < empty:
             raise over(
-                errors.COMPRESSED_CONTEXT_OVER_BUDGET,
+                Reason.COMPRESSED_CONTEXT_OVER_BUDGET,
                 "the history budget leaves no room for a summary of what does not fit",
                 used + empty,
             )
@@ -230,7 +231,7 @@ def finish_compression(
     if body.size > request.room:
         # JSON escaping can make a text within max_summary_bytes too large.
         raise errors.budget_exceeded(
-            errors.COMPRESSED_CONTEXT_OVER_BUDGET,
+            Reason.COMPRESSED_CONTEXT_OVER_BUDGET,
             "the compressed summary does not fit in the history budget",
             kind="history",
             measured_bytes=body.size,
