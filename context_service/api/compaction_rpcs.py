@@ -13,10 +13,10 @@ import grpc
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx_common.errors import FieldViolation
 from agentctx_common.protos import unknown_field_violations, value_violations
-from context_service.api.convert import compaction_from_proto, event_to_proto
 from context_service.domain.config import CompactionPolicy
 from context_service.domain.sessions import parse_session_name, raise_if
 from context_service.domain.validation import compaction_violations
+from context_service.mapping.convert import compaction_from_proto, event_to_proto
 
 if TYPE_CHECKING:
     from context_service.app import ContextApp

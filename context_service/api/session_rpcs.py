@@ -20,15 +20,6 @@ from agentctx.context.v1 import policy_pb2, session_pb2
 from agentctx.type.v1 import event_pb2
 from agentctx_common.errors import FieldViolation
 from agentctx_common.protos import unknown_field_violations, value_violations
-from context_service.api.convert import (
-    config_from_proto,
-    config_to_proto,
-    dict_to_struct,
-    dt_to_ts,
-    event_from_proto,
-    event_to_proto,
-    struct_to_dict,
-)
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import JsonObject, SessionKey
 from context_service.domain.sessions import (
@@ -50,6 +41,15 @@ from context_service.domain.sessions import (
     state_violations,
 )
 from context_service.domain.validation import check_config
+from context_service.mapping.convert import (
+    config_from_proto,
+    config_to_proto,
+    dict_to_struct,
+    dt_to_ts,
+    event_from_proto,
+    event_to_proto,
+    struct_to_dict,
+)
 
 if TYPE_CHECKING:
     from context_service.app import ContextApp

@@ -99,6 +99,22 @@ class SessionRecord:
     last_sequence: int
 
 
+@dataclass(frozen=True, slots=True)
+class SessionHead:
+    """What selection needs of a session row. ``incarnation`` changes when a
+    session is deleted and created again under the same name."""
+
+    key: SessionKey
+    incarnation: str
+    last_sequence: int
+    config: ContextConfig
+
+
+def head_of(record: SessionRecord) -> SessionHead:
+    # The etag is "{incarnation}.{version}" (storage.codec.etag).
+    return SessionHead(record.key, record.etag.rpartition(".")[0], record.last_sequence, record.config)
+
+
 @dataclass(frozen=True)
 class AppendResult:
     """The stored event (sequence and create_time set), the session's etag

@@ -35,16 +35,16 @@ class Grouping:
         self._pruned: list[int] = []
 
     def _layout(self) -> None:
-        canonical = [r.body.canonical for r in self.units.events]
+        canonical = [b.canonical for b in self.units.bodies]
         offsets, at = [], 0
         for c in canonical:
             offsets.append(at)
             at += len(c) + 1
         self._offsets = offsets
-        self._digests = b"".join([r.body.digest for r in self.units.events])
+        self._digests = b"".join([b.digest for b in self.units.bodies])
         pruned, running = [0] * (len(canonical) + 1), 0
         for i in range(len(canonical) - 1, -1, -1):
-            running += self.units.events[i].body.secrets_pruned
+            running += self.units.bodies[i].secrets_pruned
             pruned[i] = running
         self._pruned = pruned
         self._joined = b",".join(canonical)

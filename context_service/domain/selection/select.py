@@ -90,7 +90,7 @@ class Selection:
     @property
     def history(self) -> list[ContentRecord]:
         """Selected history contents in order, summary first."""
-        bodies = [r.body for r in self.events]
+        bodies = [r.body for r in self.events if r.body is not None]
         return [self.summary, *bodies] if self.summary is not None else bodies
 
 
@@ -204,7 +204,7 @@ def select(
         dropped: list[m.Content] = []
         if summary_body is not None and not keep_summary:
             dropped.append(summary_body.content)
-        dropped.extend(r.body.content for r in units.events[:first_event])
+        dropped.extend(b.content for b in units.bodies[:first_event])
         empty = len(content_record(summary_content(""), SecretKeys(frozenset(), "")).canonical)
         room = allowance - used
         if room < empty:
