@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -44,12 +45,12 @@ class ContextApp:
         tokens = [TokenGrant(t.name, t.sha256, frozenset(t.apps)) for t in s.bearer_tokens]
         return Authorizer(s.app_grants, tokens, s.dev_anonymous_apps)
 
-    def caller(self, context: grpc.aio.ServicerContext) -> Caller:
+    def caller(self, context: grpc.aio.ServicerContext[Any, Any]) -> Caller:
         """The RPC's caller: UNAUTHENTICATED without an identity,
         PERMISSION_DENIED for an identity with no grant."""
         return self.authorizer.caller(context)
 
-    async def authorize(self, context: grpc.aio.ServicerContext, app: str) -> Caller:
+    async def authorize(self, context: grpc.aio.ServicerContext[Any, Any], app: str) -> Caller:
         """Every RPC that touches a session calls this (or caller() then
         Caller.require) before anything else: the caller, allowed ``app``,
         or UNAUTHENTICATED / PERMISSION_DENIED."""

@@ -74,7 +74,8 @@ class CacheClient:
                         ("grpc.max_reconnect_backoff_ms", _MAX_RECONNECT_BACKOFF_MS),
                     ],
                 )
-                self._stub = Stub(self._channel)
+                # The generated gRPC module has no type stubs.
+                self._stub = Stub(self._channel)  # type: ignore[no-untyped-call]
         return self._stub
 
     def timeout(self, remaining: float | None) -> float:

@@ -12,12 +12,12 @@ after, so any mismatch is FAILED_PRECONDITION with nothing changed.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf.message import Message
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.type.v1 import event_pb2
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.protos import unknown_field_violations
 from agentctx_common.reasons import Reason
@@ -27,7 +27,7 @@ from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
 from context_service.domain.selection.policy import effective_policy
 from context_service.domain.sessions import parse_session_name, raise_if
-from context_service.mapping.convert import cache_to_proto
+from context_service.mapping.convert import cache_to_proto, trigger_to_proto
 from context_service.turns.gateway import cache_scope
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def lifecycle_to_proto(view: diag.Lifecycle) -> pb.ContextLifecycle:
         visible_tokens=view.visible_tokens,
         latest_checkpoint_id=view.latest_checkpoint_id,
         latest_compaction_event_id=view.latest_compaction_event_id,
-        latest_trigger=event_pb2.CompactionTrigger.Value(f"COMPACTION_TRIGGER_{view.latest_trigger.value}"),
+        latest_trigger=trigger_to_proto(view.latest_trigger),
         latest_source_fingerprint=view.latest_source_fingerprint,
         pending_compaction_jobs=view.pending_compaction_jobs,
         scope_fingerprint=view.scope.scope_fingerprint,
@@ -68,7 +68,7 @@ class DiagnosticsRpcs:
     app: ContextApp
 
     async def _target(
-        self, session: str, model: str, request: object, context: grpc.aio.ServicerContext
+        self, session: str, model: str, request: Message, context: grpc.aio.ServicerContext[Any, Any]
     ) -> tuple[SessionKey, str, ContextConfig]:
         caller = self.app.caller(context)
         key = parse_session_name(session, self.app.limits, "session")
@@ -80,7 +80,7 @@ class DiagnosticsRpcs:
         return key, diag.resolve_model(model, config, self.app.settings.default_model), config
 
     async def GetContextLifecycle(
-        self, request: pb.GetContextLifecycleRequest, context: grpc.aio.ServicerContext
+        self, request: pb.GetContextLifecycleRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ContextLifecycle:
         key, model, config = await self._target(request.session, request.model, request, context)
         facts = await self.app.lifecycle.lifecycle_facts(key)
@@ -89,7 +89,7 @@ class DiagnosticsRpcs:
         return lifecycle_to_proto(diag.build_lifecycle(key, model, facts, scope, bytes_per_token=bytes_per_token))
 
     async def InvalidateContextCache(
-        self, request: pb.InvalidateContextCacheRequest, context: grpc.aio.ServicerContext
+        self, request: pb.InvalidateContextCacheRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.InvalidateContextCacheResponse:
         key, model, config = await self._target(request.session, request.model, request, context)
         diag.require_confirmation(request.HasField("confirmation"))
@@ -112,7 +112,7 @@ class DiagnosticsRpcs:
         )
 
     async def _scope_counts(
-        self, scope: CacheScope, context: grpc.aio.ServicerContext
+        self, scope: CacheScope, context: grpc.aio.ServicerContext[Any, Any]
     ) -> diag.ScopeCounts:
         remaining = context.time_remaining()
         budget = SCOPE_STATUS_TIMEOUT_S if remaining is None else min(SCOPE_STATUS_TIMEOUT_S, remaining * 0.8)

@@ -11,7 +11,7 @@ installs the pass-through serializer).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -30,7 +30,7 @@ SERVICE = pb.DESCRIPTOR.services_by_name["ContextService"].full_name
 class SelectionRpcs:
     app: ContextApp
 
-    async def BuildContext(self, request: pb.BuildContextRequest, context: grpc.aio.ServicerContext) -> bytes:
+    async def BuildContext(self, request: pb.BuildContextRequest, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         app = self.app
         key = parse_session_name(request.session, app.limits, "session")
         await app.authorize(context, key.app)

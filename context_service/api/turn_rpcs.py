@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 class TurnRpcs:
     app: ContextApp
 
-    def _turn(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext, prefix: str) -> tuple[SessionKey, Turn]:
+    def _turn(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext[Any, Any], prefix: str) -> tuple[SessionKey, Turn]:
         """Authorized and validated; ``prefix`` names where the turn sits in
         the request, for field violations."""
         app = self.app
@@ -54,13 +54,13 @@ class TurnRpcs:
         )
         return key, Turn(inputs, ids, request.agent, inputs[-1].branch, app.mapper.generate_request(request, inputs))
 
-    async def Generate(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext) -> pb.GenerateResponse:
+    async def Generate(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.GenerateResponse:
         key, turn = self._turn(request, context, "")
         result = await self.app.turns.generate(key, turn, turns.Deadline(context.time_remaining()))
         return _response(result, key)
 
     async def StreamGenerate(
-        self, request: pb.StreamGenerateRequest, context: grpc.aio.ServicerContext
+        self, request: pb.StreamGenerateRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.StreamGenerateResponse]:
         key, turn = self._turn(request.turn, context, "turn.")
         async for item in self.app.turns.stream(key, turn, turns.Deadline(context.time_remaining())):

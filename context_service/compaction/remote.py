@@ -90,7 +90,9 @@ class RemoteCompactor:
             raise errors.input_too_large(size, policy.max_input_bytes)
         channel = await self._channel(target, request.max_summary_bytes + _RESPONSE_OVERHEAD)
         # No deserializer: raw bytes come back, and parsing them is ours.
-        rpc = channel.unary_unary(_METHOD, request_serializer=compactor_service_pb2.CompactRequest.SerializeToString)
+        rpc: grpc.aio.UnaryUnaryMultiCallable[compactor_service_pb2.CompactRequest, bytes] = channel.unary_unary(
+            _METHOD, request_serializer=compactor_service_pb2.CompactRequest.SerializeToString
+        )
         timeout = max(0.001, min(policy.timeout_s, call.remaining()))
         try:
             raw = await rpc(message, timeout=timeout, metadata=outgoing_metadata())

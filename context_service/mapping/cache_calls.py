@@ -30,7 +30,7 @@ def cache_prefix(built: BuiltContext, input_count: int) -> cpb.CachePrefix:
     return prefix
 
 
-def finish_reason_name(value: generation_pb2.FinishReason.ValueType) -> str:
+def finish_reason_name(value: int) -> str:
     name = generation_pb2.FinishReason.Name(value).removeprefix("FINISH_REASON_")
     return "" if name == "UNSPECIFIED" else name
 

@@ -164,9 +164,10 @@ class SqlSessionStore:
 
     async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig) -> SessionRecord:
         now = self._clock()
+        incarnation = secrets.token_hex(6)
         values = {
             "app": key.app, "user_id": key.user, "session_id": key.session,
-            "incarnation": secrets.token_hex(6), "version": 1, "last_sequence": 0, "event_count": 0,
+            "incarnation": incarnation, "version": 1, "last_sequence": 0, "event_count": 0,
             "state_json": codec.dumps(state), "config_json": codec.config_to_text(config),
             "create_time": now, "update_time": now,
         }
@@ -176,7 +177,7 @@ class SqlSessionStore:
         except IntegrityError:
             raise AlreadyExists(f"session {key.name} already exists", reason=Reason.SESSION_ALREADY_EXISTS) from None
         return SessionRecord(
-            key=key, state=state, config=config, etag=codec.etag(values["incarnation"], 1),
+            key=key, state=state, config=config, etag=codec.etag(incarnation, 1),
             create_time=now, update_time=now, event_count=0, last_sequence=0,
         )
 

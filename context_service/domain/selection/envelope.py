@@ -85,7 +85,7 @@ class Accounting:
     compressed: bool
 
 
-def _join(items: Sequence[bytes]) -> bytes:
+def _join(items: Sequence[bytes | memoryview]) -> bytes:
     return b",".join(items)
 
 

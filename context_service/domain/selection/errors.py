@@ -15,7 +15,7 @@ def _limit_name(kind: str, measured_bytes: int, max_bytes: int | None) -> str:
 
 
 def budget_exceeded(
-    reason: str,
+    reason: Reason,
     message: str,
     *,
     kind: str,

@@ -11,6 +11,7 @@ the memo must be emptied whenever the history changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from context_service.domain.config import EventFilter
 from context_service.domain.selection.filters import predicate
@@ -76,13 +77,13 @@ def grouping(
     start: int,
     event_filter: EventFilter | None,
     input_ids: tuple[str, ...],
-    memo: dict | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Grouping:
     """Visible events from ``records[start:]`` (compaction entries left
     out), filtered and grouped into units."""
     slot = (start, event_filter, input_ids)
     if memo is not None:
-        hit = memo.get(slot)
+        hit: Grouping | None = memo.get(slot)
         if hit is not None:
             return hit
     window = [r for r in (records[start:] if start else records) if not r.is_compaction]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentctx_common.reasons import Reason
 from context_service.domain import model as m
@@ -107,7 +107,7 @@ def select(
     policy: SelectionPolicy,
     *,
     compaction_index: int | object | None = _UNKNOWN,
-    memo: dict | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Selection:
     """The history for one request. ``records``: every stored event in
     sequence order; ``compaction_index``: the position of the latest
@@ -136,14 +136,7 @@ def select(
     summary_size = summary_body.size if summary_body is not None else 0
     input_size = sum(c.size for c in inputs)
     n_units = len(sizes)
-    base = dict(
-        grouping=grouped,
-        events_seen=grouped.seen,
-        events_filtered=grouped.filtered,
-        bytes_per_token=bpt,
-        calibrated=calibrated,
-        last_sequence=records[-1].sequence if records else 0,
-    )
+    last_sequence = records[-1].sequence if records else 0
 
     allowance = byte_allowance(policy.max_bytes, policy.max_tokens, bpt)
     total = input_size + summary_size + grouped.total
@@ -154,11 +147,16 @@ def select(
             units_selected=n_units + (1 if summary_body is not None else 0),
             units_dropped=0,
             history_bytes=total - input_size,
-            compaction_sequence=summary.sequence if summary_body is not None else 0,
-            **base,
+            compaction_sequence=summary.sequence if summary is not None and summary_body is not None else 0,
+            grouping=grouped,
+            events_seen=grouped.seen,
+            events_filtered=grouped.filtered,
+            bytes_per_token=bpt,
+            calibrated=calibrated,
+            last_sequence=last_sequence,
         )
 
-    def over(reason: str, message: str, measured: int) -> Exception:
+    def over(reason: Reason, message: str, measured: int) -> Exception:
         return errors.budget_exceeded(
             reason, message, kind="history", measured_bytes=measured, measured_tokens=estimate(measured, bpt),
             max_bytes=policy.max_bytes, max_tokens=policy.max_tokens, bytes_per_token=bpt,
@@ -197,8 +195,13 @@ def select(
         units_selected=(n_units - first) + (1 if keep_summary else 0),
         units_dropped=dropped_units,
         history_bytes=used - input_size,
-        compaction_sequence=summary.sequence if keep_summary else 0,
-        **base,
+        compaction_sequence=summary.sequence if keep_summary and summary is not None else 0,
+        grouping=grouped,
+        events_seen=grouped.seen,
+        events_filtered=grouped.filtered,
+        bytes_per_token=bpt,
+        calibrated=calibrated,
+        last_sequence=last_sequence,
     )
     if mode is OverflowMode.COMPRESS and dropped_units:
         dropped: list[m.Content] = []
