@@ -3,7 +3,7 @@
 Each RPC authenticates the caller first, then parses the resource name,
 then checks the caller may use the app (so another app's sessions are
 PERMISSION_DENIED before anything about them is looked up), validates, and
-calls the store. Conversion is in api.convert; rules are in
+calls the store. Conversion is in mapping.convert; rules are in
 domain.sessions.
 """
 

@@ -105,10 +105,11 @@ _LIVE_COLUMNS = (
 
 
 class SqlSessionStore:
-    """base.SessionStore on one SQLAlchemy async engine. Subclass-free
-    extensions (compactions, compaction_jobs) use ``_write``, ``_read``,
-    ``_lock_sessions`` and ``_clock``: a write through ``_write`` is
-    serialized with appends like any other."""
+    """ports.SessionStore on one SQLAlchemy async engine. The storage
+    package's other stores (compactions, compaction_jobs, lifecycle) use
+    ``write_transaction``, ``read_connection``, ``lock_sessions`` and
+    ``now``: a write through ``write_transaction`` is serialized with
+    appends like any other."""
 
     def __init__(
         self,

@@ -3,7 +3,7 @@ bytes laid out once.
 
 Building it touches every visible event; everything after (budgets, the
 fingerprints) works on units or on contiguous byte ranges. A caller that
-keeps a history between requests (``context_service.history``) passes a
+keeps a history between requests (``building.history``) passes a
 memo dict, so a warm request with the same filter skips the per-event work:
 the memo must be emptied whenever the history changes.
 """
