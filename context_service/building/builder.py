@@ -123,7 +123,7 @@ class ContextBuilder:
                 "envelope_fingerprint": accounting.envelope_fingerprint,
             },
         )
-        return BuiltContext(parts, request.settings, selection, accounting, config, view.memo)
+        return BuiltContext(parts, request.settings, selection, accounting, config, view.memo, {})
 
     def _effective(
         self, stored: ContextConfig, call: SelectionPolicy | None

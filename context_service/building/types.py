@@ -3,22 +3,22 @@
 Transport forms ride along opaquely (``rendered``): the edge that mapped a
 request puts its encodings there, and the edge that sends the built
 context reuses them, so nothing is converted twice. This package never
-looks inside them.
+looks inside them. The per-call types are named tuples: immutable, and
+cheaper to build than frozen dataclasses on the BuildContext hot path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig, SelectionPolicy
 from context_service.domain.model import Content
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContent:
+class RequestContent(NamedTuple):
     """One content of a request. ``rendered``: its transport form as it
     arrived, reused when pruning leaves the content as it is (None: rendered
     when needed). ``identity``: a stable encoding of the content (equal
@@ -44,8 +44,7 @@ class RequestSettings:
 NO_SETTINGS = RequestSettings()
 
 
-@dataclass(frozen=True, slots=True)
-class BuildRequest:
+class BuildRequest(NamedTuple):
     """One context to build. ``policy``: the caller's validated override of
     the session's selection policy (None: none)."""
 
@@ -57,8 +56,7 @@ class BuildRequest:
     policy: SelectionPolicy | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class BuiltContext:
+class BuiltContext(NamedTuple):
     """The model request's parts as selected, with their accounting, and
     the session's effective config. Every content record carries its
     transport form in ``rendered``.
@@ -73,7 +71,7 @@ class BuiltContext:
     accounting: sel.Accounting
     config: ContextConfig
     memo: dict[Any, Any]
-    encoded: dict[str, Any] = field(default_factory=dict)
+    encoded: dict[str, Any]
 
     @property
     def model(self) -> str:

@@ -188,17 +188,19 @@ def response_message(built: BuiltContext) -> pb.BuildContextResponse:
 def response_wire(built: BuiltContext) -> bytes:
     """The serialized BuildContextResponse, the same message as
     ``response_message``, assembled from cached wire bytes."""
+    # Every record's ``rendered`` is a ``Rendered`` (records are made with
+    # ``wire.render``, or reuse the request's own, see RequestMapper).
     parts, selection = built.parts, built.selection
     chunks: list[bytes | memoryview] = []
     if parts.model:
         chunks.append(wire_field(1, parts.model.encode()))
     if parts.system_instruction is not None:
-        chunks.append(_rendered(parts.system_instruction).instruction_wire)
-    chunks += [_rendered(c).wire for c in parts.memory]
+        chunks.append(parts.system_instruction.rendered.instruction_wire)
+    chunks += [c.rendered.wire for c in parts.memory]
     if selection.summary is not None:
-        chunks.append(_rendered(selection.summary).wire)
+        chunks.append(selection.summary.rendered.wire)
     chunks.append(_events_wire(built.memo, selection))
-    chunks += [_rendered(c).wire for c in parts.inputs]
+    chunks += [c.rendered.wire for c in parts.inputs]
     chunks.append(_encoded(built.settings).wire)
     accounting = accounting_to_proto(built.accounting).SerializeToString()
     return wire_field(1, b"".join(chunks)) + wire_field(2, accounting)
