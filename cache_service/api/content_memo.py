@@ -74,6 +74,24 @@ class ContentMemo:
         self.hits += 1
         return found[0]
 
+    def get_many(self, keys: list[bytes]) -> list[CanonicalContent | None]:
+        """``get`` for each key, in one call (one per request, not per content)."""
+        entries = self._entries
+        find, touch = entries.get, entries.move_to_end
+        out: list[CanonicalContent | None] = []
+        append = out.append
+        for key in keys:
+            found = find(key)
+            if found is None:
+                append(None)
+            else:
+                touch(key)
+                append(found[0])
+        missed = out.count(None)
+        self.misses += missed
+        self.hits += len(out) - missed
+        return out
+
     def put(self, key: bytes, content: CanonicalContent) -> None:
         if not self.budget_bytes or key in self._entries:
             return

@@ -12,7 +12,7 @@ once.
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import struct_pb2
 
@@ -88,22 +88,23 @@ def _contents(contents: Any, path: str, memo: ContentMemo | None) -> tuple[JSON,
             violations += _content_violations(c, f"{path}[{i}]")
         _fail(violations)
         return tuple(content_json(c) for c in contents)
-    out: list[JSON] = []
-    for i, c in enumerate(contents):
-        # Deterministic: map entries (Struct fields) in key order, so equal
-        # contents sent with differently ordered maps share an entry.
-        key = c.SerializeToString(deterministic=True)
-        known = memo.get(key)
-        if known is None:
+    # Deterministic: map entries (Struct fields) in key order, so equal
+    # contents sent with differently ordered maps share an entry.
+    keys = [c.SerializeToString(deterministic=True) for c in contents]
+    out = memo.get_many(keys)
+    if None in out:
+        for i, c in enumerate(contents):
+            if out[i] is not None:
+                continue
             found = _content_violations(c, f"{path}[{i}]")
             if found:
                 violations += found
                 continue
-            known = CanonicalContent(content_json(c))
-            memo.put(key, known)
-        out.append(known)
-    _fail(violations)
-    return tuple(out)
+            new = out[i] = CanonicalContent(content_json(c))
+            memo.put(keys[i], new)
+        _fail(violations)
+    # Every slot now holds a content: a missing one failed above.
+    return tuple(cast("list[JSON]", out))
 
 
 def _system_instruction(msg: Any, path: str) -> JSON | None:

@@ -155,9 +155,16 @@ def _next_link(prev: bytes, content: Any) -> bytes:
 
 def chain_digests(head: JSON, history: Sequence[Any]) -> tuple[bytes, ...]:
     """``chain[i]`` identifies the head plus the first ``i`` contents."""
-    chain = [_digest(b"head", canonical_json(head))]
+    prev = _digest(b"head", canonical_json(head))
+    chain = [prev]
+    append = chain.append
     for content in history:
-        chain.append(_next_link(chain[-1], content))
+        # The memoized link inline: this loop runs once per content per call.
+        if type(content) is CanonicalContent and (link := content._link) is not None and link[0] == prev:
+            prev = link[1]
+        else:
+            prev = _next_link(prev, content)
+        append(prev)
     return tuple(chain)
 
 
@@ -171,6 +178,10 @@ def _body_digest(head: JSON, history: Sequence[Any], chain: Sequence[bytes]) -> 
     """SHA-256 hex and length of ``canonical_json({**head, "history": history})``,
     resuming from the hash state memoized on the latest content whose chain
     digest still matches (same head and same contents up to it)."""
+    if not history or type(history[-1]) is not CanonicalContent:
+        # Nothing measured (domain callers, tests): the definition itself.
+        whole = canonical_json({**head, "history": list(history)})
+        return hashlib.sha256(whole).hexdigest(), len(whole)
     hasher: Any = None
     size = start = 0
     for i in range(len(history), 0, -1):
@@ -191,8 +202,8 @@ def _body_digest(head: JSON, history: Sequence[Any], chain: Sequence[bytes]) -> 
             size += 1
         hasher.update(data)
         size += len(data)
-    last = history[-1] if history else None
-    if type(last) is CanonicalContent and start < len(history):
+    last = history[-1]
+    if start < len(history):
         last._body = (chain[-1], hasher.copy(), size)
     tail = b"]," + canonical_json(head)[1:]
     hasher.update(tail)
