@@ -18,8 +18,9 @@ hands out) carries its canonical bytes and digest, its last chain link and
 the fingerprint hash state after it, so a turn that repeats the previous
 prefix hashes only its new contents. Every value is the one the plain-dict
 path computes (tests/cache/test_digests.py checks this over random
-prefixes); the memoized state is keyed by the exact predecessor chain
-digest, so it is used only where it applies.
+prefixes): a memoized link is used only after the exact predecessor
+digest it was computed from, a hash state only at the chain digest it was
+left at (the same match the registry relies on).
 """
 
 from __future__ import annotations
