@@ -17,8 +17,9 @@ simulator, everything measured in the same run:
   state of a growing conversation (each call's newest content is new, the
   rest were sent before) -> ``digest_ms_1000``, with the servicer's content
   memo; ``digest_ms_1000_unmemoized``, the same turns without it,
-  interleaved in the same run; ``digest_ms_1000_cold``, a first sight of all
-  1,000 contents with the memo.
+  interleaved in the same run (p50s; ``digest_ms_1000_p95`` too);
+  ``digest_ms_1000_cold``, a first sight of all 1,000 contents with the
+  memo; ``digest_memo_hits``/``_misses``, the memo's counts over the run.
 
 Run: ``.venv/bin/python -m bench.cache`` from the repository root. The last
 line is one JSON object with every figure.
