@@ -79,7 +79,7 @@ class CacheClient:
                     ],
                 )
                 # The generated gRPC module has no type stubs.
-                self._stub = Stub(self._channel)  # type: ignore[no-untyped-call]
+                self._stub = Stub(self._channel)
         return self._stub
 
     def timeout(self, remaining: float | None) -> float:
