@@ -8,6 +8,7 @@ from agentctx.type.v1 import event_pb2 as _event_pb2
 from agentctx.type.v1 import generation_pb2 as _generation_pb2
 from google.protobuf import empty_pb2 as _empty_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -78,6 +79,20 @@ class DeleteSessionRequest(_message.Message):
     name: str
     etag: str
     def __init__(self, name: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
+
+class GetSharedStateRequest(_message.Message):
+    __slots__ = ("parent",)
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    def __init__(self, parent: _Optional[str] = ...) -> None: ...
+
+class SharedState(_message.Message):
+    __slots__ = ("app_state", "user_state")
+    APP_STATE_FIELD_NUMBER: _ClassVar[int]
+    USER_STATE_FIELD_NUMBER: _ClassVar[int]
+    app_state: _struct_pb2.Struct
+    user_state: _struct_pb2.Struct
+    def __init__(self, app_state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., user_state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class AppendEventRequest(_message.Message):
     __slots__ = ("parent", "event", "expected_etag", "state_delta")
