@@ -99,6 +99,8 @@ def _record(row: Any, **changes: Any) -> SessionRecord:
         update_time=values["update_time"],
         event_count=values["event_count"],
         last_sequence=values["last_sequence"],
+        app_state=values.get("app_state", {}),
+        user_state=values.get("user_state", {}),
     )
 
 

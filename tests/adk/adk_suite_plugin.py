@@ -7,7 +7,9 @@ that function at AgentCtxSessionService (on the context service named by
 AGENTCTX_ADK_TARGET) and keeps only the tests that ask for ADK's
 DATABASE service, the one this class stands in for: tests of the other
 backends' parametrizations would repeat them, and tests that build a
-DatabaseSessionService themselves test its SQLAlchemy internals. Each test
+DatabaseSessionService themselves test its SQLAlchemy internals. With
+AGENTCTX_ADK_CONTROL set, the same tests run on ADK's own
+DatabaseSessionService instead (the control). Each test
 gets its own app prefix, so tests that reuse ids stay apart on one
 service.
 """
@@ -53,9 +55,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def _agentctx_service(*args: Any, **kwargs: Any) -> Any:
+    if os.environ.get("AGENTCTX_ADK_CONTROL"):
+        # The control run: ADK's own DatabaseSessionService on the same
+        # tests, to tell this suite's drift from ADK's release apart from
+        # agentctx's differences.
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+
+        return DatabaseSessionService("sqlite+aiosqlite:///:memory:")
     from agentctx_adk import AgentCtxSessionService
 
+    from agentctx_client import TlsConfig
+
     return AgentCtxSessionService.connect(
-        os.environ["AGENTCTX_ADK_TARGET"], insecure_loopback=True,
+        os.environ["AGENTCTX_ADK_TARGET"],
+        tls=TlsConfig(ca=os.environ["AGENTCTX_ADK_CA"], server_name="localhost"),
         app_prefix=f"{os.environ.get('AGENTCTX_ADK_RUN', 'run')}.{next(_counter)}.",
     )

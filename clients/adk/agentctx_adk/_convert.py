@@ -28,8 +28,9 @@ from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
 
 # The custom_metadata key holding the rest of the ADK event.
 ADK_KEY = "adk"
-_NATIVE = ("id", "invocation_id", "author", "branch", "partial", "turn_complete", "timestamp", "content",
-           "long_running_tool_ids")
+# Kept only in agentctx's own fields. partial and turn_complete are kept in
+# both: ADK tells False from unset (None), agentctx does not.
+_NATIVE = ("id", "invocation_id", "author", "branch", "timestamp", "content", "long_running_tool_ids")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 _BRANCH = re.compile(r"[A-Za-z0-9_:-]+(\.[A-Za-z0-9_:-]+)*")
 _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
@@ -271,13 +272,12 @@ def event_from_proto(proto: event_pb2.Event) -> Event:
     }
     if proto.branch:
         data["branch"] = proto.branch
-    if proto.partial:
-        data["partial"] = True
-    if proto.turn_complete:
-        data["turn_complete"] = True
     if proto.long_running_tool_ids:
         data["long_running_tool_ids"] = sorted(proto.long_running_tool_ids)
     data.update(rest)
+    for flag in ("partial", "turn_complete"):
+        if getattr(proto, flag) and flag not in data:
+            data[flag] = True
     if "content" not in rest and proto.HasField("content"):
         data["content"] = content_from_proto(proto.content).model_dump(mode="json", exclude_none=True)
     return Event.model_validate_json(json.dumps(data))
