@@ -14,7 +14,8 @@ import dataclasses
 import datetime as dt
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -28,8 +29,13 @@ from context_service.storage import codec
 from context_service.storage.append_batch import etag_mismatch, not_found
 from context_service.storage.tables import app_states, events, sessions, user_states
 
-if TYPE_CHECKING:
-    from context_service.storage.sql_store import SqlSessionStore
+
+class Writer(Protocol):
+    """What an append with state needs of the store (SqlSessionStore)."""
+
+    def write_transaction(self) -> AbstractAsyncContextManager[AsyncConnection]: ...
+
+    def now(self) -> dt.datetime: ...
 
 
 def _insert(conn: AsyncConnection, table: sa.Table) -> Any:
@@ -75,7 +81,7 @@ async def load_shared(conn: AsyncConnection, owners: Iterable[tuple[str, str]]
     )
 
 
-async def append_with_state(store: SqlSessionStore, key: SessionKey, event: Event, *, body: str, fingerprint: str,
+async def append_with_state(store: Writer, key: SessionKey, event: Event, *, body: str, fingerprint: str,
                             expected_etag: str | None, delta: StateDelta) -> AppendResult:
     async with store.write_transaction() as conn:
         row = (await conn.execute(
@@ -100,14 +106,15 @@ async def append_with_state(store: SqlSessionStore, key: SessionKey, event: Even
             raise etag_mismatch(etag)
         now = store.now()
         sequence = row.last_sequence + 1
-        event = dataclasses.replace(event, sequence=sequence, create_time=event.create_time or now)
+        create_time = event.create_time or now
+        event = dataclasses.replace(event, sequence=sequence, create_time=create_time)
         await conn.execute(sa.insert(events).values(codec.event_row(
-            event, session_pk=row.pk, sequence=sequence, create_time=event.create_time, body=body,
+            event, session_pk=row.pk, sequence=sequence, create_time=create_time, body=body,
             fingerprint=fingerprint,
         )))
         values: dict[str, Any] = {
             "version": row.version + 1, "last_sequence": sequence, "event_count": row.event_count + 1,
-            "update_time": session_update_time(now, event.create_time),
+            "update_time": session_update_time(now, create_time),
         }
         if delta.session:
             state = json.loads(row.state_json)
