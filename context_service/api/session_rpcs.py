@@ -222,6 +222,8 @@ class SessionRpcs:
             violations.append(FieldViolation("after_sequence", "must not be negative"))
         if not 0 <= request.most_recent <= MAX_MOST_RECENT:
             violations.append(FieldViolation("most_recent", f"must be 0 to {MAX_MOST_RECENT}"))
+        if request.HasField("after_time"):
+            violations += value_violations(request.after_time, "after_time")
         raise_if(violations, Reason.INVALID_ARGUMENT)
         after_time = ts_to_dt(request.after_time) if request.HasField("after_time") else None
         scope = f"{key.name}|{request.include_compactions}|{request.after_sequence}"
