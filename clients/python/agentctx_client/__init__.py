@@ -69,6 +69,7 @@ reason this client does not know: then decide by the class), ``metadata``,
 ``error_from_rpc`` decodes a grpc.aio.AioRpcError of a raw stub the same way.
 """
 
+from agentctx.context.v1.context_service_pb2 import TURN_STORAGE_APPEND, TURN_STORAGE_NONE, TurnStorage
 from agentctx.error.v1.error_reason_pb2 import ErrorReason
 from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
 from agentctx.type.v1.event_pb2 import CompactionTrigger
@@ -125,6 +126,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ERROR_DOMAIN",
+    "TURN_STORAGE_APPEND",
+    "TURN_STORAGE_NONE",
     "Accounting",
     "AgentCtxError",
     "AlreadyExistsError",
@@ -166,6 +169,7 @@ __all__ = [
     "RetryPolicy",
     "Session",
     "TlsConfig",
+    "TurnStorage",
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",

@@ -46,6 +46,15 @@ def _time(value: timestamp_pb2.Timestamp, present: bool) -> datetime.datetime | 
     return value.ToDatetime(tzinfo=datetime.UTC) if present else None
 
 
+def _timestamp(value: datetime.datetime | None) -> timestamp_pb2.Timestamp | None:
+    """A Timestamp of an aware datetime (a naive one is taken as UTC)."""
+    if value is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value if value.tzinfo else value.replace(tzinfo=datetime.UTC))
+    return out
+
+
 @dataclass(frozen=True)
 class FunctionCall:
     """A tool call the model asked for; run it and send ``call.result(...)``."""
@@ -266,7 +275,9 @@ class Event:
 
 @dataclass(frozen=True)
 class Session:
-    """A session. Its context configuration (policies) is ``proto.config``."""
+    """A session. Its context configuration (policies) is ``proto.config``;
+    ``app_state`` and ``user_state`` are the states its app's (its user's)
+    sessions share."""
 
     name: str
     state: JSON
@@ -277,6 +288,8 @@ class Session:
     create_time: datetime.datetime | None
     update_time: datetime.datetime | None
     proto: session_pb2.Session = field(compare=False, repr=False)
+    app_state: JSON = field(default_factory=dict)
+    user_state: JSON = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -290,7 +303,7 @@ class Session:
             event_count=session.event_count, last_sequence=session.last_sequence,
             create_time=_time(session.create_time, session.HasField("create_time")),
             update_time=_time(session.update_time, session.HasField("update_time")),
-            proto=session,
+            proto=session, app_state=_dict(session.app_state), user_state=_dict(session.user_state),
         )
 
 
@@ -328,12 +341,14 @@ class Accounting:
 
 @dataclass(frozen=True)
 class AppendResult:
-    """The stored event, the session's etag after the append, and whether
-    the event id was already stored (then nothing changed)."""
+    """The stored event, the session's etag after the append, whether the
+    event id was already stored (then nothing changed), and the session's
+    update time after the append."""
 
     event: Event
     session_etag: str
     deduplicated: bool
+    session_update_time: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -421,16 +436,21 @@ class Page(Generic[T]):
     next_page_token: str
 
 
-InputLike = str | Content | Event | FunctionResponse
+InputLike = str | Content | Event | FunctionResponse | event_pb2.Event
 
 
 def input_events(value: InputLike | Sequence[InputLike], invocation_id: str) -> tuple[event_pb2.Event, ...]:
     """A turn's input as events, each with an id (kept when given, assigned
-    otherwise) so that every attempt of the turn sends the same ids."""
-    items: Sequence[InputLike] = [value] if isinstance(value, (str, Content, Event, FunctionResponse)) else value
+    otherwise) so that every attempt of the turn sends the same ids. An
+    Event message is sent as it is (copied, then given those ids)."""
+    single = (str, Content, Event, FunctionResponse, event_pb2.Event)
+    items: Sequence[InputLike] = [value] if isinstance(value, single) else value
     out = []
     for item in items:
-        if isinstance(item, Event):
+        if isinstance(item, event_pb2.Event):
+            event = event_pb2.Event()
+            event.CopyFrom(item)
+        elif isinstance(item, Event):
             event = item.to_proto()
         else:
             content = Content.user(item) if isinstance(item, (str, FunctionResponse)) else item
