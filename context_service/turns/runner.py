@@ -101,7 +101,10 @@ class TurnRunner:
     # --- StreamGenerate ---------------------------------------------------------
 
     async def stream(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> AsyncIterator[Event | TurnResult]:
-        """Partial chunk events as the model produces them, then the result."""
+        """Partial chunk events as the model produces them, then the result.
+        The chunks are never stored: the reply holds them all, so a stream
+        stores what a unary turn would (and a broken one nothing of its
+        output: the retry calls the model again)."""
         with telemetry.turn_span(stream=True, inputs=len(turn.inputs)) as span:
             built = await self._open(key, turn, deadline)
             if isinstance(built, TurnResult):
@@ -120,7 +123,7 @@ class TurnRunner:
                     try:
                         async for item in self.gateway.stream(scope, built, lease, deadline):
                             if isinstance(item, turns.ModelAnswer):
-                                reply, deduplicated = await self._store_stream(key, turn, partials, item)
+                                reply, deduplicated = await self._store_reply(key, turn, item)
                             else:
                                 chunk = turns.chunk_event(
                                     item, turn.ids, len(partials), author=turn.author, branch=turn.branch
@@ -142,20 +145,6 @@ class TurnRunner:
             result = await self._finish(key, reply, built, compactions, deduplicated, deadline)
             telemetry.completed(span, result, stream=True, overflow_recovered=first is not None, chunks=len(partials))
             yield result
-
-    async def _store_stream(
-        self, key: SessionKey, turn: Turn, partials: list[Event], answer: turns.ModelAnswer
-    ) -> tuple[Event, bool]:
-        """The chunks as partial events, then the final reply. A chunk id
-        already stored with other content is left from an attempt that
-        never finished (its reply was never stored): it is kept as it is."""
-        for chunk in partials:
-            try:
-                await self._sessions.append_event(key, chunk)
-            except AlreadyExists as err:
-                if err.reason != Reason.EVENT_ID_CONFLICT:
-                    raise
-        return await self._store_reply(key, turn, answer)
 
     # --- shared steps -----------------------------------------------------------
 
