@@ -2,8 +2,9 @@
 
 1. A stored reply with the turn's reply id means an earlier attempt
    finished: it is returned (deduplicated) and nothing else happens.
-2. The input events are appended (idempotent by id): from here on the
-   input is durable, whatever fails later.
+2. The input events are appended in one transaction, all or nothing
+   (idempotent by id; their number is bounded, ``max_turn_inputs``): from
+   here on the input is durable, whatever fails later.
 3. The context is built as BuildContext builds it, with the input events
    left out of the history and sent as the current input, so a retry
    builds the view its first attempt would have.
@@ -156,8 +157,8 @@ class TurnRunner:
             if not turns.is_reply(stored):
                 raise turns.reply_id_conflict()
             return TurnResult(stored, deduplicated=True)
-        for event in turn.inputs:
-            await self._sessions.append_event(key, event)
+        # All or nothing: a turn that fails while storing its input leaves none of it.
+        await self._sessions.append_events(key, turn.inputs)
         return await self._build(key, turn, deadline)
 
     async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> BuiltContext:
