@@ -16,7 +16,8 @@
 6. Threshold / background compaction runs at the turn boundary. It never
    fails a turn whose reply is stored: the next boundary tries again.
 
-Every downstream call gets what is left of the agent's deadline.
+Every downstream call gets what is left of the agent's deadline, and no
+model call starts once it has passed (DEADLINE_TOO_SHORT).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from agentctx_common.errors import AgentCtxError, AlreadyExists
+from agentctx_common.errors import AgentCtxError, AlreadyExists, DeadlineExceeded
 from agentctx_common.reasons import Reason
 from context_service.building.builder import ContextBuilder
 from context_service.building.types import BuiltContext
@@ -92,6 +93,7 @@ class TurnRunner:
         return scope, await self.gateway.acquire(scope, built, len(turn.inputs), built.config.cache, deadline)
 
     async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline) -> tuple[Event, bool]:
+        _require_time(deadline)
         scope, lease = await self._lease(key, turn, built, deadline)
         try:
             answer = await self.gateway.generate(scope, built, lease, deadline)
@@ -117,6 +119,7 @@ class TurnRunner:
             reply: Event | None = None
             deduplicated = False
             while True:
+                _require_time(deadline)
                 scope, lease = await self._lease(key, turn, built, deadline)
                 partials: list[Event] = []
                 overflow: AgentCtxError | None = None
@@ -221,3 +224,15 @@ class TurnRunner:
                     boundary.append(outcome.event)
                 background = outcome.background_scheduled
         return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated)
+
+
+def _require_time(deadline: turns.Deadline) -> None:
+    """Load shedding: a model call whose answer nobody waits for any more
+    is not started. The input stays stored; a retry with the same ids and
+    a longer deadline completes the turn once."""
+    if deadline.expired:
+        raise DeadlineExceeded(
+            "the turn's deadline passed before the model call; the input is stored, "
+            "retry with the same event ids and a longer deadline",
+            reason=Reason.DEADLINE_TOO_SHORT, metadata={"remaining_ms": 0},
+        )
