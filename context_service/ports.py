@@ -13,7 +13,7 @@ current etag in metadata; COMPACTION_CONFLICT), Unavailable
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Protocol
 
 from context_service.building.types import BuiltContext
@@ -93,6 +93,14 @@ class SessionStore(Protocol):
         body as JSON). A ``state_delta`` is merged by key into the session's
         and the shared states in the event's transaction (not on a retry).
         """
+        ...
+
+    async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
+        """Stores ``events`` all or nothing, in one transaction: the first
+        error ``append_event`` would give one of them (EVENT_ID_CONFLICT,
+        NOT_FOUND) is raised and nothing is stored. An id already stored
+        with the same content is deduplicated as by ``append_event``, so a
+        retry is idempotent; the others get consecutive sequences."""
         ...
 
     async def get_event(self, key: SessionKey, event_id: str) -> Event | None: ...

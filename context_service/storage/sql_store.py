@@ -48,6 +48,7 @@ from context_service.domain.sessions import (
     new_id,
 )
 from context_service.storage import codec, schema
+from context_service.storage.append_all import append_all
 from context_service.storage.append_batch import Append, Live
 from context_service.storage.append_batch import etag_mismatch as _etag_mismatch
 from context_service.storage.append_batch import not_found as session_not_found
@@ -288,6 +289,17 @@ class SqlSessionStore:
             return await append_with_state(self, key, event, body=body, fingerprint=fingerprint,
                                            expected_etag=expected_etag, delta=state_delta)
         return await self._appends.submit(Append(key, event, expected_etag, body, fingerprint))
+
+    async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
+        """ports.SessionStore.append_events: one transaction of its own (append_all)."""
+        items = []
+        for event in events:
+            if not event.id:
+                event = dataclasses.replace(event, id=new_id())
+            body = codec.event_body(event)
+            items.append(Append(key, event, None, body, codec.event_fingerprint(event, body)))
+        async with self.write_transaction() as conn:
+            return await append_all(conn, items, self._clock(), self.lock_sessions)
 
     async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
         async with self._write_lock:

@@ -858,8 +858,10 @@ export type GenerateRequest = Message<"agentctx.context.v1.GenerateRequest"> & {
 
   /**
    * The input events of this turn (user message or tool results), appended
-   * before the model call. Give them client ids: a retry with the same ids
-   * completes the turn exactly once.
+   * before the model call, all or none of them. Give them client ids: a
+   * retry with the same ids completes the turn exactly once. At most the
+   * server's max_turn_inputs (default 256); more is INVALID_ARGUMENT on
+   * input.
    *
    * @generated from field: repeated agentctx.type.v1.Event input = 2;
    */
@@ -1036,7 +1038,8 @@ export type StreamGenerateResponse = Message<"agentctx.context.v1.StreamGenerate
    */
   item: {
     /**
-     * A partial chunk of the reply (event.partial = true), not yet stored.
+     * A partial chunk of the reply (event.partial = true). Chunks are never
+     * stored: the result's reply, stored once, holds them all.
      *
      * @generated from field: agentctx.type.v1.Event chunk = 1;
      */
