@@ -362,10 +362,11 @@ class LocalProvider:
         read_at = 0
         read_tokens = written = 0
         covered = 0  # tokens read or written by earlier breakpoints of this call
+        before = dict(self._written)  # what earlier calls wrote
         for mark in sorted({m for m in marks if 0 <= m <= len(call.contents)})[:4]:
             hit = None
             for pos in range(mark, max(-1, mark - LOOKBACK - 1), -1):
-                record = self._written.get(chain[pos])
+                record = before.get(chain[pos])
                 if record is not None and record[0] > now:
                     hit = pos
                     break
