@@ -45,6 +45,7 @@ from cache_service.domain.ports import (
     RateLimited,
 )
 from cache_service.providers.http_logs import retry_after_s, silence_http_logs
+from cache_service.providers.tool_ids import ToolIds
 
 log = logging.getLogger("agentctx.cache.anthropic")
 _TOO_LONG = re.compile(r"prompt is too long:\D*(\d+)\s*tokens\s*>\s*(\d+)")
@@ -236,7 +237,7 @@ def _tool_choice(d: JSON | None) -> JSON | None:
 
 
 def _messages(contents: tuple[JSON, ...]) -> list[JSON]:
-    ids = _ToolIds()
+    ids = ToolIds("toolu_agentctx_")
     out: list[JSON] = []
     for content in contents:
         role = "assistant" if content.get("role") == "model" else "user"
@@ -248,30 +249,7 @@ def _messages(contents: tuple[JSON, ...]) -> list[JSON]:
     return out
 
 
-class _ToolIds:
-    """Ids for tool calls that carry none, each response paired with the
-    earliest unanswered call of its function."""
-
-    def __init__(self) -> None:
-        self._n = 0
-        self._open: dict[str, list[str]] = {}
-
-    def call(self, name: str, given: str) -> str:
-        if given:
-            return given
-        self._n += 1
-        made = f"toolu_agentctx_{self._n}"
-        self._open.setdefault(name, []).append(made)
-        return made
-
-    def response(self, name: str, given: str) -> str:
-        if given:
-            return given
-        waiting = self._open.get(name)
-        return waiting.pop(0) if waiting else f"toolu_agentctx_unpaired_{name}"
-
-
-def _block(p: JSON, ids: _ToolIds) -> JSON | None:
+def _block(p: JSON, ids: ToolIds) -> JSON | None:
     if p.get("thought"):
         return None
     if "text" in p:
