@@ -65,11 +65,10 @@ def _silence_http_logs() -> None:
 
 
 class GeminiProvider:
-    name = "gemini"
-
     def __init__(
         self,
         *,
+        name: str = "gemini",
         api_key: str | None = None,
         base_url: str | None = None,
         api_version: str | None = None,
@@ -81,6 +80,7 @@ class GeminiProvider:
         min_cache_tokens: int | None = None,
     ) -> None:
         _silence_http_logs()
+        self.name = name
         options = types.HttpOptions(
             base_url=base_url,
             api_version=api_version or ("v1beta1" if vertexai else "v1beta"),
