@@ -11,7 +11,14 @@ of the registry is the same for every kind.
 - A leased call to a NAMED provider names the resource and carries only the
   suffix (``rewrite_for_cache``); one to a MARKED or AUTOMATIC provider
   carries the whole request and a ``PrefixMark``: where the leased prefix
-  ends (the adapter marks a breakpoint there) and the routing key.
+  ends (the adapter marks a breakpoint there) and the routing key. When the
+  leased prefix holds more than the head, the conversation was seen to
+  repeat and goes on: a MARKED call then also writes through to the end of
+  the request (``write_through``), so that the next call reads all of it
+  and writes only what came since. On Anthropic's prices that is what pays
+  (a write costs 1.25x input once, a read 0.1x each later call); a lone
+  request (first sighting, or a prefix of only the head) writes nothing but
+  the head it shares.
 - An AUTOMATIC provider caches every call by itself, so even a call without
   a lease carries the scope's routing key: the call after it then lands
   where that one was cached.
@@ -48,7 +55,10 @@ def leased_request(provider: Provider, call: ModelCall, entry: Entry) -> tuple[M
     """The request a leased call sends, and what it is told of its cache."""
     if provider.cache_kind is CacheKind.NAMED:
         return rewrite_for_cache(call, entry.history_len), entry.handle.name
-    return call, PrefixMark(entry.history_len, entry.ttl_s, prefix_key(entry.scope_fp))
+    # A conversation seen to repeat (more than its head) goes on: writing its
+    # whole request now lets the next call read all of it.
+    through = provider.cache_kind is CacheKind.MARKED and entry.history_len > 0
+    return call, PrefixMark(entry.history_len, entry.ttl_s, prefix_key(entry.scope_fp), write_through=through)
 
 
 def unleased_ref(provider: Provider, scope_fp: str, ttl_s: float) -> CacheRef | None:

@@ -82,11 +82,14 @@ class PrefixMark:
     leased prefix ends after ``history_len`` contents (0: after the system
     instruction and tools), the TTL asked for, and ``key``, a stable,
     content-free routing key (prompt_cache_key). ``history_len`` is None on
-    a call without a lease: only the key applies."""
+    a call without a lease: only the key applies. ``write_through``: a
+    MARKED adapter also marks the end of the request, so that the next call
+    of the conversation reads all of this one (the registry's choice)."""
 
     history_len: int | None
     ttl_s: float
     key: str
+    write_through: bool = False
 
 
 CacheRef = ResourceName | PrefixMark  # what a model call is told of its cache

@@ -1,10 +1,11 @@
 """``anthropic``: Claude through the ``anthropic`` SDK's Messages API (a
 MARKED provider: prompt caching by ``cache_control`` breakpoints).
 
-A call with a PrefixMark carries the whole request with two breakpoints:
-after the system instruction and tools (shared by every conversation of the
-scope) and after the leased prefix, with the 1-hour TTL when the TTL asked
-exceeds 5 minutes. Anthropic reads the longest prefix it holds and writes
+A call with a PrefixMark carries the whole request with breakpoints after
+the system instruction and tools (shared by every conversation of the
+scope), after the leased prefix and, with ``write_through``, at the end of
+the request (three of Anthropic's four), with the 1-hour TTL when the TTL
+asked exceeds 5 minutes. Anthropic reads the longest prefix it holds and writes
 the rest; usage reports both (``cache_read_input_tokens`` becomes the cached
 prompt tokens, ``cache_creation_input_tokens`` the write). A call without a
 mark is sent without breakpoints, so nothing is written.
@@ -191,8 +192,10 @@ def request_params(call: ModelCall, cache: CacheRef | None, default_max_tokens: 
         head = system[-1] if system else (tools[-1] if tools else None)
         if head is not None:
             head["cache_control"] = dict(control)
-        n = min(mark.history_len or 0, len(call.contents))
-        if n > 0:
+        ends = {min(mark.history_len or 0, len(call.contents))}
+        if mark.write_through:
+            ends.add(len(call.contents))
+        for n in ends - {0}:
             # Canonical contents and messages correspond one to one.
             messages[n - 1]["content"][-1]["cache_control"] = dict(control)
     g = call.generation_config

@@ -14,9 +14,10 @@ shape (domain.pricing):
   minimum size is cached, at every content boundary, on one of
   ``machines`` machines for 5 minutes past its last use; a call reads the
   longest prefix cached on the machine it lands on. A call lands by its
-  routing key (``prompt_cache_key``) and head; more than ``overflow_rpm``
-  calls a minute on one route spill over to the next machines, as
-  OpenAI's router does. Writes are free.
+  routing key (``prompt_cache_key``) and head; a route with more than
+  ``overflow_rpm`` calls in the last minute spreads them over the next
+  machines (each call by its own hash), as OpenAI's router does. Writes
+  are free.
 
 Behaviour common to all kinds:
 
@@ -144,6 +145,7 @@ class LocalProvider:
         self.context_window = context_window
         self.bytes_per_token = bytes_per_token
         self.latency_s = 0.0
+        self.caching = True  # AUTOMATIC: False serves as a server without prefix caching
         self.create_gate: asyncio.Event | None = None
         self.counts = {"create": 0, "update": 0, "delete": 0, "list": 0, "generate": 0, "stream": 0}
         self._caches: dict[ResourceName, _SimCache] = {}
@@ -330,11 +332,12 @@ class LocalProvider:
             prompt = self._tokens(Prefix.of_call(call, len(call.contents)).json())
         if prompt > self.context_window:
             raise ContextWindowExceeded(prompt_tokens=prompt, context_window=self.context_window, status=400)
-        if self.kind is CacheKind.MARKED and isinstance(cache, PrefixMark) and cache.history_len is not None:
-            read = self._marked(call, (0, cache.history_len), cache.ttl_s)
+        marks = self.marks(call, cache)
+        if self.kind is CacheKind.MARKED and marks:
+            read = self._marked(call, marks, cache.ttl_s if isinstance(cache, PrefixMark) else SHORT_TTL_S)
             cached_tokens, written, long_written = read.cached, read.written, read.long_written
-        elif self.kind is CacheKind.AUTOMATIC:
-            cached_tokens = self._automatic(call, cache.key if isinstance(cache, PrefixMark) else "", prompt)
+        elif self.kind is CacheKind.AUTOMATIC and self.caching:
+            cached_tokens = self._automatic(call, self.routing_key(cache), prompt)
         content = _reply(call.model, history, tools)
         output = self._tokens(content)
         self._bill.calls += 1
@@ -347,6 +350,18 @@ class LocalProvider:
                               total_tokens=prompt + output, cache_write_tokens=written)
 
     # --- marked and automatic prefixes ------------------------------------------------
+
+    def marks(self, call: ModelCall, cache: CacheRef | None) -> tuple[int, ...]:
+        """Where a MARKED call has breakpoints, in contents (0: after the
+        head), as the adapter places them (a seam for benchmarks' naive
+        clients)."""
+        if not isinstance(cache, PrefixMark) or cache.history_len is None:
+            return ()
+        return (0, cache.history_len, len(call.contents)) if cache.write_through else (0, cache.history_len)
+
+    def routing_key(self, cache: CacheRef | None) -> str:
+        """The prompt_cache_key an AUTOMATIC call carries (a seam likewise)."""
+        return cache.key if isinstance(cache, PrefixMark) else ""
 
     def _prefix_tokens(self, call: ModelCall, upto: int) -> int:
         return self._tokens(Prefix.of_call(call, upto).json())
@@ -405,7 +420,10 @@ class LocalProvider:
             recent.popleft()
         spill = len(recent) // self.overflow_rpm
         recent.append(now)
-        machine = self._machines[(int.from_bytes(route[:4], "big") + spill) % self.machines]
+        # Over its rate a route spreads over more machines, each call to one
+        # of them by its own hash: its prefix is cached on only one of those.
+        spread = int.from_bytes(hashlib.sha256(chain[-1]).digest()[:4], "big") % (spill + 1)
+        machine = self._machines[(int.from_bytes(route[:4], "big") + spread) % self.machines]
         cached = 0
         for pos in range(len(call.contents), -1, -1):
             expire = machine.get(chain[pos])

@@ -109,7 +109,8 @@ async def test_a_leased_call_marks_the_head_and_the_prefix_and_reads_it_back(
     [first] = fake.calls_of("generate")
     body = first.body
     assert first.path == "/v1/messages" and "x-api-key" not in first.headers
-    assert _marks(body) == [("system", None), ("message 3", None)]
+    # Head, leased prefix, and (the conversation goes on) the request's end.
+    assert _marks(body) == [("system", None), ("message 3", None), ("message 4", None)]
     assert body["system"] == [{"type": "text", "text": SYSTEM["parts"][0]["text"], "cache_control": {"type": "ephemeral"}}]
     assert body["tools"] == [{"name": "get_weather", "description": "Weather of a city.", "input_schema": PARAMS}]
     assert body["tool_choice"] == {"type": "auto"}
@@ -119,14 +120,16 @@ async def test_a_leased_call_marks_the_head_and_the_prefix_and_reads_it_back(
                                                "input": {"city": "Paris"}}]
     assert body["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "c1",
                                                "content": '{"celsius": 21, "sky": "clear"}'}]
-    # The first leased call writes the prefix; the question after it is plain input.
-    assert reply.usage is not None and reply.usage.cache_write_tokens > 0 and reply.usage.cached_prompt_tokens == 0
+    # The first leased call writes all of it.
+    assert reply.usage is not None and reply.usage.cached_prompt_tokens == 0
+    assert reply.usage.cache_write_tokens == reply.usage.prompt_tokens
     assert info.state is CacheState.CREATED
-    written = reply.usage.cache_write_tokens
     again, info = await gen.generate(_scope(), _call("And next week?"), lease)
     assert again.usage is not None
-    assert (again.usage.cached_prompt_tokens, again.usage.cache_write_tokens) == (written, 0)
-    assert again.usage.prompt_tokens > again.usage.cached_prompt_tokens
+    # The next reads the leased prefix and writes only its new question.
+    assert 0 < again.usage.cached_prompt_tokens < reply.usage.cache_write_tokens
+    assert 0 < again.usage.cache_write_tokens < again.usage.cached_prompt_tokens
+    assert again.usage.prompt_tokens == again.usage.cached_prompt_tokens + again.usage.cache_write_tokens
     assert again.content == {"role": "model", "parts": [{"text": "fake reply to 5 messages"}]}
     assert again.finish_reason == "STOP"
 
@@ -137,8 +140,18 @@ async def test_an_hour_long_ttl_writes_for_an_hour(anthropic_harness: Harness, f
     [entry] = await h.registry.entries()
     assert entry.handle.expire_time == pytest.approx(h.clock.wall() + 3600)
     reply, _ = await Generator(h.registry).generate(_scope(), _call(), lease)
-    assert _marks(fake.calls_of("generate")[0].body) == [("system", "1h"), ("message 3", "1h")]
+    assert _marks(fake.calls_of("generate")[0].body) == [("system", "1h"), ("message 3", "1h"), ("message 4", "1h")]
     assert reply.usage is not None and reply.usage.cache_write_tokens > 0
+
+
+async def test_a_lease_on_the_head_alone_writes_only_the_head(anthropic_harness: Harness,
+                                                              fake: FakeAnthropic) -> None:
+    h = anthropic_harness
+    r = await h.acquire(PrefixView.of(Prefix(MODEL, SYSTEM, TOOLS, {"mode": "AUTO"}, ())), _scope())
+    assert r.info.state is CacheState.CREATED
+    reply, _ = await Generator(h.registry).generate(_scope(), _call(history=()), r.lease)
+    assert _marks(fake.calls_of("generate")[0].body) == [("system", None)]
+    assert reply.usage is not None and 0 < reply.usage.cache_write_tokens < reply.usage.prompt_tokens
 
 
 async def test_an_unleased_call_carries_no_breakpoint(anthropic_harness: Harness, fake: FakeAnthropic) -> None:
