@@ -245,6 +245,8 @@ def _messages(contents: tuple[JSON, ...]) -> list[JSON]:
     for content in contents:
         role = "assistant" if content.get("role") == "model" else "user"
         blocks = [b for b in (_block(p, ids) for p in content.get("parts", ())) if b is not None]
+        # Anthropic wants a user turn's tool results before anything else in it.
+        blocks.sort(key=lambda b: b["type"] != "tool_result")
         if not blocks:
             # Every message needs a block: a content of thoughts only keeps its place.
             blocks = [{"type": "text", "text": "(no content)"}]

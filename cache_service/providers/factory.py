@@ -2,8 +2,9 @@
 the local simulator in its three shapes (``local``, ``local-anthropic``,
 ``local-openai``) always; ``gemini``, ``anthropic`` and ``openai`` when
 their credentials are configured; and one more instance per named route
-(e.g. a vLLM server as ``vllm``). Adding a provider means an adapter, one
-entry in ``_BUILDERS`` and its kind in providers.routes."""
+(e.g. a vLLM server as ``vllm``), or per route of a kind that has no
+settings of its own. Adding a provider means an adapter, one entry in
+``_BUILDERS`` and its kind in providers.routes.ProviderKind."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def build_providers(settings: CacheSettings, clock: Clock) -> dict[str, Provider
         if settings.vendor_configured(vendor):
             providers[vendor] = _BUILDERS[vendor](settings, None, vendor)
     for route in settings.routes:
-        if route.name is None or route.instance in providers:
+        if route.instance in providers:
             continue
         if route.provider.startswith("local"):
             providers[route.instance] = _local(settings, clock, route.instance, route.provider)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -80,6 +80,5 @@ def make_router(routes: Sequence[ProviderRoute], default: str, vendors: Sequence
     table.extend(LOCAL_ROUTES)
     for vendor in vendors:
         table.extend((p, vendor) for p in VENDOR_PATTERNS.get(vendor, ()))
-    known = frozenset({"local", "local-anthropic", "local-openai", "gemini", "anthropic", "openai",
-                       *(r.instance for r in routes)})
+    known = frozenset({*get_args(ProviderKind), *(r.instance for r in routes)})
     return ProviderRouter(tuple(table), default, known)
