@@ -71,8 +71,9 @@ from typing import Any
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
-from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2
+from agentctx.type.v1 import cache_pb2, event_pb2, generation_pb2
 from agentctx_cli.demo import script
+from agentctx_client import Event, FunctionCall
 from agentctx_common.certs import init_dev_certs
 from cache_service.app import CacheApp
 from cache_service.domain.clock import ManualClock
@@ -149,7 +150,7 @@ def side_event(event_id: str, n: int) -> event_pb2.Event:
     """A one-off request of the agent's (a review by a sub-agent): a few
     kilobytes that no later call repeats."""
     output = json.dumps(script.tool_output("read_file", f"libs/http/side_{n}.py", n), sort_keys=True)
-    return script.user_event(event_id, f"Review this file and list its risks:\n{output}")
+    return script.user_event(event_id, f"Review this file and list its risks:\n{output}").to_proto()
 
 
 @dataclass
@@ -224,11 +225,13 @@ async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Pa
             parent=f"apps/bench/users/economics-{u}", session_id=mode,
             session=session_pb2.Session(config=session_config(mode, shape.model)),
         )) for u in range(shape.users)]
-        system, tools = script.system_instruction(), script.tools()
+        # The demo's script, as messages for the raw stub.
+        system = script.system_instruction().to_proto()
+        tools = [generation_pb2.Tool(function_declarations=[d.to_proto() for d in script.tools()])]
         # User 0 runs the demo's tasks; every other user the same work on its own ticket.
         tasks = [iter([t if u == 0 else f"{t} (ticket {u})" for t in script.TASKS * (CALLS // len(script.TASKS) + 1)])
                  for u in range(len(sessions))]
-        pending: list[list[content_pb2.FunctionCall]] = [[] for _ in sessions]
+        pending: list[tuple[FunctionCall, ...]] = [() for _ in sessions]
         turns: list[tuple[str, event_pb2.Event, int]] = []
         for n in range(1, CALLS + 1):
             # The users' calls interleave, as on a shared server.
@@ -236,7 +239,7 @@ async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Pa
             for u, session in enumerate(sessions):
                 event_id = f"{mode}-{u}-{n}"
                 event = (script.tool_results_event(event_id, pending[u], n) if pending[u]
-                         else script.user_event(event_id, next(tasks[u])))
+                         else script.user_event(event_id, next(tasks[u]))).to_proto()
                 turns.append((session.name, event, u))
             if shape.side_every and n % shape.side_every == 0:
                 side = await stub.CreateSession(pb.CreateSessionRequest(
@@ -258,8 +261,7 @@ async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Pa
                     name = "off"
                 states[name] = states.get(name, 0) + 1
                 if u >= 0:
-                    pending[u] = [p.function_call for p in response.reply.content.parts
-                                  if p.HasField("function_call")]
+                    pending[u] = Event.from_proto(response.reply).function_calls
             clock.advance(SECONDS_PER_CALL)
         # Whatever is still cached is billed until it expires.
         clock.advance(4 * 3600)

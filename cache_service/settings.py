@@ -109,6 +109,10 @@ class CacheSettings(ServerSettings):
         "(never grow a valid cache; re-create it after adk_cache_intervals uses).",
     )
     adk_cache_intervals: int = Field(10, ge=1, le=100, description="adk policy: uses before a cache is re-created.")
+    content_memo_bytes: int = Field(
+        64 * MiB, ge=0, description="Memory for contents already converted and hashed, so a turn hashes only "
+        "its new contents (least recently used dropped first; 0: off).",
+    )
 
     @model_validator(mode="before")
     @classmethod

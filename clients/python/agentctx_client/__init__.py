@@ -70,6 +70,8 @@ reason this client does not know: then decide by the class), ``metadata``,
 """
 
 from agentctx.error.v1.error_reason_pb2 import ErrorReason
+from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
+from agentctx.type.v1.event_pb2 import CompactionTrigger
 from agentctx_client._client import ContextClient, GenerateStream, connect, session_name
 from agentctx_client._config import RetryPolicy, TlsConfig
 from agentctx_client._errors import (
@@ -101,13 +103,17 @@ from agentctx_client._types import (
     Accounting,
     AppendResult,
     BuiltContext,
+    CacheInvalidation,
+    CacheMetadata,
     CompactResult,
     Content,
+    ContextLifecycle,
     Event,
     FunctionCall,
     FunctionDeclaration,
     FunctionResponse,
     GenerateResult,
+    InvalidationConfirmation,
     Page,
     Part,
     Session,
@@ -125,11 +131,17 @@ __all__ = [
     "AppendResult",
     "BudgetExceededError",
     "BuiltContext",
+    "CacheBypassReason",
+    "CacheInvalidation",
+    "CacheMetadata",
+    "CacheState",
     "CallCancelledError",
     "CompactResult",
+    "CompactionTrigger",
     "ConflictError",
     "Content",
     "ContextClient",
+    "ContextLifecycle",
     "DataLossError",
     "DeadlineExceededError",
     "ErrorReason",
@@ -143,6 +155,7 @@ __all__ = [
     "GenerateStream",
     "InternalError",
     "InvalidArgumentError",
+    "InvalidationConfirmation",
     "NotFoundError",
     "OutOfRangeError",
     "Page",

@@ -20,11 +20,14 @@ from agentctx_client._types import (
     JSON,
     AppendResult,
     BuiltContext,
+    CacheInvalidation,
     CompactResult,
     Content,
+    ContextLifecycle,
     Event,
     GenerateResult,
     InputLike,
+    InvalidationConfirmation,
     Page,
     Session,
     ToolLike,
@@ -303,6 +306,27 @@ class ContextClient:
             generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
         )
         return GenerateStream(self, request, Deadline(self.timeout if timeout is None else timeout))
+
+    # --- diagnostics
+
+    async def get_context_lifecycle(self, session: str, *, model: str = "",
+                                    timeout: float | None = None) -> ContextLifecycle:
+        """The session's content-free lifecycle view and the cache scope of
+        ``model`` (default: the session's model)."""
+        request = pb.GetContextLifecycleRequest(session=session, model=model)
+        return ContextLifecycle.from_proto(await self._call(self.stub.GetContextLifecycle, request, timeout))
+
+    async def invalidate_context_cache(self, session: str, *, confirmation: InvalidationConfirmation,
+                                       model: str = "", timeout: float | None = None) -> CacheInvalidation:
+        """Drops every provider cache of the session's cache scope (every
+        session of its app, user and model). ``confirmation`` must repeat
+        them and the current scope fingerprint (from
+        ``get_context_lifecycle(...).confirmation()``), or the call fails
+        with FailedPreconditionError (INVALIDATION_CONFIRMATION_MISMATCH) and
+        nothing changes. Not retried: a retry would report what is left."""
+        request = pb.InvalidateContextCacheRequest(session=session, model=model, confirmation=confirmation.to_proto())
+        return CacheInvalidation.from_proto(
+            await self._call(self.stub.InvalidateContextCache, request, timeout, retry=False))
 
     # --- plumbing
 

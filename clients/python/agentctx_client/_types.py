@@ -16,7 +16,9 @@ from typing import Any, Generic, TypeVar
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from agentctx.context.v1 import context_service_pb2, session_pb2
-from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
+from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
+from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
+from agentctx.type.v1.event_pb2 import CompactionTrigger
 
 T = TypeVar("T")
 JSON = Mapping[str, Any]
@@ -246,6 +248,21 @@ class Event:
             long_running_tool_ids=self.long_running_tool_ids,
         )
 
+    @property
+    def cache_metadata(self) -> CacheMetadata | None:
+        """How the cache served the model call of a stored reply (None on
+        other events)."""
+        if self.proto is None or not self.proto.HasField("cache_metadata"):
+            return None
+        return CacheMetadata.from_proto(self.proto.cache_metadata)
+
+    @property
+    def compaction_trigger(self) -> CompactionTrigger | None:
+        """What started the compaction of a compaction entry (None on other events)."""
+        if not self.is_compaction or self.proto is None:
+            return None
+        return self.proto.compaction.checkpoint.trigger
+
 
 @dataclass(frozen=True)
 class Session:
@@ -391,6 +408,10 @@ class GenerateResult:
             proto=r,
         )
 
+    @property
+    def cache_metadata(self) -> CacheMetadata | None:
+        return self.reply.cache_metadata
+
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
@@ -438,3 +459,112 @@ def tools_proto(tools: Sequence[ToolLike]) -> list[generation_pb2.Tool]:
     if declarations:
         out.insert(0, generation_pb2.Tool(function_declarations=declarations))
     return out
+
+
+@dataclass(frozen=True)
+class CacheMetadata:
+    """How the provider prefix cache served one model call: ``state``
+    (CacheState: CREATED, HIT, GROWN or BYPASS, with ``bypass_reason``),
+    the cached prefix's tokens and fingerprint, its scope and uses."""
+
+    state: CacheState
+    bypass_reason: CacheBypassReason
+    prefix_fingerprint: str
+    prefix_tokens: int
+    expire_time: datetime.datetime | None
+    scope_fingerprint: str
+    uses: int
+    proto: cache_pb2.CacheMetadata = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(m: cache_pb2.CacheMetadata) -> CacheMetadata:
+        return CacheMetadata(
+            state=m.state, bypass_reason=m.bypass_reason, prefix_fingerprint=m.prefix_fingerprint,
+            prefix_tokens=m.prefix_tokens, expire_time=_time(m.expire_time, m.HasField("expire_time")),
+            scope_fingerprint=m.scope_fingerprint, uses=m.uses, proto=m,
+        )
+
+
+@dataclass(frozen=True)
+class InvalidationConfirmation:
+    """What ``invalidate_context_cache`` is to drop, repeated exactly: the
+    session's app, user and id, the model and the current scope fingerprint
+    (``ContextLifecycle.confirmation()`` builds it)."""
+
+    app: str
+    user: str
+    session: str
+    model: str
+    scope_fingerprint: str
+
+    @staticmethod
+    def from_proto(c: context_service_pb2.InvalidationConfirmation) -> InvalidationConfirmation:
+        return InvalidationConfirmation(c.app, c.user, c.session, c.model, c.scope_fingerprint)
+
+    def to_proto(self) -> context_service_pb2.InvalidationConfirmation:
+        return context_service_pb2.InvalidationConfirmation(
+            app=self.app, user=self.user, session=self.session, model=self.model,
+            scope_fingerprint=self.scope_fingerprint,
+        )
+
+
+@dataclass(frozen=True)
+class ContextLifecycle:
+    """The content-free diagnostic view of one session (GetContextLifecycle):
+    counts, the latest compaction, and the cache scope of ``model``. The
+    cache counts are 0 when ``cache_service_reachable`` is False."""
+
+    session: str
+    model: str
+    event_count: int
+    compaction_count: int
+    visible_event_count: int
+    visible_tokens: int
+    latest_checkpoint_id: str
+    latest_compaction_event_id: str
+    latest_trigger: CompactionTrigger
+    latest_source_fingerprint: str
+    pending_compaction_jobs: int
+    scope_fingerprint: str
+    cache_entry_count: int
+    cache_inflight_count: int
+    cache_waiter_count: int
+    cache_service_reachable: bool
+    latest_cache: CacheMetadata | None
+    proto: context_service_pb2.ContextLifecycle = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(v: context_service_pb2.ContextLifecycle) -> ContextLifecycle:
+        return ContextLifecycle(
+            session=v.session, model=v.model, event_count=v.event_count, compaction_count=v.compaction_count,
+            visible_event_count=v.visible_event_count, visible_tokens=v.visible_tokens,
+            latest_checkpoint_id=v.latest_checkpoint_id, latest_compaction_event_id=v.latest_compaction_event_id,
+            latest_trigger=v.latest_trigger, latest_source_fingerprint=v.latest_source_fingerprint,
+            pending_compaction_jobs=v.pending_compaction_jobs, scope_fingerprint=v.scope_fingerprint,
+            cache_entry_count=v.cache_entry_count, cache_inflight_count=v.cache_inflight_count,
+            cache_waiter_count=v.cache_waiter_count, cache_service_reachable=v.cache_service_reachable,
+            latest_cache=CacheMetadata.from_proto(v.latest_cache) if v.HasField("latest_cache") else None, proto=v,
+        )
+
+    def confirmation(self) -> InvalidationConfirmation:
+        """The confirmation that invalidates this view's cache scope (valid
+        while the scope fingerprint stays the same)."""
+        parts = self.session.split("/")
+        if len(parts) != 6 or parts[0::2] != ["apps", "users", "sessions"]:
+            raise ValueError(f"not a session name: {self.session!r}")
+        return InvalidationConfirmation(parts[1], parts[3], parts[5], self.model, self.scope_fingerprint)
+
+
+@dataclass(frozen=True)
+class CacheInvalidation:
+    """InvalidateContextCache's result: caches deleted and creations
+    cancelled in the scope with ``scope_fingerprint``."""
+
+    entries_removed: int
+    inflight_cancelled: int
+    scope_fingerprint: str
+    proto: context_service_pb2.InvalidateContextCacheResponse = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(r: context_service_pb2.InvalidateContextCacheResponse) -> CacheInvalidation:
+        return CacheInvalidation(r.entries_removed, r.inflight_cancelled, r.scope_fingerprint, proto=r)
