@@ -1,31 +1,60 @@
 """Economics of the prefix cache: one 60-call, tool-heavy agent
-conversation on the local simulator (Gemini-like prices), run three ways in
-the same run, each through the real service pair (Generate over TLS, the
-cache service over mTLS, in this process on 127.0.0.1:0):
+conversation on the local simulator, in each provider price shape, each run
+three ways in the same run through the real service pair (Generate over
+TLS, the cache service over mTLS, in this process on 127.0.0.1:0):
 
-- ``uncached``: the session's cache is off;
-- ``adk``: adk-python's published policy (ContextCacheConfig defaults):
-  create only after two requests agree on the prefix, re-create every 10
-  invocations, TTL 30 minutes, no TTL refresh. ADK counts invocations (a
-  user message and its tool rounds); the registry counts model calls, so
-  the interval is 10 invocations' worth of calls in this trace;
+- ``uncached``: the session's cache is off (and the simulator caches
+  nothing);
+- the ecosystem's naive policy: on the Gemini-like shape (explicit caches,
+  ``local``) ``adk``, adk-python's published policy (ContextCacheConfig
+  defaults: create only after two requests agree on the prefix, re-create
+  every 10 invocations, TTL 30 minutes, no TTL refresh; ADK counts
+  invocations, the registry model calls, so the interval is 10
+  invocations' worth of calls in this trace); on the Anthropic-like shape
+  (marked caches, ``local-anthropic``) ``naive``: a breakpoint at the end of
+  every request; on the OpenAI-like shape (automatic caches,
+  ``local-openai``) ``naive``: no steering (no prompt_cache_key);
 - ``agentctx``: the cache service's default policy.
 
 The conversation is the demo's scripted coding agent (agentctx_cli.demo),
-with compaction off and a Gemini-sized context window, so that all three
-runs send exactly the same requests (checked). Time is simulated: the cache
-service runs on a manual clock that moves ``SECONDS_PER_CALL`` per call, and
-at the end far enough for every cache to expire, so the bill holds each
-cache's storage until its deletion or expiry. Costs are the simulator's own
-bill: uncached input, cached input, cache writes, storage and output.
+with compaction off and a Gemini-sized context window, so that all runs of a
+shape send exactly the same requests (checked). What each shape adds to it
+is where its naive policy is known to lose, and is reported beside the bare
+conversation (``*-plain``) as well:
 
-``ideal_share`` is the share of prompt tokens that were a stable prefix: for
-each call, the leading part it shares with the call before it (nothing for
-the first call), measured on the uncached run's requests.
+- Anthropic: the agent's one-off side requests (a sub-agent's file review
+  every ``SIDE_EVERY`` calls, in its own session of the same user). A
+  breakpoint at the end of every request writes them at 1.25x input and
+  never reads them; agentctx writes only what was seen to repeat. On the
+  bare linear conversation the naive breakpoint is close to optimal (each
+  token written once, then read) and agentctx pays its first request once
+  more (it writes on the second sighting): ``anthropic_plain`` shows that.
+- OpenAI: ``OPENAI_USERS`` users of the app running the conversation at
+  once (each on its own ticket), 72 calls a minute with the same head.
+  OpenAI routes a request by its head and ``prompt_cache_key``, and spreads
+  a route with more than about 15 calls a minute over more machines: without
+  a key every user's call lands on one of several machines, most of which
+  hold that conversation's prefix from some calls ago, or not at all.
+  agentctx sends the scope's key, so each user keeps one machine. Alone, a
+  conversation is under the rate either way (``openai_plain``).
 
-Bars: agentctx serves >= 75% of prompt tokens from cache and costs <= half
-of the uncached run. Run: ``.venv/bin/python -m bench.economics`` from the
-repository root. The last line is one JSON object with every figure.
+Time is simulated: the cache service runs on a manual clock that moves
+``SECONDS_PER_CALL`` per round of calls, and at the end far enough for
+every cache to expire, so the bill holds each cache's storage until its
+deletion or expiry. Costs are the simulator's own bill at its shape's
+prices (domain.pricing): uncached input, cache writes, cached input,
+storage and output.
+
+``ideal_share`` (Gemini shape) is the share of prompt tokens that were a
+stable prefix: for each call, the leading part it shares with the call
+before it (nothing for the first call), measured on the uncached run's
+requests.
+
+Bars (Gemini shape): agentctx serves >= 75% of prompt tokens from cache and
+costs <= half of the uncached run; and agentctx costs less than the naive
+policy on every shape's trace (``cheaper_than_naive_on_every_shape``).
+Run: ``.venv/bin/python -m bench.economics`` from the repository root
+(about 2 minutes). The last line is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -42,19 +71,23 @@ from typing import Any
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
-from agentctx.type.v1 import cache_pb2, generation_pb2
+from agentctx.type.v1 import cache_pb2, event_pb2, generation_pb2
 from agentctx_cli.demo import script
 from agentctx_client import Event, FunctionCall
 from agentctx_common.certs import init_dev_certs
 from cache_service.app import CacheApp
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import Prefix
-from cache_service.domain.model import ModelCall, ModelReply, ResourceName
+from cache_service.domain.model import ModelCall, ModelReply
+from cache_service.domain.ports import CacheRef
 from cache_service.providers.local import LocalProvider
 from cache_service.server import build_server as build_cache_server
 from tests.support.servers import cache_settings, context_settings, secure_channel, start_context
 
 CALLS = 60
+OPENAI_USERS = 24  # the app's users on one OpenAI-like server: 72 calls a minute share its head
+OPENAI_MACHINES = 16
+SIDE_EVERY = 5  # Anthropic shape: a one-off side request after every 5 calls
 SECONDS_PER_CALL = 20.0  # an agent's think time plus a tool run, simulated
 CONTEXT_WINDOW = 1_000_000  # Gemini-sized: no overflow, no compaction
 ADK_INTERVAL_INVOCATIONS = 10
@@ -66,15 +99,58 @@ _WORD = re.compile(r"[A-Za-z0-9_.\-]+")
 
 class RecordingProvider(LocalProvider):
     """The simulator, keeping every request it answered (for the ideal
-    share)."""
+    share). ``naive`` plays the ecosystem's naive client: on a marked shape a
+    breakpoint at the end of every request, on an automatic one no
+    steering (no prompt_cache_key)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, naive: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.naive = naive
         self.requests: list[ModelCall] = []
 
-    async def generate(self, call: ModelCall, cached: ResourceName | None) -> ModelReply:
+    async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
         self.requests.append(call)
-        return await super().generate(call, cached)
+        return await super().generate(call, cache)
+
+    def marks(self, call: ModelCall, cache: CacheRef | None) -> tuple[int, ...]:
+        return (len(call.contents),) if self.naive else super().marks(call, cache)
+
+    def routing_key(self, cache: CacheRef | None) -> str:
+        return "" if self.naive else super().routing_key(cache)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A provider price shape: the simulator's provider, its model, the
+    ecosystem's naive policy and how many users run the conversation at once
+    (an automatic cache's router only matters under shared traffic)."""
+
+    name: str
+    provider: str
+    model: str
+    naive: str  # the comparison mode
+    users: int = 1
+    side_every: int = 0  # a one-off side request (own session) after every this many calls
+    machines: int = 4
+
+
+SHAPES = (
+    Shape("gemini", "local", script.MODEL, "adk"),
+    Shape("anthropic", "local-anthropic", "local-sim-anthropic-1", "naive", side_every=SIDE_EVERY),
+    Shape("openai", "local-openai", "local-sim-openai-1", "naive", users=OPENAI_USERS, machines=OPENAI_MACHINES),
+    # The same shapes on the bare conversation alone, reported for comparison:
+    # there the naive policies have nothing to lose (see the module doc).
+    Shape("anthropic-plain", "local-anthropic", "local-sim-anthropic-1", "naive"),
+    Shape("openai-plain", "local-openai", "local-sim-openai-1", "naive"),
+)
+PLAIN = ("anthropic-plain", "openai-plain")
+
+
+def side_event(event_id: str, n: int) -> event_pb2.Event:
+    """A one-off request of the agent's (a review by a sub-agent): a few
+    kilobytes that no later call repeats."""
+    output = json.dumps(script.tool_output("read_file", f"libs/http/side_{n}.py", n), sort_keys=True)
+    return script.user_event(event_id, f"Review this file and list its risks:\n{output}").to_proto()
 
 
 @dataclass
@@ -113,26 +189,31 @@ def invocations_for(calls: int) -> int:
     return invocations
 
 
-def session_config(mode: str) -> policy_pb2.ContextConfig:
-    config = policy_pb2.ContextConfig(model=script.MODEL)
-    config.cache.enabled = mode != "uncached"
+def session_config(mode: str, model: str = script.MODEL) -> policy_pb2.ContextConfig:
+    config = policy_pb2.ContextConfig(model=model)
+    # The naive clients manage their provider's cache themselves: no leases.
+    config.cache.enabled = mode not in ("uncached", "naive")
     if mode == "adk":
         config.cache.ttl.FromSeconds(ADK_TTL_S)
     return config
 
 
-async def run_mode(mode: str, certs: pathlib.Path, tmp: pathlib.Path, adk_interval_calls: int) -> Run:
+async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Path,
+                   adk_interval_calls: int) -> Run:
     clock = ManualClock()
-    provider = RecordingProvider(clock=clock, context_window=CONTEXT_WINDOW)
+    provider = RecordingProvider(name=shape.provider, clock=clock, context_window=CONTEXT_WINDOW,
+                                 naive=mode == "naive", machines=shape.machines)
+    provider.caching = mode != "uncached"
     overrides: dict[str, Any] = {"local_context_window": CONTEXT_WINDOW}
     if mode == "adk":
         overrides.update(create_policy="adk", adk_cache_intervals=adk_interval_calls, refresh_on_hit=False)
-    settings = cache_settings(certs, tmp / mode, **overrides)
-    cache_app = await CacheApp.create(settings, clock=clock, providers={"local": provider})
+    work = tmp / shape.name / mode
+    settings = cache_settings(certs, work, **overrides)
+    cache_app = await CacheApp.create(settings, clock=clock, providers={shape.provider: provider})
     cache_server = await build_cache_server(settings, app=cache_app)
     await cache_server.start()
     context_server = await start_context(context_settings(
-        certs, tmp / mode, cache_target=f"127.0.0.1:{cache_server.port}", log_level="WARNING",
+        certs, work, cache_target=f"127.0.0.1:{cache_server.port}", log_level="WARNING",
     ))
     channel = secure_channel(context_server.port, certs)
     stub = context_service_pb2_grpc.ContextServiceStub(channel)
@@ -140,32 +221,47 @@ async def run_mode(mode: str, certs: pathlib.Path, tmp: pathlib.Path, adk_interv
     states: dict[str, int] = {}
     replies: list[bytes] = []
     try:
-        session = await stub.CreateSession(pb.CreateSessionRequest(
-            parent="apps/bench/users/economics", session_id=mode,
-            session=session_pb2.Session(config=session_config(mode)),
-        ))
+        sessions = [await stub.CreateSession(pb.CreateSessionRequest(
+            parent=f"apps/bench/users/economics-{u}", session_id=mode,
+            session=session_pb2.Session(config=session_config(mode, shape.model)),
+        )) for u in range(shape.users)]
         # The demo's script, as messages for the raw stub.
         system = script.system_instruction().to_proto()
         tools = [generation_pb2.Tool(function_declarations=[d.to_proto() for d in script.tools()])]
-        tasks = iter(script.TASKS * (CALLS // len(script.TASKS) + 1))
-        pending: tuple[FunctionCall, ...] = ()
+        # User 0 runs the demo's tasks; every other user the same work on its own ticket.
+        tasks = [iter([t if u == 0 else f"{t} (ticket {u})" for t in script.TASKS * (CALLS // len(script.TASKS) + 1)])
+                 for u in range(len(sessions))]
+        pending: list[tuple[FunctionCall, ...]] = [() for _ in sessions]
+        turns: list[tuple[str, event_pb2.Event, int]] = []
         for n in range(1, CALLS + 1):
-            event_id = f"{mode}-{n}"
-            event = (script.tool_results_event(event_id, pending, n) if pending
-                     else script.user_event(event_id, next(tasks))).to_proto()
-            response = await stub.Generate(pb.GenerateRequest(
-                session=session.name, input=[event], system_instruction=system, tools=tools,
-            ), timeout=30)
-            replies.append(response.reply.content.SerializeToString(deterministic=True))
-            usage = response.reply.usage
-            prompt += usage.prompt_tokens
-            cached += usage.cached_prompt_tokens
-            meta = response.reply.cache_metadata
-            name = cache_pb2.CacheState.Name(meta.state).removeprefix("CACHE_STATE_").lower()
-            if meta.bypass_reason == cache_pb2.CACHE_BYPASS_REASON_DISABLED:
-                name = "off"
-            states[name] = states.get(name, 0) + 1
-            pending = Event.from_proto(response.reply).function_calls
+            # The users' calls interleave, as on a shared server.
+            turns.clear()
+            for u, session in enumerate(sessions):
+                event_id = f"{mode}-{u}-{n}"
+                event = (script.tool_results_event(event_id, pending[u], n) if pending[u]
+                         else script.user_event(event_id, next(tasks[u]))).to_proto()
+                turns.append((session.name, event, u))
+            if shape.side_every and n % shape.side_every == 0:
+                side = await stub.CreateSession(pb.CreateSessionRequest(
+                    parent="apps/bench/users/economics-0", session_id=f"{mode}-side-{n}",
+                    session=session_pb2.Session(config=session_config(mode, shape.model)),
+                ))
+                turns.append((side.name, side_event(f"{mode}-side-{n}", n), -1))
+            for session_name, event, u in turns:
+                response = await stub.Generate(pb.GenerateRequest(
+                    session=session_name, input=[event], system_instruction=system, tools=tools,
+                ), timeout=30)
+                replies.append(response.reply.content.SerializeToString(deterministic=True))
+                usage = response.reply.usage
+                prompt += usage.prompt_tokens
+                cached += usage.cached_prompt_tokens
+                meta = response.reply.cache_metadata
+                name = cache_pb2.CacheState.Name(meta.state).removeprefix("CACHE_STATE_").lower()
+                if meta.bypass_reason == cache_pb2.CACHE_BYPASS_REASON_DISABLED:
+                    name = "off"
+                states[name] = states.get(name, 0) + 1
+                if u >= 0:
+                    pending[u] = Event.from_proto(response.reply).function_calls
             clock.advance(SECONDS_PER_CALL)
         # Whatever is still cached is billed until it expires.
         clock.advance(4 * 3600)
@@ -202,6 +298,38 @@ def ideal_share(requests: list[ModelCall]) -> float:
     return stable / total if total else 0.0
 
 
+async def run_shape(shape: Shape, certs: pathlib.Path, tmp: pathlib.Path,
+                    adk_interval_calls: int) -> dict[str, Run]:
+    runs = {mode: await run_mode(shape, mode, certs, tmp, adk_interval_calls)
+            for mode in ("uncached", shape.naive, "agentctx")}
+    first = next(iter(runs.values()))
+    # The simulator's replies hash the whole conversation, cached part
+    # included: equal replies mean the runs held the same conversations.
+    assert all(run.replies == first.replies for run in runs.values()), "the runs must hold the same conversation"
+    for run in runs.values():
+        print(f"{shape.name:<9} {run.mode:<9} prompt {run.prompt_tokens:>9,}  cached {run.cached_tokens:>9,} "
+              f"({run.cached_share:6.1%})  creates {run.creates:>3}  cost ${run.cost_usd:.5f}  states {run.states}",
+              file=sys.stderr)
+    return runs
+
+
+def shape_figures(shape: Shape, runs: dict[str, Run]) -> dict[str, Any]:
+    base, naive, ours = runs["uncached"], runs[shape.naive], runs["agentctx"]
+    return {
+        "provider": shape.provider, "model": shape.model, "users": shape.users, "naive_policy": shape.naive,
+        "cached_share": round(ours.cached_share, 4),
+        "naive_cached_share": round(naive.cached_share, 4),
+        "cost_uncached_usd": round(base.cost_usd, 6),
+        "cost_naive_usd": round(naive.cost_usd, 6),
+        "cost_agentctx_usd": round(ours.cost_usd, 6),
+        "cost_ratio_vs_uncached": round(ours.cost_usd / base.cost_usd, 4),
+        "cost_ratio_vs_naive": round(ours.cost_usd / naive.cost_usd, 4),
+        "naive_cost_ratio_vs_uncached": round(naive.cost_usd / base.cost_usd, 4),
+        "cheaper_than_naive": ours.cost_usd < naive.cost_usd,
+        "runs": {mode: run.figures() for mode, run in runs.items()},
+    }
+
+
 async def main() -> dict[str, Any]:
     invocations = invocations_for(CALLS)
     adk_interval_calls = max(1, round(ADK_INTERVAL_INVOCATIONS * CALLS / invocations))
@@ -210,21 +338,17 @@ async def main() -> dict[str, Any]:
         tmp = pathlib.Path(tmp_name)
         certs = tmp / "certs"
         init_dev_certs(certs)
-        runs = {mode: await run_mode(mode, certs, tmp, adk_interval_calls) for mode in ("uncached", "adk", "agentctx")}
+        shapes = {shape.name: (shape, await run_shape(shape, certs, tmp, adk_interval_calls)) for shape in SHAPES}
+    runs = shapes["gemini"][1]
     base, adk, ours = runs["uncached"], runs["adk"], runs["agentctx"]
-    # The simulator's replies hash the whole conversation, cached part
-    # included: equal replies mean the three runs held the same conversation.
-    assert base.replies == adk.replies == ours.replies, "the three runs must hold the same conversation"
     ideal = ideal_share(base.requests)
-    for run in runs.values():
-        print(f"{run.mode:<9} prompt {run.prompt_tokens:>8,}  cached {run.cached_tokens:>8,} "
-              f"({run.cached_share:6.1%})  creates {run.creates:>3}  cost ${run.cost_usd:.5f}  states {run.states}",
-              file=sys.stderr)
+    per_shape = {name: shape_figures(shape, shape_runs) for name, (shape, shape_runs) in shapes.items()}
     figures: dict[str, Any] = {
         "calls": CALLS,
         "invocations": invocations,
         "seconds_per_call": SECONDS_PER_CALL,
         "adk_interval_calls": adk_interval_calls,
+        # The Gemini-like shape (explicit caches), against ADK's policy.
         "ideal_share": round(ideal, 4),
         "cached_share": round(ours.cached_share, 4),
         "adk_cached_share": round(adk.cached_share, 4),
@@ -235,11 +359,24 @@ async def main() -> dict[str, Any]:
         "cost_ratio_vs_adk": round(ours.cost_usd / adk.cost_usd, 4),
         "adk_cost_ratio_vs_uncached": round(adk.cost_usd / base.cost_usd, 4),
         "share_of_ideal": round(ours.cached_share / ideal, 4) if ideal else 0.0,
+        # The Anthropic-like (marked) and OpenAI-like (automatic) shapes.
+        "anthropic_cached_share": per_shape["anthropic"]["cached_share"],
+        "anthropic_cost_ratio_vs_uncached": per_shape["anthropic"]["cost_ratio_vs_uncached"],
+        "anthropic_cost_ratio_vs_naive": per_shape["anthropic"]["cost_ratio_vs_naive"],
+        "openai_cached_share": per_shape["openai"]["cached_share"],
+        "openai_naive_cached_share": per_shape["openai"]["naive_cached_share"],
+        "openai_cost_ratio_vs_uncached": per_shape["openai"]["cost_ratio_vs_uncached"],
+        "openai_cost_ratio_vs_naive": per_shape["openai"]["cost_ratio_vs_naive"],
+        "anthropic_plain_cost_ratio_vs_naive": per_shape["anthropic-plain"]["cost_ratio_vs_naive"],
+        "openai_plain_cost_ratio_vs_naive": per_shape["openai-plain"]["cost_ratio_vs_naive"],
+        "cheaper_than_naive_on_every_shape": all(f["cheaper_than_naive"] for name, f in per_shape.items()
+                                                 if name not in PLAIN),
         "bar_cached_share_min": BAR_CACHED_SHARE,
         "bar_cost_ratio_max": BAR_COST_RATIO,
-        "bars_met": ours.cached_share >= BAR_CACHED_SHARE and ours.cost_usd <= BAR_COST_RATIO * base.cost_usd,
+        "bars_met": (ours.cached_share >= BAR_CACHED_SHARE and ours.cost_usd <= BAR_COST_RATIO * base.cost_usd
+                     and all(f["cheaper_than_naive"] for name, f in per_shape.items() if name not in PLAIN)),
         "wall_s": round(time.monotonic() - started, 2),
-        "runs": {mode: run.figures() for mode, run in runs.items()},
+        "shapes": per_shape,
     }
     return figures
 

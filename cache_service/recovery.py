@@ -40,8 +40,15 @@ async def recover(journal: Journal, providers: Mapping[str, Provider], janitor: 
         else:
             intents.setdefault(record.provider, []).append(record)
     for provider_name, records in intents.items():
+        named = providers[provider_name].named_caches
+        if named is None:
+            # Only NAMED providers journal their creates; nothing to look up.
+            for record in records:
+                await journal.deleted(record.entry_id)
+                cleared += 1
+            continue
         try:
-            listed = {c.display_name: c for c in await providers[provider_name].list_caches()}
+            listed = {c.display_name: c for c in await named.list_caches()}
         except ProviderError as exc:
             log.warning("recovery could not list caches", extra={"provider": provider_name,
                                                                   "error_type": type(exc).__name__})

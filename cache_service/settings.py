@@ -8,7 +8,12 @@ probes; it tells only whether the service is serving.
 Provider credentials live here and nowhere else in the system: the Gemini
 API key is read from ``AGENTCTX_CACHE_GEMINI_API_KEY`` (or, when that is
 unset, the conventional ``GEMINI_API_KEY``) and is a SecretStr, so it never
-appears in a repr, a log line or a validation error.
+appears in a repr, a log line or a validation error. So are the Anthropic
+and OpenAI keys (``AGENTCTX_CACHE_ANTHROPIC_API_KEY`` else
+``ANTHROPIC_API_KEY``; ``AGENTCTX_CACHE_OPENAI_API_KEY`` else
+``OPENAI_API_KEY``) and each route's key (the variable its ``api_key_env``
+names). ``routes`` picks the provider of each model
+(cache_service.providers.routes).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pydantic_settings import SettingsConfigDict
 
 from agentctx_common.certs import CONTEXT_SERVICE_ID
 from agentctx_common.settings import ServerSettings
+from cache_service.providers.routes import ProviderRoute
 
 MiB = 1024 * 1024
 
@@ -136,3 +142,71 @@ class CacheSettings(ServerSettings):
     @property
     def gemini_configured(self) -> bool:
         return self.gemini_vertexai or self.gemini_api_key is not None
+
+    # --- providers beyond Gemini, and routing by model (cache_service/providers/routes.py) ---
+    anthropic_api_key: SecretStr | None = Field(
+        None, description="Anthropic API key (AGENTCTX_CACHE_ANTHROPIC_API_KEY, else ANTHROPIC_API_KEY)."
+    )
+    anthropic_base_url: str | None = Field(None, description="Override of the Anthropic endpoint (tests, proxies).")
+    anthropic_min_cache_tokens: int | None = Field(
+        None, ge=0, description="Override of the per-model minimum prefix (default: Anthropic's, 1,024 to 4,096)."
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, description="OpenAI API key (AGENTCTX_CACHE_OPENAI_API_KEY, else OPENAI_API_KEY)."
+    )
+    openai_base_url: str | None = Field(None, description="Override of the OpenAI endpoint (or a compatible server).")
+    openai_min_cache_tokens: int | None = Field(None, ge=0, description="Override of the minimum prefix (1,024).")
+    openai_prompt_cache_retention: Literal["in_memory", "24h"] | None = Field(
+        None, description="prompt_cache_retention to ask OpenAI for (24h keeps prefixes up to a day)."
+    )
+    routes: list[ProviderRoute] = Field(
+        default_factory=list,
+        description="Model patterns to providers, first match wins, e.g. "
+        '[{pattern = "claude-*", provider = "anthropic"}, {pattern = "qwen*", provider = "openai", '
+        'name = "vllm", base_url = "http://127.0.0.1:8000/v1"}].',
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vendor_key_fallbacks(cls, values: object) -> object:
+        # The SDKs' own conventions, used only when our variables are unset.
+        if not isinstance(values, dict):
+            return values
+        for field, ours, theirs in (("anthropic_api_key", "AGENTCTX_CACHE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+                                    ("openai_api_key", "AGENTCTX_CACHE_OPENAI_API_KEY", "OPENAI_API_KEY")):
+            if values.get(field) is None and ours not in os.environ and os.environ.get(theirs):
+                values = {**values, field: os.environ[theirs]}
+        return values
+
+    @model_validator(mode="after")
+    def _routes_resolve(self) -> CacheSettings:
+        resolved = []
+        instances: dict[str, ProviderRoute] = {}
+        for route in self.routes:
+            if route.api_key is not None:
+                raise ValueError(f"route {route.pattern!r}: keys never go in the table; set api_key_env")
+            if route.api_key_env is not None:
+                value = os.environ.get(route.api_key_env)
+                if not value:
+                    raise ValueError(f"route {route.pattern!r}: environment variable {route.api_key_env} is unset")
+                route = route.model_copy(update={"api_key": SecretStr(value)})
+            first = instances.setdefault(route.instance, route)
+            if (first.provider, first.base_url, first.api_key_env) != (route.provider, route.base_url,
+                                                                       route.api_key_env):
+                raise ValueError(f"routes name instance {route.instance!r} with different providers or endpoints")
+            if route.name is None and not self.vendor_configured(route.provider):
+                raise ValueError(f"route {route.pattern!r}: provider {route.provider} has no credentials configured")
+            resolved.append(route)
+        # Assigned without validation: the routes are already valid.
+        object.__setattr__(self, "routes", resolved)
+        return self
+
+    def vendor_configured(self, kind: str) -> bool:
+        """Whether the vendor's own instance (not a named route's) can be built."""
+        if kind == "gemini":
+            return self.gemini_configured
+        if kind == "anthropic":
+            return self.anthropic_api_key is not None
+        if kind == "openai":
+            return self.openai_api_key is not None or self.openai_base_url is not None
+        return True

@@ -24,8 +24,8 @@ from agentctx_common.protos import unknown_field_violations, value_violations
 from cache_service.api.content_memo import ContentMemo
 from cache_service.domain.keys import CanonicalContent, Prefix, Scope
 from cache_service.domain.model import JSON, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
+from cache_service.providers.routes import ProviderRouter
 
-PROVIDERS = ("local", "gemini")
 _ROLES = ("user", "model")
 _FINISH = {
     "STOP": generation_pb2.FINISH_REASON_STOP,
@@ -45,14 +45,15 @@ def _fail(violations: list[FieldViolation]) -> None:
 
 
 def scope_from_proto(
-    s: pb.CacheScope, default_provider: str, *, model: str = "", require_identity: bool = True, path: str = "scope"
+    s: pb.CacheScope, router: ProviderRouter, *, model: str = "", require_identity: bool = True, path: str = "scope"
 ) -> Scope:
     """A scope; ``model`` fills an empty scope model (GenerateContent), and
-    an uncached call may leave app and user empty."""
+    an uncached call may leave app and user empty. A scope that names no
+    provider gets the one the routing table gives its model."""
     violations = unknown_field_violations(s, path)
-    provider = s.provider or default_provider
-    if provider not in PROVIDERS:
-        violations.append(FieldViolation(f"{path}.provider", f"must be one of {', '.join(PROVIDERS)}"))
+    provider = s.provider or router.provider_for(s.model or model)
+    if provider not in router.known:
+        violations.append(FieldViolation(f"{path}.provider", f"must be one of {', '.join(sorted(router.known))}"))
     for name in ("app", "user"):
         if require_identity and not getattr(s, name):
             violations.append(FieldViolation(f"{path}.{name}", "is required"))

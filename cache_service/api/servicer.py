@@ -16,6 +16,7 @@ from cache_service.app import CacheApp
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall
 from cache_service.domain.ports import LeaseRejected
+from cache_service.providers.factory import build_router
 
 # The servicer reads only deadlines from its context.
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -24,12 +25,13 @@ Context = grpc.aio.ServicerContext[Any, Any]
 class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
     def __init__(self, app: CacheApp) -> None:
         self.app = app
-        self.default_provider = app.settings.default_provider
+        # The provider of a scope that names none, by its model.
+        self.router = build_router(app.settings, app.providers)
         # One memo for both calls of a turn (AcquireLease, GenerateContent).
         self.contents = ContentMemo(app.settings.content_memo_bytes)
 
     async def AcquireLease(self, request: pb.AcquireLeaseRequest, context: Context) -> pb.AcquireLeaseResponse:
-        scope = convert.scope_from_proto(request.scope, self.default_provider)
+        scope = convert.scope_from_proto(request.scope, self.router)
         ttl = convert.ttl_seconds(request)
         registry = self.app.registry
         registry.check_scope(scope)
@@ -84,13 +86,13 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
             yield out
 
     async def InvalidateScope(self, request: pb.InvalidateScopeRequest, context: Context) -> pb.InvalidateScopeResponse:
-        scope = convert.scope_from_proto(request.scope, self.default_provider)
+        scope = convert.scope_from_proto(request.scope, self.router)
         removed, cancelled = await self.app.registry.invalidate(scope)
         return pb.InvalidateScopeResponse(entries_removed=removed, inflight_cancelled=cancelled,
                                           scope_fingerprint=scope.fingerprint)
 
     async def GetScopeStatus(self, request: pb.GetScopeStatusRequest, context: Context) -> pb.GetScopeStatusResponse:
-        scope = convert.scope_from_proto(request.scope, self.default_provider)
+        scope = convert.scope_from_proto(request.scope, self.router)
         status = await self.app.registry.status(scope)
         return pb.GetScopeStatusResponse(
             scope_fingerprint=status.scope_fingerprint, entry_count=status.entry_count,
@@ -99,7 +101,7 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
 
     def _call(self, request: pb.GenerateContentRequest) -> tuple[Scope, ModelCall]:
         call = convert.call_from_proto(request.request, self.contents)
-        scope = convert.scope_from_proto(request.scope, self.default_provider, model=call.model,
+        scope = convert.scope_from_proto(request.scope, self.router, model=call.model,
                                          require_identity=bool(request.lease))
         self.app.registry.provider(scope.provider)
         return scope, call

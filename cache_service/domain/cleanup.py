@@ -122,13 +122,16 @@ class Janitor:
 
     async def _delete(self, job: _Delete) -> None:
         provider = self._providers.get(job.provider)
-        if provider is None:
-            log.warning("cleanup skipped: provider not configured", extra={"provider": job.provider})
+        named = provider.named_caches if provider is not None else None
+        if named is None:
+            if provider is None:
+                log.warning("cleanup skipped: provider not configured", extra={"provider": job.provider})
+            # Marked and automatic prefixes hold no resource: nothing to delete.
             return
         for attempt in range(1, self._attempts + 1):
             try:
                 async with asyncio.timeout(self._timeout):
-                    await provider.delete_cache(job.name)
+                    await named.delete_cache(job.name)
                 outcome = "deleted"
             except CacheNotFound:
                 outcome = "already_gone"
@@ -149,11 +152,14 @@ class Janitor:
 
     async def _refresh(self, job: _Refresh) -> None:
         provider = self._providers.get(job.provider)
-        if provider is None:
+        named = provider.named_caches if provider is not None else None
+        if named is None:
+            # A marked or automatic prefix is extended by its calls.
+            await job.done(None, False)
             return
         try:
             async with asyncio.timeout(self._timeout):
-                handle = await provider.update_ttl(job.name, job.ttl_s)
+                handle = await named.update_ttl(job.name, job.ttl_s)
         except CacheNotFound:
             await job.done(None, True)
             return

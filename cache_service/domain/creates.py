@@ -16,6 +16,10 @@ runs under ``create_timeout_s``. When it finishes:
 
 With ``grow_in_background`` a grow's caller leases the cache it has and the
 grow runs without waiters.
+
+A MARKED or AUTOMATIC provider has nothing to create: the entry is
+installed at once, expiring at the provider's TTL for the prefix, and its
+first leased call writes the prefix (domain.capabilities).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from opentelemetry import metrics, trace
 from opentelemetry.util.types import AttributeValue
 
-from cache_service.domain import single_flight
+from cache_service.domain import capabilities, single_flight
 from cache_service.domain.entry import Entry
 from cache_service.domain.failures import Outcome, bypass, classify_create_failure, failure
 from cache_service.domain.flight import Flight
@@ -103,6 +107,13 @@ class Creator:
         attrs: dict[str, AttributeValue] = {"cache.provider": provider.name, "cache.prefix_tokens": flight.view.tokens,
                  "cache.grow": flight.replaces is not None}
         with _tracer.start_as_current_span("cache.create", attributes=attrs) as span:
+            named = provider.named_caches
+            if named is None:
+                span.set_attribute("cache.outcome", "marked")
+                _creates.add(1, {"provider": provider.name, "outcome": "marked"})
+                await self._install(flight, entry_id, capabilities.prefix_handle(
+                    entry_id, provider, flight.ttl_s, self._clock.wall(), flight.view.tokens))
+                return
             try:
                 await self._journal.intent(entry_id, provider.name, display_name, self._clock.wall() + flight.ttl_s)
             except OSError as exc:
@@ -112,7 +123,7 @@ class Creator:
                 return
             try:
                 async with asyncio.timeout(self._settings.create_timeout_s):
-                    handle = await provider.create_cache(spec)
+                    handle = await named.create_cache(spec)
             except (Exception, asyncio.CancelledError) as exc:
                 failed = classify_create_failure(exc, flight.view.tokens)
                 span.set_attribute("cache.outcome", failed.reason.value)

@@ -3,9 +3,12 @@
 With a lease: the lease is checked (signature, scope, generation, expiry),
 the request's leading system instruction, tools, tool config and contents
 must equal the leased prefix (else FAILED_PRECONDITION
-LEASE_PREFIX_MISMATCH), and the provider receives a *new* request naming the
-cache and carrying only the uncached suffix, without system instruction,
-tools or tool config. The caller's request is never modified.
+LEASE_PREFIX_MISMATCH), and the provider receives what its cache kind needs
+(domain.capabilities): a NAMED provider a *new* request naming the cache and
+carrying only the uncached suffix, without system instruction, tools or tool
+config; a MARKED or AUTOMATIC one the whole request and where its leased
+prefix ends (a successful call extends the entry to the provider's TTL). The
+caller's request is never modified.
 
 A cache the provider no longer holds (CacheNotFound: 404, or 403 naming the
 cached content) is dropped from the registry and the original request is
@@ -41,15 +44,19 @@ from agentctx_common.errors import (
     Unavailable,
 )
 from agentctx_common.reasons import Reason
+from cache_service.domain import capabilities
+from cache_service.domain.capabilities import rewrite_for_cache
 from cache_service.domain.entry import Entry
 from cache_service.domain.keys import Scope, call_chain
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
 from cache_service.domain.ports import (
+    CacheKind,
     CacheNotFound,
     CacheTooSmall,
     ContextWindowExceeded,
     InvalidRequest,
     LeaseRejected,
+    Provider,
     ProviderError,
     ProviderPermissionDenied,
     ProviderTimeout,
@@ -57,20 +64,10 @@ from cache_service.domain.ports import (
 )
 from cache_service.domain.registry import Registry
 
+__all__ = ["Generator", "lease_error", "provider_error_status", "rewrite_for_cache"]
+
 log = logging.getLogger("agentctx.cache.generate")
 _tracer = trace.get_tracer("agentctx.cache")
-
-
-def rewrite_for_cache(call: ModelCall, cached_len: int) -> ModelCall:
-    """A new request that names a cache of the first ``cached_len`` contents."""
-    return ModelCall(
-        model=call.model,
-        contents=tuple(call.contents[cached_len:]),
-        system_instruction=None,
-        tools=(),
-        tool_config=None,
-        generation_config=dict(call.generation_config),
-    )
 
 
 def provider_error_status(exc: ProviderError) -> AgentCtxError:
@@ -115,20 +112,20 @@ class Generator:
         with _tracer.start_as_current_span("cache.generate", attributes={
             "cache.provider": scope.provider, "cache.leased": bool(lease), "cache.contents": len(call.contents),
         }) as span:
+            unleased = capabilities.unleased_ref(provider, scope.fingerprint, self.registry.settings.default_ttl_s)
             if not lease:
-                reply = await self._call(lambda: provider.generate(call, None), timeout)
+                reply = await self._call(lambda: provider.generate(call, unleased), timeout)
                 return reply, CacheInfo(scope_fingerprint=scope.fingerprint)
             entry, state = await self._leased(scope, call, lease)
+            leased_call, ref = capabilities.leased_request(provider, call, entry)
             try:
-                reply = await self._call(
-                    lambda: provider.generate(rewrite_for_cache(call, entry.history_len), entry.handle.name),
-                    timeout, passthrough=CacheNotFound,
-                )
+                reply = await self._call(lambda: provider.generate(leased_call, ref), timeout, passthrough=CacheNotFound)
             except CacheNotFound:
                 span.set_attribute("cache.missing_retry", True)
                 info = await self._drop(entry)
-                reply = await self._call(lambda: provider.generate(call, None), timeout)
+                reply = await self._call(lambda: provider.generate(call, unleased), timeout)
                 return reply, info
+            entry = await self._touch(provider, entry)
             return reply, self.registry.info(entry, state)
 
     # --- streaming ----------------------------------------------------------------
@@ -158,11 +155,9 @@ class Generator:
         })
         try:
             if entry is not None:
+                leased_call, ref = capabilities.leased_request(provider, call, entry)
                 try:
-                    async for chunk in _bounded(
-                        provider.stream_generate(rewrite_for_cache(call, entry.history_len), entry.handle.name),
-                        deadline,
-                    ):
+                    async for chunk in _bounded(provider.stream_generate(leased_call, ref), deadline):
                         produced, version = True, chunk.model_version
                         for out in _release(held, chunk):
                             chunks += 1
@@ -175,8 +170,11 @@ class Generator:
                     span.set_attribute("cache.missing_retry", True)
                     info = await self._drop(entry)
                     entry = None
+                else:
+                    info = self.registry.info(await self._touch(provider, entry), state)
             if entry is None:
-                async for chunk in _bounded(provider.stream_generate(call, None), deadline):
+                unleased = capabilities.unleased_ref(provider, scope.fingerprint, self.registry.settings.default_ttl_s)
+                async for chunk in _bounded(provider.stream_generate(call, unleased), deadline):
                     produced, version = True, chunk.model_version
                     for out in _release(held, chunk):
                         chunks += 1
@@ -217,6 +215,14 @@ class Generator:
                 metadata={"prefix_fingerprint": entry.prefix_fp, "prefix_contents": n},
             )
         return entry, CacheState(claims.state)
+
+    async def _touch(self, provider: Provider, entry: Entry) -> Entry:
+        """A MARKED or AUTOMATIC provider keeps a prefix its TTL past each
+        read: so does the entry."""
+        if provider.cache_kind is CacheKind.NAMED:
+            return entry
+        expire = self.registry.clock.wall() + provider.prefix_ttl_s(entry.ttl_s)
+        return await self.registry.store.set_expiry(entry.id, expire) or entry
 
     async def _drop(self, entry: Entry) -> CacheInfo:
         log.info("cache missing at the provider; sent uncached", extra={"entry": entry.id})

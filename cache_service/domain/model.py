@@ -106,6 +106,8 @@ class Usage:
     output_tokens: int = 0
     thoughts_tokens: int = 0
     total_tokens: int = 0
+    # Of prompt_tokens, those written into a cache by this call (marked caches).
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True)

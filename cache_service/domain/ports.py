@@ -3,8 +3,11 @@
 domain.entry, domain.flight), never on an implementation; implementations
 are chosen in one place, cache_service.ports_factory.
 
-- ``Provider`` and its typed errors: a model provider with explicit prefix
-  caches (adapters in cache_service.providers).
+- ``Provider`` and its typed errors: a model provider, typed by how it
+  caches prefixes (``CacheKind``): named resource caches (``NamedCaches``:
+  Gemini), marked prefix caches (breakpoints on the request: Anthropic) or
+  automatic prefix caches (steered by a key: OpenAI-compatible servers).
+  Adapters in cache_service.providers.
 - ``Journal``: the durable record of created caches (cache_service.journal).
 - ``Clock``: monotonic and wall time (domain.clock).
 - ``Cleanup``: bounded, queued provider deletes and TTL refreshes
@@ -24,6 +27,7 @@ must make each method atomic on its own (a transaction or script).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -52,18 +56,47 @@ class Clock(Protocol):
 # --- providers -----------------------------------------------------------------------
 
 
-class Provider(Protocol):
-    """A model provider with explicit prefix caches (create, update TTL,
-    delete, list) that runs model calls, optionally naming one of its caches.
-    Adapters turn their SDK's failures into the errors below, whose messages
-    are fixed, content-free strings: a provider's own error text can echo
-    prompts or resource names, so it is never carried."""
+class CacheKind(enum.Enum):
+    """How a provider caches a prefix. The registry keeps one create policy,
+    one lease model and one set of bounds over all three; what differs is
+    what an entry stands for and how a leased call names it:
 
-    name: str
+    - NAMED: a resource the service creates, extends, deletes and lists
+      (``NamedCaches``); a leased call names it and carries only the suffix.
+    - MARKED: the provider caches up to breakpoints marked on the request
+      (at most 4) for its own TTL; an entry records that the prefix was
+      marked, and a leased call carries the whole request with the marks.
+    - AUTOMATIC: the provider caches long prefixes by itself; an entry
+      records the prefix, and a call carries the whole request and a stable
+      routing key.
+    """
 
-    def min_cache_tokens(self, model: str) -> int:
-        """The smallest prefix (estimated tokens) worth asking to cache."""
-        ...
+    NAMED = "named"
+    MARKED = "marked"
+    AUTOMATIC = "automatic"
+
+
+@dataclass(frozen=True)
+class PrefixMark:
+    """What a MARKED or AUTOMATIC call is told of its cached prefix: the
+    leased prefix ends after ``history_len`` contents (0: after the system
+    instruction and tools), the TTL asked for, and ``key``, a stable,
+    content-free routing key (prompt_cache_key). ``history_len`` is None on
+    a call without a lease: only the key applies. ``write_through``: a
+    MARKED adapter also marks the end of the request, so that the next call
+    of the conversation reads all of this one (the registry's choice)."""
+
+    history_len: int | None
+    ttl_s: float
+    key: str
+    write_through: bool = False
+
+
+CacheRef = ResourceName | PrefixMark  # what a model call is told of its cache
+
+
+class NamedCaches(Protocol):
+    """The resource operations of a NAMED provider."""
 
     async def create_cache(self, spec: CacheSpec) -> CacheHandle: ...
 
@@ -75,12 +108,40 @@ class Provider(Protocol):
 
     async def list_caches(self) -> list[ListedCache]: ...
 
-    async def generate(self, call: ModelCall, cached: ResourceName | None) -> ModelReply:
-        """``call`` is already rewritten: with ``cached`` it carries only the
-        uncached suffix and no system instruction, tools or tool config."""
+
+class Provider(Protocol):
+    """A model provider that runs model calls and caches prefixes the way
+    ``cache_kind`` says. Adapters turn their SDK's failures into the errors
+    below, whose messages are fixed, content-free strings: a provider's own
+    error text can echo prompts or resource names, so it is never carried."""
+
+    name: str
+
+    @property
+    def cache_kind(self) -> CacheKind: ...
+
+    @property
+    def named_caches(self) -> NamedCaches | None:
+        """The resource operations of a NAMED provider; None for the others."""
         ...
 
-    def stream_generate(self, call: ModelCall, cached: ResourceName | None) -> AsyncIterator[ModelReply]: ...
+    def min_cache_tokens(self, model: str) -> int:
+        """The smallest prefix (estimated tokens) worth asking to cache."""
+        ...
+
+    def prefix_ttl_s(self, ttl_s: float) -> float:
+        """How long the provider keeps a prefix written for a TTL of
+        ``ttl_s`` (MARKED and AUTOMATIC: its own choices, e.g. 5 minutes or
+        an hour; NAMED: ``ttl_s``)."""
+        ...
+
+    async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
+        """With a ResourceName, ``call`` is already rewritten: only the
+        uncached suffix, no system instruction, tools or tool config. With a
+        PrefixMark it is the whole request."""
+        ...
+
+    def stream_generate(self, call: ModelCall, cache: CacheRef | None) -> AsyncIterator[ModelReply]: ...
 
     async def count_tokens(self, call: ModelCall) -> int: ...
 

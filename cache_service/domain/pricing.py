@@ -1,10 +1,14 @@
-"""Gemini-like prices, and the bill the local simulator keeps.
+"""Price shapes of the three kinds of prefix cache, and the bill the local
+simulator keeps.
 
-Defaults (USD per million tokens): input 0.30, cached input 0.03 (a tenth,
-as on Gemini 2.5 and later), cache storage 1.00 per million token-hours,
-output 2.50. Writing a cache is billed as normal input once; reading it is
-billed at the cached rate on every call; storage accrues from creation to
-deletion or expiry, whichever comes first.
+USD per million tokens. The default (``GEMINI``): input 0.30, cached input
+0.03 (a tenth, as on Gemini 2.5 and later), cache storage 1.00 per million
+token-hours, output 2.50; writing a cache is billed as normal input once.
+``ANTHROPIC`` (Claude Sonnet-like): input 3.00, a write 1.25x input for the
+5-minute TTL and 2x for the hour, a read 0.1x, no storage, output 15.00.
+``OPENAI`` (GPT-5-like): input 1.25, cached input 0.125, writes free (billed
+as input), no storage, output 10.00. Reading a cache is billed at the cached
+rate on every call; storage accrues from creation to deletion or expiry.
 """
 
 from __future__ import annotations
@@ -18,22 +22,38 @@ class Pricing:
     cached_input_per_mtok: float = 0.03
     storage_per_mtok_hour: float = 1.00
     output_per_mtok: float = 2.50
+    # A write's price per token; None: the input price.
+    cache_write_per_mtok: float | None = None
+    # A long-TTL write (Anthropic's hour); None: as a short one.
+    cache_write_long_per_mtok: float | None = None
+
+
+GEMINI = Pricing()
+ANTHROPIC = Pricing(input_per_mtok=3.00, cached_input_per_mtok=0.30, storage_per_mtok_hour=0.0,
+                    output_per_mtok=15.00, cache_write_per_mtok=3.75, cache_write_long_per_mtok=6.00)
+OPENAI = Pricing(input_per_mtok=1.25, cached_input_per_mtok=0.125, storage_per_mtok_hour=0.0, output_per_mtok=10.00)
 
 
 @dataclass
 class Bill:
     """Token totals of everything billed, and their cost."""
 
-    input_tokens: int = 0  # uncached prompt tokens
+    input_tokens: int = 0  # uncached prompt tokens, not written
     cached_tokens: int = 0  # prompt tokens read from a cache
     cache_write_tokens: int = 0  # tokens written into caches
+    cache_write_long_tokens: int = 0  # of those, written for a long TTL
     storage_token_hours: float = 0.0
     output_tokens: int = 0
     calls: int = 0
 
     def cost(self, pricing: Pricing = Pricing()) -> float:
+        write = pricing.cache_write_per_mtok if pricing.cache_write_per_mtok is not None else pricing.input_per_mtok
+        long_write = pricing.cache_write_long_per_mtok if pricing.cache_write_long_per_mtok is not None else write
+        short = self.cache_write_tokens - self.cache_write_long_tokens
         return (
-            (self.input_tokens + self.cache_write_tokens) * pricing.input_per_mtok
+            self.input_tokens * pricing.input_per_mtok
+            + short * write
+            + self.cache_write_long_tokens * long_write
             + self.cached_tokens * pricing.cached_input_per_mtok
             + self.storage_token_hours * pricing.storage_per_mtok_hour
             + self.output_tokens * pricing.output_per_mtok

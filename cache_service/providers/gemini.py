@@ -38,7 +38,9 @@ from cache_service.domain.model import (
     Usage,
 )
 from cache_service.domain.ports import (
+    CacheKind,
     CacheNotFound,
+    CacheRef,
     CacheTooSmall,
     ContextWindowExceeded,
     InvalidRequest,
@@ -63,11 +65,10 @@ def _silence_http_logs() -> None:
 
 
 class GeminiProvider:
-    name = "gemini"
-
     def __init__(
         self,
         *,
+        name: str = "gemini",
         api_key: str | None = None,
         base_url: str | None = None,
         api_version: str | None = None,
@@ -79,6 +80,7 @@ class GeminiProvider:
         min_cache_tokens: int | None = None,
     ) -> None:
         _silence_http_logs()
+        self.name = name
         options = types.HttpOptions(
             base_url=base_url,
             api_version=api_version or ("v1beta1" if vertexai else "v1beta"),
@@ -93,6 +95,17 @@ class GeminiProvider:
 
     def __repr__(self) -> str:
         return "GeminiProvider()"
+
+    @property
+    def cache_kind(self) -> CacheKind:
+        return CacheKind.NAMED
+
+    @property
+    def named_caches(self) -> GeminiProvider:
+        return self
+
+    def prefix_ttl_s(self, ttl_s: float) -> float:
+        return ttl_s
 
     def min_cache_tokens(self, model: str) -> int:
         if self._min_cache_tokens is not None:
@@ -148,7 +161,8 @@ class GeminiProvider:
 
     # --- model calls --------------------------------------------------------------
 
-    async def generate(self, call: ModelCall, cached: ResourceName | None) -> ModelReply:
+    async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
+        cached = cache if isinstance(cache, ResourceName) else None
         try:
             response = await self._client.aio.models.generate_content(
                 model=call.model, contents=[_content(c) for c in call.contents], config=_config(call, cached)
@@ -157,7 +171,8 @@ class GeminiProvider:
             raise _classify(exc, cached=cached is not None) from None
         return _reply(response, last=True)
 
-    async def stream_generate(self, call: ModelCall, cached: ResourceName | None) -> AsyncIterator[ModelReply]:
+    async def stream_generate(self, call: ModelCall, cache: CacheRef | None) -> AsyncIterator[ModelReply]:
+        cached = cache if isinstance(cache, ResourceName) else None
         try:
             stream = await self._client.aio.models.generate_content_stream(
                 model=call.model, contents=[_content(c) for c in call.contents], config=_config(call, cached)

@@ -1,10 +1,30 @@
 """``local``: a deterministic provider simulator for the demo, tests and
-benchmarks.
+benchmarks, in one of the three cache kinds (``kind``), each with its price
+shape (domain.pricing):
+
+- ``local`` (NAMED, Gemini-like): explicit caches, described below.
+- ``local-anthropic`` (MARKED, Anthropic-like): a call's PrefixMark puts
+  breakpoints after the system instruction and tools and after the leased
+  prefix. At each breakpoint the longest prefix already written, ending at
+  most ``LOOKBACK`` contents before it, is read, and the rest up to the
+  breakpoint is written (if the breakpoint's prefix reaches the minimum
+  size), for 5 minutes, or an hour when the TTL asked exceeds 5 minutes.
+  A read extends the prefix's TTL. Usage reports writes and reads.
+- ``local-openai`` (AUTOMATIC, OpenAI-like): every call of at least the
+  minimum size is cached, at every content boundary, on one of
+  ``machines`` machines for 5 minutes past its last use; a call reads the
+  longest prefix cached on the machine it lands on. A call lands by its
+  routing key (``prompt_cache_key``) and head; a route with more than
+  ``overflow_rpm`` calls in the last minute spreads them over the next
+  machines (each call by its own hash), as OpenAI's router does. Writes
+  are free.
+
+Behaviour common to all kinds:
 
 - Models: any name starting with ``local-sim`` (e.g. ``local-sim-1``), each
   with a context window (default 32,768 tokens); a larger prompt raises
   ContextWindowExceeded.
-- Explicit caches with create / update TTL / delete / list, named
+- Explicit caches (NAMED only) with create / update TTL / delete / list, named
   ``cachedContents/loc-<n>`` (secret, like a real provider's), holding a
   deep copy of their prefix, with a minimum size (default 1,024 tokens) and
   TTL expiry on an injectable clock. A request naming a cache must not carry
@@ -30,16 +50,17 @@ benchmarks.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 import hashlib
 import itertools
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from agentctx_common.canonical import canonical_json
 from cache_service.domain.clock import SystemClock
-from cache_service.domain.keys import Prefix, estimate_tokens
+from cache_service.domain.keys import Prefix, chain_digests, estimate_tokens
 from cache_service.domain.model import (
     JSON,
     CacheHandle,
@@ -51,17 +72,36 @@ from cache_service.domain.model import (
     Usage,
 )
 from cache_service.domain.ports import (
+    CacheKind,
     CacheNotFound,
+    CacheRef,
     CacheTooSmall,
     Clock,
     ContextWindowExceeded,
     InvalidRequest,
+    PrefixMark,
     ProviderError,
 )
-from cache_service.domain.pricing import Bill, Pricing
+from cache_service.domain.pricing import ANTHROPIC, GEMINI, OPENAI, Bill, Pricing
 
 MODEL_PREFIX = "local-sim"
+LOOKBACK = 20  # contents a breakpoint looks back for a written prefix
+SHORT_TTL_S = 300.0
+LONG_TTL_S = 3600.0
+# Provider name -> (cache kind, price shape, model prefix its route takes).
+SHAPES: dict[str, tuple[CacheKind, Pricing, str]] = {
+    "local-anthropic": (CacheKind.MARKED, ANTHROPIC, "local-sim-anthropic"),
+    "local-openai": (CacheKind.AUTOMATIC, OPENAI, "local-sim-openai"),
+    "local": (CacheKind.NAMED, GEMINI, "local-sim"),
+}
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+@dataclass(frozen=True)
+class _Read:
+    cached: int  # tokens read
+    written: int  # tokens written
+    long_written: int  # of those, for the long TTL
 
 
 @dataclass
@@ -77,8 +117,6 @@ class _SimCache:
 
 
 class LocalProvider:
-    name = "local"
-
     def __init__(
         self,
         *,
@@ -86,14 +124,28 @@ class LocalProvider:
         min_cache_tokens: int = 1024,
         context_window: int = 32_768,
         bytes_per_token: float = 4.0,
-        pricing: Pricing = Pricing(),
+        pricing: Pricing | None = None,
+        name: str = "local",
+        kind: CacheKind | None = None,
+        machines: int = 4,
+        overflow_rpm: int = 15,
     ) -> None:
+        shape = SHAPES.get(name, SHAPES["local"])
+        self.name = name
+        self.kind = kind or shape[0]
+        self.pricing = pricing or shape[1]
+        self.machines = machines
+        self.overflow_rpm = overflow_rpm
+        # MARKED: chain digest -> (expiry, long TTL); AUTOMATIC: one map per machine.
+        self._written: dict[bytes, tuple[float, bool]] = {}
+        self._machines: list[dict[bytes, float]] = [{} for _ in range(machines)]
+        self._routes: dict[bytes, collections.deque[float]] = {}
         self.clock = clock or SystemClock()
         self._min_cache_tokens = min_cache_tokens
         self.context_window = context_window
         self.bytes_per_token = bytes_per_token
-        self.pricing = pricing
         self.latency_s = 0.0
+        self.caching = True  # AUTOMATIC: False serves as a server without prefix caching
         self.create_gate: asyncio.Event | None = None
         self.counts = {"create": 0, "update": 0, "delete": 0, "list": 0, "generate": 0, "stream": 0}
         self._caches: dict[ResourceName, _SimCache] = {}
@@ -137,11 +189,30 @@ class LocalProvider:
 
     # --- Provider -------------------------------------------------------------
 
+    def __repr__(self) -> str:
+        return f"LocalProvider({self.name})"
+
+    @property
+    def cache_kind(self) -> CacheKind:
+        return self.kind
+
+    @property
+    def named_caches(self) -> LocalProvider | None:
+        return self if self.kind is CacheKind.NAMED else None
+
     def min_cache_tokens(self, model: str) -> int:
         return self._min_cache_tokens
 
+    def prefix_ttl_s(self, ttl_s: float) -> float:
+        if self.kind is CacheKind.MARKED:
+            return SHORT_TTL_S if ttl_s <= SHORT_TTL_S else LONG_TTL_S
+        if self.kind is CacheKind.AUTOMATIC:
+            return SHORT_TTL_S
+        return ttl_s
+
     async def create_cache(self, spec: CacheSpec) -> CacheHandle:
         await self._enter("create")
+        self._named_only()
         if self.create_gate is not None:
             await self.create_gate.wait()
         self._check_model(spec.model)
@@ -158,6 +229,7 @@ class LocalProvider:
 
     async def update_ttl(self, name: ResourceName, ttl_s: float) -> CacheHandle:
         await self._enter("update")
+        self._named_only()
         cache = self._live(name)
         cache.expire = self.clock.wall() + ttl_s
         return CacheHandle(name, cache.expire, cache.tokens)
@@ -176,14 +248,14 @@ class LocalProvider:
     async def count_tokens(self, call: ModelCall) -> int:
         return self._tokens(Prefix.of_call(call, len(call.contents)).json())
 
-    async def generate(self, call: ModelCall, cached: ResourceName | None) -> ModelReply:
+    async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
         await self._enter("generate")
-        content, usage = self._answer(call, cached)
+        content, usage = self._answer(call, cache)
         return ModelReply(content=content, finish_reason="STOP", usage=usage, model_version=call.model)
 
-    async def stream_generate(self, call: ModelCall, cached: ResourceName | None) -> AsyncIterator[ModelReply]:
+    async def stream_generate(self, call: ModelCall, cache: CacheRef | None) -> AsyncIterator[ModelReply]:
         await self._enter("stream")
-        content, usage = self._answer(call, cached)
+        content, usage = self._answer(call, cache)
         parts = content["parts"]
         if "text" in parts[0]:
             words = parts[0]["text"].split(" ")
@@ -219,6 +291,10 @@ class LocalProvider:
     def _tokens(self, value: object) -> int:
         return estimate_tokens(len(canonical_json(value)), self.bytes_per_token)
 
+    def _named_only(self) -> None:
+        if self.kind is not CacheKind.NAMED:
+            raise InvalidRequest("this simulator has no named caches", status=404)
+
     def _check_model(self, model: str) -> None:
         if not model.startswith(MODEL_PREFIX):
             raise InvalidRequest("the local simulator serves local-sim-* models only", status=400)
@@ -234,34 +310,133 @@ class LocalProvider:
             raise CacheNotFound(status=404)
         return cache
 
-    def _answer(self, call: ModelCall, cached: ResourceName | None) -> tuple[JSON, Usage]:
+    def _answer(self, call: ModelCall, cache: CacheRef | None) -> tuple[JSON, Usage]:
         self._check_model(call.model)
         if not call.contents:
             raise InvalidRequest("contents must not be empty", status=400)
-        cached_tokens = 0
+        cached_tokens = written = long_written = 0
         tools = call.tools
         history = call.contents
-        if cached is not None:
+        if isinstance(cache, ResourceName):
+            if self.kind is not CacheKind.NAMED:
+                raise InvalidRequest("this simulator has no named caches", status=400)
             if call.system_instruction is not None or call.tools or call.tool_config is not None:
                 raise InvalidRequest("a request naming a cache must not set system instruction, tools or tool config",
                                      status=400)
-            cache = self._live(cached)
-            cached_tokens = cache.tokens
-            tools = cache.spec.tools
-            history = (*cache.spec.contents, *call.contents)
+            named = self._live(cache)
+            cached_tokens = named.tokens
+            tools = named.spec.tools
+            history = (*named.spec.contents, *call.contents)
             prompt = cached_tokens + self._tokens(list(call.contents))
         else:
             prompt = self._tokens(Prefix.of_call(call, len(call.contents)).json())
         if prompt > self.context_window:
             raise ContextWindowExceeded(prompt_tokens=prompt, context_window=self.context_window, status=400)
+        marks = self.marks(call, cache)
+        if self.kind is CacheKind.MARKED and marks:
+            read = self._marked(call, marks, cache.ttl_s if isinstance(cache, PrefixMark) else SHORT_TTL_S)
+            cached_tokens, written, long_written = read.cached, read.written, read.long_written
+        elif self.kind is CacheKind.AUTOMATIC and self.caching:
+            cached_tokens = self._automatic(call, self.routing_key(cache), prompt)
         content = _reply(call.model, history, tools)
         output = self._tokens(content)
         self._bill.calls += 1
-        self._bill.input_tokens += prompt - cached_tokens
+        self._bill.input_tokens += prompt - cached_tokens - written
         self._bill.cached_tokens += cached_tokens
+        self._bill.cache_write_tokens += written
+        self._bill.cache_write_long_tokens += long_written
         self._bill.output_tokens += output
         return content, Usage(prompt_tokens=prompt, cached_prompt_tokens=cached_tokens, output_tokens=output,
-                              total_tokens=prompt + output)
+                              total_tokens=prompt + output, cache_write_tokens=written)
+
+    # --- marked and automatic prefixes ------------------------------------------------
+
+    def marks(self, call: ModelCall, cache: CacheRef | None) -> tuple[int, ...]:
+        """Where a MARKED call has breakpoints, in contents (0: after the
+        head), as the adapter places them (a seam for benchmarks' naive
+        clients)."""
+        if not isinstance(cache, PrefixMark) or cache.history_len is None:
+            return ()
+        return (0, cache.history_len, len(call.contents)) if cache.write_through else (0, cache.history_len)
+
+    def routing_key(self, cache: CacheRef | None) -> str:
+        """The prompt_cache_key an AUTOMATIC call carries (a seam likewise)."""
+        return cache.key if isinstance(cache, PrefixMark) else ""
+
+    def _prefix_tokens(self, call: ModelCall, upto: int) -> int:
+        return self._tokens(Prefix.of_call(call, upto).json())
+
+    def _marked(self, call: ModelCall, marks: Sequence[int], ttl_s: float) -> _Read:
+        """Breakpoints after ``marks`` contents (0: after the head): read the
+        longest written prefix within the lookback, write the rest."""
+        now = self.clock.wall()
+        head = Prefix.of_call(call, 0)
+        chain = chain_digests(head.head_json(), call.contents)
+        long = ttl_s > SHORT_TTL_S
+        expire = now + (LONG_TTL_S if long else SHORT_TTL_S)
+        read_at = 0
+        read_tokens = written = 0
+        covered = 0  # tokens read or written by earlier breakpoints of this call
+        before = dict(self._written)  # what earlier calls wrote
+        for mark in sorted({m for m in marks if 0 <= m <= len(call.contents)})[:4]:
+            hit = None
+            for pos in range(mark, max(-1, mark - LOOKBACK - 1), -1):
+                record = before.get(chain[pos])
+                if record is not None and record[0] > now:
+                    hit = pos
+                    break
+            base = 0
+            if hit is not None:
+                tokens = self._prefix_tokens(call, hit)
+                base = tokens
+                if hit >= read_at and tokens > read_tokens:
+                    read_at, read_tokens = hit, tokens
+                    held = self._written[chain[hit]]
+                    self._written[chain[hit]] = (max(held[0], now + (LONG_TTL_S if held[1] else SHORT_TTL_S)), held[1])
+            size = self._prefix_tokens(call, mark)
+            if size >= self._min_cache_tokens and (hit is None or hit < mark):
+                start = max(base, covered)
+                written += max(0, size - start)
+                self._written[chain[mark]] = (expire, long)
+            covered = max(covered, size if size >= self._min_cache_tokens else base)
+        self._forget_expired_marks(now)
+        return _Read(read_tokens, written, written if long else 0)
+
+    def _forget_expired_marks(self, now: float) -> None:
+        if len(self._written) > 4096:
+            self._written = {k: v for k, v in self._written.items() if v[0] > now}
+
+    def _automatic(self, call: ModelCall, key: str, prompt: int) -> int:
+        """Lands the call on a machine, reads the longest prefix cached there,
+        and caches the call's prefixes there."""
+        if prompt < self._min_cache_tokens:
+            return 0
+        now = self.clock.wall()
+        head = Prefix.of_call(call, 0)
+        chain = chain_digests(head.head_json(), call.contents)
+        route = hashlib.sha256(key.encode() + b"\0" + chain[0]).digest()
+        recent = self._routes.setdefault(route, collections.deque())
+        while recent and recent[0] <= now - 60.0:
+            recent.popleft()
+        spill = len(recent) // self.overflow_rpm
+        recent.append(now)
+        # Over its rate a route spreads over more machines, each call to one
+        # of them by its own hash: its prefix is cached on only one of those.
+        spread = int.from_bytes(hashlib.sha256(chain[-1]).digest()[:4], "big") % (spill + 1)
+        machine = self._machines[(int.from_bytes(route[:4], "big") + spread) % self.machines]
+        cached = 0
+        for pos in range(len(call.contents), -1, -1):
+            expire = machine.get(chain[pos])
+            if expire is not None and expire > now:
+                tokens = self._prefix_tokens(call, pos)
+                cached = tokens if tokens >= self._min_cache_tokens else 0
+                break
+        for pos in range(len(call.contents) + 1):
+            machine[chain[pos]] = now + SHORT_TTL_S
+        if len(machine) > 8192:
+            for digest in [d for d, e in machine.items() if e <= now]:
+                del machine[digest]
+        return cached
 
 
 def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...]) -> JSON:

@@ -130,3 +130,62 @@ async def test_no_resource_name_or_api_key_escapes(cache_rpc, fake_gemini: FakeG
     blob = "\n".join(texts)
     for secret in _forbidden(fake_gemini):
         assert secret not in blob, f"{secret[:16]}... leaked"
+
+
+async def test_no_anthropic_or_openai_key_escapes(cache_rpc, captured_logs: _Capture, span_exporter,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same scan over Claude and an OpenAI-compatible server (a named
+    route whose key is in the environment), with provider errors whose text
+    echoes the key and the prompt."""
+    from tests.fakes.anthropic_server import FakeAnthropic
+    from tests.fakes.openai_server import FakeOpenAI
+
+    span_exporter.clear()
+    with FakeAnthropic(min_cache_tokens=64) as claude, FakeOpenAI(min_cache_tokens=64) as gpt, \
+            FakeOpenAI(min_cache_tokens=64, flavor="vllm") as vllm:
+        monkeypatch.setenv("AGENTCTX_TEST_VLLM_KEY", vllm.api_key)
+        stub, app, _ = await cache_rpc(
+            anthropic_api_key=claude.api_key, anthropic_base_url=claude.base_url, anthropic_min_cache_tokens=64,
+            openai_api_key=gpt.api_key, openai_base_url=f"{gpt.base_url}/v1", openai_min_cache_tokens=64,
+            routes=[{"pattern": "qwen*", "provider": "openai", "name": "vllm", "base_url": f"{vllm.base_url}/v1",
+                     "api_key_env": "AGENTCTX_TEST_VLLM_KEY"}],
+            sightings_before_create=1, log_level="DEBUG")
+        outputs: list[Any] = []
+
+        async def call(coro: Any) -> Any:
+            try:
+                reply = await coro
+            except grpc.aio.AioRpcError as err:
+                outputs.extend([err.details(), err.debug_error_string(), str(err.trailing_metadata())])
+                return None
+            outputs.append(reply)
+            return reply
+
+        fakes = {"claude-sonnet-4-5": claude, "gpt-5-mini": gpt, "qwen3-8b": vllm}
+        for model, fake in fakes.items():
+            for turns in (2, 3):
+                await call(stub.AcquireLease(protos.acquire(turns, model=model)))
+            lease = outputs[-1].lease
+            await call(stub.GenerateContent(protos.generate(3, lease, model=model)))
+            outputs.extend([c async for c in stub.StreamGenerateContent(
+                pb.StreamGenerateContentRequest(call=protos.generate(3, lease, model=model)))])
+            for status in (400, 401, 429, 500):
+                echo = f"request with key {fake.api_key} said: {protos.SYSTEM_TEXT[:40]}"
+                if isinstance(fake, FakeAnthropic):
+                    fake.fail("generate", status, "invalid_request_error", echo, retry_after="1")
+                else:
+                    fake.fail("generate", status, echo, retry_after="1")
+                await call(stub.GenerateContent(protos.generate(3, lease, model=model)))
+            await call(stub.InvalidateScope(pb.InvalidateScopeRequest(scope=protos.scope(model))))
+        await app.janitor.drain()
+
+        assert all(f.calls_of("generate") for f in fakes.values())
+        assert any("cache_control" in str(c.body) for c in claude.calls_of("generate"))
+        texts = [o if isinstance(o, str) else json_format.MessageToJson(o) for o in outputs]
+        texts += [s.to_json() for s in span_exporter.get_finished_spans()]
+        texts += captured_logs.lines
+        texts.append(repr(app.providers) + repr(app.settings))
+        blob = "\n".join(texts)
+        assert captured_logs.lines and len(texts) > 30
+        for secret in (claude.api_key, gpt.api_key, vllm.api_key, "said:"):
+            assert secret not in blob, f"{secret[:10]}... leaked"

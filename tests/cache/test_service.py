@@ -125,7 +125,7 @@ async def test_bad_input_is_invalid_argument_with_field_violations(cache_rpc) ->
     bad.prefix.history.append(content_pb2.Content(role="system", parts=[content_pb2.Part()]))
     err = await _error(stub.AcquireLease(bad))
     assert {v.field for v in err.field_violations} == {"prefix.history[6].role", "prefix.history[6].parts[0]"}
-    err = await _error(stub.AcquireLease(protos.acquire(3, provider="openai")))
+    err = await _error(stub.AcquireLease(protos.acquire(3, provider="acme")))
     assert [v.field for v in err.field_violations] == ["scope.provider"]
     err = await _error(stub.AcquireLease(protos.acquire(3, provider="gemini")))
     assert (err.code.value, err.reason) == ("FAILED_PRECONDITION", "PROVIDER_NOT_CONFIGURED")

@@ -60,10 +60,10 @@ async def test_gemini_is_built_only_when_configured(certs_dir, tmp_path, monkeyp
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("AGENTCTX_CACHE_GEMINI_API_KEY", raising=False)
     app = await CacheApp.create(cache_settings(certs_dir, tmp_path))
-    assert set(app.providers) == {"local"}
+    assert set(app.providers) == {"local", "local-anthropic", "local-openai"}
     await app.close()
     app = await CacheApp.create(cache_settings(certs_dir, tmp_path, gemini_api_key="gem-key-xyz",
                                                gemini_base_url="http://127.0.0.1:9"))
-    assert set(app.providers) == {"local", "gemini"}
+    assert set(app.providers) == {"local", "local-anthropic", "local-openai", "gemini"}
     assert "gem-key-xyz" not in repr(app.providers["gemini"]) + repr(app.settings) + repr(app)
     await app.close()

@@ -112,3 +112,54 @@ async def test_no_resource_name_api_key_or_pruned_secret_escapes(services, fake_
             assert secret not in text, secret[:24]
     for text in [*written, output]:
         assert SECRET not in text
+
+
+@pytest.mark.parametrize("vendor", ["anthropic", "openai"])
+async def test_no_anthropic_or_openai_key_escapes(services, vendor: str) -> None:
+    """The same scan with the session's model on Claude or an OpenAI model:
+    the cache service routes it by name, and neither service's output, nor
+    any response or stored event, holds the key; the provider's error text
+    (which echoes the key) never comes back."""
+    from tests.fakes.anthropic_server import FakeAnthropic
+    from tests.fakes.openai_server import FakeOpenAI
+
+    fake: Any = FakeAnthropic(min_cache_tokens=64) if vendor == "anthropic" else FakeOpenAI(min_cache_tokens=64)
+    model = "claude-sonnet-4-5" if vendor == "anthropic" else "gpt-5-mini"
+    base_url = fake.start() if vendor == "anthropic" else f"{fake.start()}/v1"
+    try:
+        pair = services(
+            context={"log_level": "DEBUG", "telemetry_exporter": "console"},
+            cache={f"{vendor}_api_key": fake.api_key, f"{vendor}_base_url": base_url,
+                   f"{vendor}_min_cache_tokens": 64, "log_level": "DEBUG"},
+        )
+        out = Outputs()
+        async with pair.channel() as channel:
+            stub = pair.stub(channel)
+            session = out.add(await create_session(stub, model=model))
+            agent = Agent(stub, session.name, secret=SECRET)
+            for i in range(4):
+                agent.stream = i == 2
+                out.add(await agent.turn(f"Question number {i} about the same account, in some detail."))
+            agent.stream = False
+            if vendor == "anthropic":
+                fake.fail("generate", 500, "api_error", f"problem for key {fake.api_key}")
+            else:
+                fake.fail("generate", 500, f"problem for key {fake.api_key}")
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await agent.turn("This one meets a provider error.")
+            out.add_error(info.value)
+            events = (await stub.ListEvents(pb.ListEventsRequest(parent=session.name, page_size=1000))).events
+        pair.stop()
+    finally:
+        fake.stop()
+
+    states = {e.cache_metadata.state for e in events if e.author == "model"}
+    assert cache_pb2.CACHE_STATE_CREATED in states and cache_pb2.CACHE_STATE_HIT in states
+    if vendor == "anthropic":
+        assert any("cache_control" in repr(c.body) for c in fake.calls_of("generate"))
+    else:
+        assert all(c.body.get("prompt_cache_key") for c in fake.calls_of("generate") + fake.calls_of("stream"))
+    assert not any(SECRET in repr(c.body) for c in fake.calls)
+    written = [json_format.MessageToJson(e) for e in events if e.author != "user"]
+    for text in [*out.texts, *written, pair.context_log.read_text(), pair.cache_log.read_text()]:
+        assert fake.api_key not in text

@@ -25,7 +25,7 @@ INPUTS = (ROOT / "pyproject.toml", ROOT / "constraints.txt", ROOT / "clients" / 
 
 # What each service must not bring: the other service's dependencies.
 FORBIDDEN = {
-    "context": ["google.genai"],
+    "context": ["google.genai", "anthropic", "openai"],
     "cache": ["sqlalchemy", "asyncpg", "aiosqlite", "alembic"],
 }
 

@@ -1,0 +1,77 @@
+"""What a provider's cache kind (domain.ports.CacheKind) changes in the
+registry and in model calls (see docs/ARCHITECTURE.md, "Ports"); the rest
+of the registry is the same for every kind.
+
+- An entry of a NAMED provider holds the resource its create returned. An
+  entry of a MARKED or AUTOMATIC provider is the registry's record that the
+  prefix is (or, from its first leased call on, will be) written at the
+  provider: its handle names no resource and expires at the provider's TTL
+  for the prefix, extended by every leased call (the provider refreshes a
+  prefix it reads). Nothing is created, journaled or deleted for it.
+- A leased call to a NAMED provider names the resource and carries only the
+  suffix (``rewrite_for_cache``); one to a MARKED or AUTOMATIC provider
+  carries the whole request and a ``PrefixMark``: where the leased prefix
+  ends (the adapter marks a breakpoint there) and the routing key. When the
+  leased prefix holds more than the head, the conversation was seen to
+  repeat and goes on: a MARKED call then also writes through to the end of
+  the request (``write_through``), so that the next call reads all of it
+  and writes only what came since. On Anthropic's prices that is what pays
+  (a write costs 1.25x input once, a read 0.1x each later call); a lone
+  request (first sighting, or a prefix of only the head) writes nothing but
+  the head it shares.
+- An AUTOMATIC provider caches every call by itself, so even a call without
+  a lease carries the scope's routing key: the call after it then lands
+  where that one was cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from cache_service.domain.entry import Entry
+from cache_service.domain.model import CacheHandle, ModelCall, ResourceName
+from cache_service.domain.ports import CacheKind, CacheRef, PrefixMark, Provider
+
+
+def prefix_key(scope_fp: str) -> str:
+    """The routing key of a scope: stable across its calls, and neither the
+    scope nor any content can be read back from it."""
+    return hashlib.sha256(b"agentctx-prompt-cache-key\0" + scope_fp.encode()).hexdigest()[:32]
+
+
+def rewrite_for_cache(call: ModelCall, cached_len: int) -> ModelCall:
+    """A new request that names a cache of the first ``cached_len`` contents."""
+    return ModelCall(
+        model=call.model,
+        contents=tuple(call.contents[cached_len:]),
+        system_instruction=None,
+        tools=(),
+        tool_config=None,
+        generation_config=dict(call.generation_config),
+    )
+
+
+def leased_request(provider: Provider, call: ModelCall, entry: Entry) -> tuple[ModelCall, CacheRef]:
+    """The request a leased call sends, and what it is told of its cache."""
+    if provider.cache_kind is CacheKind.NAMED:
+        return rewrite_for_cache(call, entry.history_len), entry.handle.name
+    # A conversation seen to repeat (more than its head) goes on: writing its
+    # whole request now lets the next call read all of it.
+    through = provider.cache_kind is CacheKind.MARKED and entry.history_len > 0
+    return call, PrefixMark(entry.history_len, entry.ttl_s, prefix_key(entry.scope_fp), write_through=through)
+
+
+def unleased_ref(provider: Provider, scope_fp: str, ttl_s: float) -> CacheRef | None:
+    """What a call without a lease is told: only an AUTOMATIC provider's key."""
+    if provider.cache_kind is CacheKind.AUTOMATIC:
+        return PrefixMark(None, ttl_s, prefix_key(scope_fp))
+    return None
+
+
+def prefix_handle(entry_id: str, provider: Provider, ttl_s: float, wall: float, tokens: int) -> CacheHandle:
+    """The handle of a MARKED or AUTOMATIC entry: no provider resource."""
+    return CacheHandle(ResourceName(f"prefix/{entry_id}"), wall + provider.prefix_ttl_s(ttl_s), tokens)
+
+
+def holds_resources(provider: Provider) -> bool:
+    return provider.cache_kind is CacheKind.NAMED

@@ -1,0 +1,351 @@
+"""``anthropic``: Claude through the ``anthropic`` SDK's Messages API (a
+MARKED provider: prompt caching by ``cache_control`` breakpoints).
+
+A call with a PrefixMark carries the whole request with breakpoints after
+the system instruction and tools (shared by every conversation of the
+scope), after the leased prefix and, with ``write_through``, at the end of
+the request (three of Anthropic's four), with the 1-hour TTL when the TTL
+asked exceeds 5 minutes. Anthropic reads the longest prefix it holds and writes
+the rest; usage reports both (``cache_read_input_tokens`` becomes the cached
+prompt tokens, ``cache_creation_input_tokens`` the write). A call without a
+mark is sent without breakpoints, so nothing is written.
+
+Content is converted from the canonical (Gemini-like) shape: roles user and
+model become user and assistant, functionCall and functionResponse parts
+tool_use and tool_result blocks (ids are made up, pairwise, where a call
+has none), inline images and PDFs base64 blocks. Thought parts are not
+sent: Anthropic accepts only its own signed thinking blocks.
+
+SDK retries are off (the caller owns retries); the HTTP client's request
+logs are silenced. SDK exceptions are classified here and dropped: their
+text can echo prompts or keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import anthropic
+
+from cache_service.domain.model import JSON, ModelCall, ModelReply, Usage
+from cache_service.domain.ports import (
+    CacheKind,
+    CacheRef,
+    ContextWindowExceeded,
+    InvalidRequest,
+    PrefixMark,
+    ProviderError,
+    ProviderPermissionDenied,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+)
+from cache_service.providers.http_logs import retry_after_s, silence_http_logs
+from cache_service.providers.tool_ids import ToolIds
+
+log = logging.getLogger("agentctx.cache.anthropic")
+_TOO_LONG = re.compile(r"prompt is too long:\D*(\d+)\s*tokens\s*>\s*(\d+)")
+_FINISH = {"end_turn": "STOP", "tool_use": "STOP", "stop_sequence": "STOP", "pause_turn": "STOP",
+           "max_tokens": "MAX_TOKENS", "refusal": "SAFETY"}
+_STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+              "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+              "overloaded_error": 529}
+SHORT_TTL_S = 300.0
+LONG_TTL_S = 3600.0
+
+
+class AnthropicProvider:
+    def __init__(
+        self,
+        *,
+        name: str = "anthropic",
+        api_key: str | None = None,
+        base_url: str | None = None,
+        request_timeout_s: float = 60.0,
+        min_cache_tokens: int | None = None,
+        default_max_tokens: int = 4096,
+    ) -> None:
+        silence_http_logs()
+        self.name = name
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0,
+                                                timeout=request_timeout_s)
+        self._min_cache_tokens = min_cache_tokens
+        self._default_max_tokens = default_max_tokens
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider({self.name})"
+
+    @property
+    def cache_kind(self) -> CacheKind:
+        return CacheKind.MARKED
+
+    @property
+    def named_caches(self) -> None:
+        return None
+
+    def min_cache_tokens(self, model: str) -> int:
+        if self._min_cache_tokens is not None:
+            return self._min_cache_tokens
+        # Anthropic's documented minimums; below them nothing is written (and nothing billed).
+        if "opus-4-5" in model or "haiku-4" in model:
+            return 4096
+        return 2048 if "haiku" in model else 1024
+
+    def prefix_ttl_s(self, ttl_s: float) -> float:
+        return SHORT_TTL_S if ttl_s <= SHORT_TTL_S else LONG_TTL_S
+
+    # --- model calls --------------------------------------------------------------
+
+    async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
+        params = request_params(call, cache, self._default_max_tokens)
+        try:
+            message = await self._client.messages.create(**params)
+        except Exception as exc:  # noqa: BLE001 - classified, never re-raised as is
+            raise _classify(exc) from None
+        return _reply(message)
+
+    async def stream_generate(self, call: ModelCall, cache: CacheRef | None) -> AsyncIterator[ModelReply]:
+        params = request_params(call, cache, self._default_max_tokens)
+        try:
+            stream = await self._client.messages.create(**params, stream=True)
+            async with contextlib.aclosing(_chunks(stream, call.model)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+        except Exception as exc:  # noqa: BLE001
+            raise _classify(exc) from None
+
+    async def count_tokens(self, call: ModelCall) -> int:
+        params = request_params(call, None, self._default_max_tokens)
+        params.pop("max_tokens", None)
+        try:
+            result = await self._client.messages.count_tokens(**params)
+        except Exception as exc:  # noqa: BLE001
+            raise _classify(exc) from None
+        return int(result.input_tokens)
+
+    async def close(self) -> None:
+        try:
+            await self._client.close()
+        except Exception as exc:  # noqa: BLE001 - closing is best effort
+            log.info("anthropic client close failed", extra={"error_type": type(exc).__name__})
+
+
+# --- errors -------------------------------------------------------------------------
+
+
+def _classify(exc: BaseException) -> ProviderError:
+    """A content-free ProviderError for an SDK or transport failure."""
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderTimeout()
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderUnavailable(retry_after=1.0)
+    if isinstance(exc, anthropic.APIError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        kind = str(error.get("type", "")) if isinstance(error, dict) else ""
+        message = str(error.get("message", "")) if isinstance(error, dict) else ""
+        status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
+        headers = exc.response.headers if isinstance(exc, anthropic.APIStatusError) else None
+        # An error event inside a stream arrives on a 200: its type decides.
+        code = status if status is not None and status >= 400 else _STATUS_OF.get(kind, 500)
+        retry = retry_after_s(headers)
+        if code == 429:
+            return RateLimited(status=code, retry_after=retry)
+        found = _TOO_LONG.search(message)
+        if code == 400 and (found or "prompt is too long" in message):
+            return ContextWindowExceeded(status=code, prompt_tokens=int(found.group(1)) if found else None,
+                                         context_window=int(found.group(2)) if found else None)
+        if code in (401, 403):
+            return ProviderPermissionDenied(status=code)
+        if code in (408, 409) or code >= 500:  # 529: overloaded
+            return ProviderUnavailable(status=code, retry_after=retry or 1.0)
+        return InvalidRequest(status=code)
+    if isinstance(exc, (ValueError, TypeError, KeyError)):
+        return InvalidRequest("the request could not be expressed for the Anthropic API")
+    return ProviderUnavailable(retry_after=1.0)
+
+
+# --- requests -----------------------------------------------------------------------
+
+
+def request_params(call: ModelCall, cache: CacheRef | None, default_max_tokens: int) -> dict[str, Any]:
+    """The Messages API parameters of ``call``, with breakpoints where a
+    PrefixMark says its leased prefix ends."""
+    mark = cache if isinstance(cache, PrefixMark) and cache.history_len is not None else None
+    tools = [_tool(f) for t in call.tools for f in t.get("functionDeclarations", ())]
+    system = [{"type": "text", "text": p["text"]} for p in (call.system_instruction or {}).get("parts", ())
+              if p.get("text")]
+    messages = _messages(call.contents)
+    if not messages:
+        raise InvalidRequest("contents must not be empty", status=400)
+    if mark is not None:
+        control: JSON = {"type": "ephemeral"}
+        if mark.ttl_s > SHORT_TTL_S:
+            control["ttl"] = "1h"
+        head = system[-1] if system else (tools[-1] if tools else None)
+        if head is not None:
+            head["cache_control"] = dict(control)
+        ends = {min(mark.history_len or 0, len(call.contents))}
+        if mark.write_through:
+            ends.add(len(call.contents))
+        for n in ends - {0}:
+            # Canonical contents and messages correspond one to one.
+            messages[n - 1]["content"][-1]["cache_control"] = dict(control)
+    g = call.generation_config
+    params: dict[str, Any] = {"model": call.model, "messages": messages,
+                              "max_tokens": int(g.get("maxOutputTokens") or default_max_tokens)}
+    if system:
+        params["system"] = system
+    if tools:
+        params["tools"] = tools
+        choice = _tool_choice(call.tool_config)
+        if choice is not None:
+            params["tool_choice"] = choice
+    # This SDK no longer types the sampling parameters; older models still take them.
+    sampling = {theirs: g[ours] for ours, theirs in (("temperature", "temperature"), ("topP", "top_p"),
+                                                     ("topK", "top_k")) if g.get(ours) is not None}
+    if sampling:
+        params["extra_body"] = sampling
+    if g.get("stopSequences"):
+        params["stop_sequences"] = list(g["stopSequences"])
+    return params
+
+
+def _tool(f: JSON) -> JSON:
+    out: JSON = {"name": f.get("name", ""),
+                 "input_schema": json.loads(json.dumps(f["parameters"])) if f.get("parameters")
+                 else {"type": "object", "properties": {}}}
+    if f.get("description"):
+        out["description"] = f["description"]
+    return out
+
+
+def _tool_choice(d: JSON | None) -> JSON | None:
+    mode = (d or {}).get("mode")
+    allowed = list((d or {}).get("allowedFunctionNames") or ())
+    if mode == "NONE":
+        return {"type": "none"}
+    if mode == "ANY":
+        return {"type": "tool", "name": allowed[0]} if len(allowed) == 1 else {"type": "any"}
+    if mode in ("AUTO", "VALIDATED"):
+        return {"type": "auto"}
+    return None
+
+
+def _messages(contents: tuple[JSON, ...]) -> list[JSON]:
+    ids = ToolIds("toolu_agentctx_")
+    out: list[JSON] = []
+    for content in contents:
+        role = "assistant" if content.get("role") == "model" else "user"
+        blocks = [b for b in (_block(p, ids) for p in content.get("parts", ())) if b is not None]
+        # Anthropic wants a user turn's tool results before anything else in it.
+        blocks.sort(key=lambda b: b["type"] != "tool_result")
+        if not blocks:
+            # Every message needs a block: a content of thoughts only keeps its place.
+            blocks = [{"type": "text", "text": "(no content)"}]
+        out.append({"role": role, "content": blocks})
+    return out
+
+
+def _block(p: JSON, ids: ToolIds) -> JSON | None:
+    if p.get("thought"):
+        return None
+    if "text" in p:
+        return {"type": "text", "text": p["text"]} if p["text"] else None
+    if "functionCall" in p:
+        fc = p["functionCall"]
+        return {"type": "tool_use", "id": ids.call(fc.get("name", ""), fc.get("id") or ""), "name": fc.get("name", ""),
+                "input": json.loads(json.dumps(fc.get("args") or {}))}
+    if "functionResponse" in p:
+        fr = p["functionResponse"]
+        return {"type": "tool_result", "tool_use_id": ids.response(fr.get("name", ""), fr.get("id") or ""),
+                "content": json.dumps(fr.get("response") or {}, sort_keys=True)}
+    if "inlineData" in p:
+        mime = p["inlineData"].get("mimeType", "")
+        source = {"type": "base64", "media_type": mime, "data": p["inlineData"].get("data", "")}
+        if mime.startswith("image/"):
+            return {"type": "image", "source": source}
+        if mime == "application/pdf":
+            return {"type": "document", "source": source}
+    if "fileData" in p:
+        mime, uri = p["fileData"].get("mimeType", ""), p["fileData"].get("fileUri", "")
+        if uri.startswith(("https://", "http://")):
+            return {"type": "document" if mime == "application/pdf" else "image", "source": {"type": "url", "url": uri}}
+    raise InvalidRequest("a part cannot be expressed for the Anthropic API", status=400)
+
+
+# --- replies ------------------------------------------------------------------------
+
+
+def _usage(u: Any, output_tokens: int | None = None) -> Usage:
+    read = int(getattr(u, "cache_read_input_tokens", 0) or 0)
+    write = int(getattr(u, "cache_creation_input_tokens", 0) or 0)
+    prompt = int(getattr(u, "input_tokens", 0) or 0) + read + write
+    output = int(output_tokens if output_tokens is not None else (getattr(u, "output_tokens", 0) or 0))
+    return Usage(prompt_tokens=prompt, cached_prompt_tokens=read, output_tokens=output, total_tokens=prompt + output,
+                 cache_write_tokens=write)
+
+
+def _part(block: Any) -> JSON | None:
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return {"text": block.text}
+    if kind == "tool_use":
+        return {"functionCall": {"id": block.id, "name": block.name, "args": dict(block.input or {})}}
+    if kind == "thinking":
+        return {"text": block.thinking, "thought": True}
+    return None
+
+
+def _reply(message: Any) -> ModelReply:
+    parts = [p for p in (_part(b) for b in message.content) if p]
+    return ModelReply(
+        content={"role": "model", "parts": parts} if parts else None,
+        finish_reason=_FINISH.get(message.stop_reason or "", "OTHER" if message.stop_reason else ""),
+        usage=_usage(message.usage),
+        model_version=message.model or "",
+    )
+
+
+async def _chunks(stream: Any, model: str) -> AsyncGenerator[ModelReply, None]:
+    """Text deltas as they come; a tool call once its input is complete; the
+    finish reason and usage on the last chunk."""
+    start_usage: Any = None
+    version = model
+    tools: dict[int, JSON] = {}
+    try:
+        async for event in stream:
+            kind = event.type
+            if kind == "message_start":
+                start_usage, version = event.message.usage, event.message.model or model
+            elif kind == "content_block_start" and event.content_block.type == "tool_use":
+                tools[event.index] = {"id": event.content_block.id, "name": event.content_block.name, "json": ""}
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta" and delta.text:
+                    yield ModelReply(content={"role": "model", "parts": [{"text": delta.text}]}, model_version=version)
+                elif delta.type == "input_json_delta" and event.index in tools:
+                    tools[event.index]["json"] += delta.partial_json
+            elif kind == "content_block_stop" and event.index in tools:
+                tool = tools.pop(event.index)
+                try:
+                    args = json.loads(tool["json"]) if tool["json"] else {}
+                except json.JSONDecodeError:
+                    yield ModelReply(finish_reason="MALFORMED_FUNCTION_CALL", model_version=version)
+                    return
+                yield ModelReply(content={"role": "model", "parts": [
+                    {"functionCall": {"id": tool["id"], "name": tool["name"], "args": args}}]}, model_version=version)
+            elif kind == "message_delta":
+                stop = event.delta.stop_reason or ""
+                usage = _usage(start_usage, event.usage.output_tokens) if start_usage is not None else None
+                yield ModelReply(finish_reason=_FINISH.get(stop, "OTHER" if stop else ""), usage=usage,
+                                 model_version=version)
+    finally:
+        await stream.close()

@@ -1,0 +1,193 @@
+"""A fake OpenAI-compatible Chat Completions server for testing the real
+``openai`` SDK (base_url points here), in two flavors of error body:
+``openai`` ({"error": {message, type, param, code}}) and ``vllm`` (the
+top-level {"object": "error", ...} that vLLM and SGLang send).
+
+Route: ``POST /v1/chat/completions`` (``stream: true`` answers SSE ``data:``
+chunks, usage in a last chunk without choices when ``stream_options``
+asks, then ``data: [DONE]``). It checks the bearer key, roles, that every
+tool message answers an earlier tool call, and ``tools`` shapes.
+
+Automatic prefix caching as OpenAI documents it: a prompt of at least
+``min_cache_tokens`` reads the longest prefix (at message boundaries) that
+an earlier request with the same ``prompt_cache_key`` (or none) sent, and
+every request's prefixes are cached; usage reports
+``prompt_tokens_details.cached_tokens``. No write is billed or reported.
+
+Replies: if tools are declared and the last user text names one, a tool
+call of it (``finish_reason: tool_calls``); else "fake reply to N messages".
+
+Knobs: ``fail(op, status, message, code=, retry_after=, after_chunks=)`` for
+the next ``generate`` or ``stream``; ``fail_rate_limited``;
+``fail_context_length``. Tokens: JSON bytes / 4.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens
+
+
+class FakeOpenAI(JsonHttpFake):
+    thread_name = "fake-openai"
+
+    def __init__(self, *, api_key: str | None = None, min_cache_tokens: int = 64, context_window: int = 128_000,
+                 flavor: str = "openai") -> None:
+        super().__init__()
+        self.api_key = api_key or f"sk-fake-{secrets.token_hex(8)}"
+        self.min_cache_tokens = min_cache_tokens
+        self.context_window = context_window
+        self.flavor = flavor
+        self.cached: dict[tuple[str, str], float] = {}  # (cache key, prefix hash) -> last use
+
+    # --- knobs ----------------------------------------------------------------
+
+    def error_body(self, status: int, message: str, code: str | None, error_type: str) -> Any:
+        if self.flavor == "vllm":
+            return {"object": "error", "message": message, "type": error_type, "param": None, "code": status}
+        return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+    def fail(self, op: str, status: int, message: str = "scripted failure", *, code: str | None = None,
+             error_type: str = "server_error", retry_after: str | None = None, after_chunks: int | None = None,
+             times: int = 1) -> None:
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
+        self.script(op, Scripted(status, self.error_body(status, message, code, error_type), headers, after_chunks),
+                    times)
+
+    def fail_rate_limited(self, op: str = "generate", retry_after: str = "7") -> None:
+        self.fail(op, 429, "Rate limit reached for requests", code="rate_limit_exceeded", error_type="requests",
+                  retry_after=retry_after)
+
+    def context_message(self, prompt: int) -> str:
+        return (f"This model's maximum context length is {self.context_window} tokens. However, your messages "
+                f"resulted in {prompt} tokens. Please reduce the length of the messages.")
+
+    def fail_context_length(self, op: str = "generate", prompt: int = 130_000) -> None:
+        self.fail(op, 400, self.context_message(prompt), code="context_length_exceeded",
+                  error_type="invalid_request_error")
+
+    # --- requests -------------------------------------------------------------
+
+    def dispatch(self, method: str, path: str, headers: dict[str, str], body: Any) -> tuple[str, Reply]:
+        if method != "POST" or path != "/v1/chat/completions":
+            return "", Reply(404, self.error_body(404, "not found", "not_found", "invalid_request_error"))
+        op = "stream" if body.get("stream") else "generate"
+        if headers.get("authorization") != f"Bearer {self.api_key}":
+            return op, Reply(401, self.error_body(401, "Incorrect API key provided", "invalid_api_key",
+                                                  "invalid_request_error"))
+        scripted = self.take_script(op)
+        if scripted is not None and scripted.after_chunks is None:
+            return op, Reply(scripted.status, scripted.body, scripted.headers)
+        invalid = self._validate(body)
+        if invalid is not None:
+            return op, Reply(400, self.error_body(400, invalid, None, "invalid_request_error"))
+        messages = body["messages"]
+        prompt = estimate_tokens([body.get("tools") or [], messages])
+        if prompt > self.context_window:
+            return op, Reply(400, self.error_body(400, self.context_message(prompt), "context_length_exceeded",
+                                                  "invalid_request_error"))
+        cached = self._cache(body, prompt)
+        message, finish = _answer(body)
+        usage = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5,
+                 "prompt_tokens_details": {"cached_tokens": cached},
+                 "completion_tokens_details": {"reasoning_tokens": 0}}
+        completion_id = f"chatcmpl-fake{secrets.token_hex(6)}"
+        if op == "generate":
+            return op, Reply(200, {"id": completion_id, "object": "chat.completion", "created": int(time.time()),
+                                   "model": body["model"], "usage": usage,
+                                   "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return op, Reply(200, events=_stream(completion_id, body["model"], message, finish,
+                                             usage if include_usage else None, scripted))
+
+    def _validate(self, body: dict[str, Any]) -> str | None:
+        messages = body.get("messages") or []
+        if not messages or not body.get("model"):
+            return "messages and model are required"
+        for tool in body.get("tools") or []:
+            if tool.get("type") != "function" or not tool.get("function", {}).get("name"):
+                return "tools: each tool must be a function with a name"
+        open_calls: set[str] = set()
+        for m in messages:
+            role = m.get("role")
+            if role not in ("system", "developer", "user", "assistant", "tool"):
+                return f"invalid role {role}"
+            for tc in m.get("tool_calls") or []:
+                open_calls.add(tc.get("id", ""))
+                json.loads(tc["function"]["arguments"])
+            if role == "tool" and m.get("tool_call_id") not in open_calls:
+                return "messages with role 'tool' must be a response to a preceding message with 'tool_calls'"
+        return None
+
+    def _cache(self, body: dict[str, Any], prompt: int) -> int:
+        key = str(body.get("prompt_cache_key") or "")
+        messages = body["messages"]
+        h = hashlib.sha256(json.dumps(body.get("tools") or [], sort_keys=True).encode())
+        hashes = []
+        for m in messages:
+            h.update(json.dumps(m, sort_keys=True).encode())
+            hashes.append(h.copy().hexdigest())
+        cached = 0
+        now = time.time()
+        with self._lock:
+            if prompt >= self.min_cache_tokens:
+                for i in range(len(hashes) - 1, -1, -1):
+                    if (key, hashes[i]) in self.cached:
+                        tokens = estimate_tokens([body.get("tools") or [], messages[:i + 1]])
+                        cached = tokens if tokens >= self.min_cache_tokens else 0
+                        break
+            for digest in hashes:
+                self.cached[(key, digest)] = now
+        return cached
+
+
+def _answer(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    messages = body["messages"]
+    names = {t["function"]["name"] for t in body.get("tools") or []}
+    last = messages[-1]
+    content = last.get("content")
+    texts = [content] if isinstance(content, str) else [p.get("text", "") for p in content or [] if p.get("type") == "text"]
+    if last.get("role") == "user" and names and body.get("tool_choice") != "none":
+        for text in texts:
+            for word in text.replace(",", " ").split():
+                if word in names:
+                    call = {"id": f"call_fake{secrets.token_hex(4)}", "type": "function",
+                            "function": {"name": word, "arguments": json.dumps({"query": text[:32]})}}
+                    return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+    return {"role": "assistant", "content": f"fake reply to {len(messages)} messages"}, "stop"
+
+
+def _stream(completion_id: str, model: str, message: dict[str, Any], finish: str, usage: dict[str, Any] | None,
+            scripted: Scripted | None) -> Iterator[tuple[str | None, Any]]:
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    if message.get("tool_calls"):
+        for i, tc in enumerate(message["tool_calls"]):
+            args = tc["function"]["arguments"]
+            deltas.append({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                           "function": {"name": tc["function"]["name"], "arguments": ""}}]})
+            deltas.append({"tool_calls": [{"index": i, "function": {"arguments": args[:6]}}]})
+            deltas.append({"tool_calls": [{"index": i, "function": {"arguments": args[6:]}}]})
+    else:
+        words = message["content"].split(" ")
+        deltas.extend({"content": w + (" " if i < len(words) - 1 else "")} for i, w in enumerate(words))
+    for n, delta in enumerate(deltas):
+        if scripted is not None and n == scripted.after_chunks:
+            # Mid-stream errors come wrapped in "error" in both flavors.
+            yield None, {"error": scripted.body.get("error", scripted.body)}
+            return
+        yield None, chunk(delta)
+    yield None, chunk({}, finish)
+    if usage is not None:
+        yield None, {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": model, "choices": [], "usage": usage}
+    yield None, "[DONE]"
