@@ -57,10 +57,17 @@ def lease_signer(settings: CacheSettings) -> LeaseSigner:
     return LeaseSigner(keys=KeySet(keys, settings.active_lease_key_id))
 
 
+def redis_client(url: str, max_connections: int = 64) -> aioredis.Redis:
+    """A client whose pool makes callers wait for a connection (a burst of
+    acquires queues instead of failing)."""
+    pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=5.0,
+                                                    socket_connect_timeout=2.0, socket_timeout=5.0)
+    return aioredis.Redis(connection_pool=pool)
+
+
 def connect(settings: CacheSettings) -> Cluster:
     assert settings.redis_url is not None and settings.redis_encryption_key is not None  # checked by CacheSettings
-    client = aioredis.Redis.from_url(settings.redis_url.get_secret_value(), socket_connect_timeout=2.0,
-                                     socket_timeout=5.0, health_check_interval=10)
+    client = redis_client(settings.redis_url.get_secret_value())
     return Cluster(client, Names(settings.redis_key_prefix),
                    NameCipher.from_base64(settings.redis_encryption_key.get_secret_value()))
 

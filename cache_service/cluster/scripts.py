@@ -84,6 +84,23 @@ end
 return 1
 """
 
+# KEYS: scope sightings, order, seq. ARGV: max, key prefix of sightings, scope fp, then the chain's fields
+RECORD_SIGHTING = """
+local agreeing = 0
+for i = 4, #ARGV do agreeing = agreeing + tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0') end
+local field = ARGV[#ARGV]
+redis.call('HINCRBY', KEYS[1], field, 1)
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. field)
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[1])
+if over > 0 then
+  for _, m in ipairs(redis.call('ZPOPMIN', KEYS[2], over)) do
+    local bar = string.find(m, '|', 1, true)
+    if bar then redis.call('HDEL', ARGV[2] .. string.sub(m, 1, bar - 1), string.sub(m, bar + 1)) end
+  end
+end
+return agreeing
+"""
+
 # KEYS: scope sightings, order. ARGV: scope fingerprint
 FORGET_SIGHTINGS = """
 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do redis.call('ZREM', KEYS[2], ARGV[1] .. '|' .. f) end

@@ -35,7 +35,7 @@ class RedisRegistryStore:
         self._tombstone_ttl = tombstone_ttl_s
         self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
             "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "DROP_EXPIRED", "SET_EXPIRY", "SIGHT",
-            "FORGET_SIGHTINGS", "LEARN_FLOOR")}
+            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
 
     # --- entries --------------------------------------------------------------------
 
@@ -131,6 +131,13 @@ class RedisRegistryStore:
             return 0
         counts = await self._r.hmget(self._n.sightings(scope_fp), [f"{i}:{d.hex()}" for i, d in enumerate(chain)])
         return sum(int(c) for c in counts if c is not None)
+
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+        n = self._n
+        fields = [f"{i}:{d.hex()}" for i, d in enumerate(chain)]
+        return int(await self._scripts["RECORD_SIGHTING"](
+            keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq],
+            args=[self._max_sightings, n.sightings(""), scope_fp, *fields]))
 
     async def forget_sightings(self, scope_fp: str) -> None:
         await self._scripts["FORGET_SIGHTINGS"](keys=[self._n.sightings(scope_fp), self._n.sighting_order],

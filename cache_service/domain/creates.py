@@ -92,6 +92,9 @@ class Creator:
             elif claim is Claim.FULL:
                 return await self._fallback(match, base)
             else:
+                installed = await self._installed_meanwhile(flight)
+                if installed is not None:
+                    return installed
                 self._spawn(self._run(flight))
         if match is not None and flight.background:
             return await self._issuer.issue(match, CacheState.HIT)
@@ -99,6 +102,23 @@ class Creator:
             return await self._fallback(match, base)
         waiter = single_flight.join(flight, deadline)
         return await single_flight.wait(waiter, self._clock, lambda: self._failure(BypassReason.DEADLINE_EXCEEDED, base))
+
+    async def _installed_meanwhile(self, flight: Flight) -> Outcome | None:
+        """A store shared by replicas (or one that suspends) may have got the
+        key's cache between this caller's match and its claim: then the claim
+        is given back and the cache leased, never created twice."""
+        existing = await self._store.first_match(flight.scope_fp, [flight.key], self._live)
+        if existing is None:
+            return None
+        flight.outcome = INSTALLED
+        await self._flights.end(flight)
+        for waiter in flight.waiters:
+            if waiter.live:
+                waiter.future.set_result(await self._issuer.issue(existing, CacheState.HIT))
+        return await self._issuer.issue(existing, CacheState.HIT)
+
+    def _live(self, entry: Entry) -> bool:
+        return not entry.retiring and self._lifecycle.usable(entry)
 
     async def _fallback(self, match: Entry | None, base: CacheInfo) -> Outcome:
         """No create to wait for: the cache we have, else CAPACITY."""
@@ -117,7 +137,7 @@ class Creator:
                 return await self._issuer.issue(match, CacheState.HIT)
             return self._failure(BypassReason.DEADLINE_EXCEEDED, base)
         if outcome == INSTALLED:
-            entry = await self._store.first_match(sfp, [key], lambda e: not e.retiring and self._lifecycle.usable(e))
+            entry = await self._store.first_match(sfp, [key], self._live)
             if entry is not None:
                 return await self._issuer.issue(entry, CacheState.HIT)
         elif outcome:
