@@ -26,6 +26,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from cache_service.cluster import scripts
+from cache_service.cluster.codec import text
 from cache_service.cluster.names import Names
 from cache_service.domain.entry import EntryKey
 from cache_service.domain.flight import Claim, Flight
@@ -58,20 +59,17 @@ class RedisSingleFlight:
         return self._local.find(scope_fp, key)
 
     async def begin(self, flight: Flight) -> Claim:
-        if not self._local.add(flight):
+        # Into the local table only once the lock is ours: a caller that
+        # joined a flight whose claim then failed would never be answered.
+        if self._local.find(flight.scope_fp, flight.key) is not None:
             return Claim.TAKEN
         lock = self._n.lock(flight.scope_fp, flight.key)
         token = secrets.token_hex(8)
-        try:
-            claim = Claim((await self._claim(keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
-                                             args=[token, self._lock_ms, self._max_entries])).decode())
-        except BaseException:
-            self._local.discard(flight)
-            raise
+        claim = Claim(text(await self._claim(keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
+                                             args=[token, self._lock_ms, self._max_entries])))
         if claim is Claim.WON:
+            self._local.add(flight)
             self._tokens[id(flight)] = token
-        else:
-            self._local.discard(flight)
         return claim
 
     async def end(self, flight: Flight) -> None:
@@ -102,7 +100,7 @@ class RedisSingleFlight:
                 pipe.exists(lock)
                 result, held = await pipe.execute()
             if result is not None:
-                return str(result.decode())
+                return text(result)
             if not held:
                 return ""
             left = until - loop.time()

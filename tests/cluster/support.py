@@ -76,3 +76,7 @@ def replica_settings(certs: pathlib.Path, tmp: pathlib.Path, prefix: str, **over
 
 def sim_prefix(prefix: str) -> str:
     return prefix.rstrip(":") + "-sim:"
+
+
+def sync_client() -> redis.Redis:
+    return redis.Redis.from_url(REDIS_URL)
