@@ -9,10 +9,10 @@ TOOLS := tools/node_modules/.bin
 
 .PHONY: up test venv gen lint demo clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e clients/python -e '.[test]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -42,6 +42,7 @@ lint: venv $(TOOLS)/buf
 	$(TOOLS)/buf breaking --against api/agentctx-v1.binpb
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	cd clients/python && ../../$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx
+	rm -rf $(VENV) .venv-client .venv-apart tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx

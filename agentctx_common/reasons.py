@@ -204,6 +204,13 @@ class Reason(str, enum.Enum):
     # the context service built from the session and the call (an event stored
     # before max_json_depth applied, or deep tool declarations).
     CACHE_REQUEST_UNDECODABLE = "CACHE_REQUEST_UNDECODABLE"
+    # RESOURCE_EXHAUSTED: the server is at its bound of RPCs or request bytes in
+    # flight ("bound" names which, "limit" its value); nothing was done, and the
+    # call may be retried after the RetryInfo delay.
+    SERVER_OVERLOADED = "SERVER_OVERLOADED"
+    # DEADLINE_EXCEEDED: the call's deadline had passed, or left less than the
+    # server's minimum, when it was admitted; nothing was done.
+    DEADLINE_TOO_SHORT = "DEADLINE_TOO_SHORT"
 
     def __str__(self) -> str:
         return self.value
@@ -245,4 +252,6 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.PROVIDER_UNAVAILABLE: ('prefix_tokens',),
     Reason.RATE_LIMITED: ('prefix_tokens',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
+    Reason.SERVER_OVERLOADED: ('bound', 'limit',),
+    Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),
 }

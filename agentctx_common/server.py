@@ -19,7 +19,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from agentctx_common.admission import AdmissionInterceptor, limits_from
 from agentctx_common.errors import ConfigError
+from agentctx_common.memory import tune_malloc
 from agentctx_common.settings import ServerSettings
 from agentctx_common.status import ChainInterceptor, ErrorInterceptor, WrappingInterceptor
 from agentctx_common.telemetry import TracingInterceptor, shutdown_telemetry
@@ -93,9 +95,18 @@ def new_server(
         ("grpc.keepalive_permit_without_calls", 1),
         # Without this a second server could silently share a busy port.
         ("grpc.so_reuseport", 0),
+        # gRPC cancels (bare CANCELLED) a call the application has not taken
+        # up within this time (30 s by default); under load the event loop
+        # takes calls up slowly. A waiting call ends instead at its own
+        # deadline or when admission control serves or refuses it.
+        ("grpc.server_max_unrequested_time_in_server", settings.max_unrequested_time_s),
     ]
+    tune_malloc()
+    admission = AdmissionInterceptor(limits_from(settings))
     server = grpc.aio.server(
-        interceptors=[ChainInterceptor([TracingInterceptor(telemetry_name), *interceptors, ErrorInterceptor()])],
+        interceptors=[
+            ChainInterceptor([TracingInterceptor(telemetry_name), admission, *interceptors, ErrorInterceptor()])
+        ],
         options=options,
     )
     register(server)

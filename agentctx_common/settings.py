@@ -123,6 +123,31 @@ class ServerSettings(BaseSettings):
             timeout_s=self.otlp_timeout_s, metrics_interval_s=self.metrics_export_interval_s,
         )
 
+    # Admission control (agentctx_common.admission). Over a bound a call gets
+    # RESOURCE_EXHAUSTED (SERVER_OVERLOADED) with RetryInfo at once. The
+    # defaults suit a small machine (2 cores, a few GB); bench.memory measures
+    # RSS under 200 concurrent 8 MiB appends.
+    max_inflight_rpcs: int = Field(
+        32, ge=1, description="RPCs served at once (health and reflection not counted); gRPC reads at most this many requests."
+    )
+    max_inflight_request_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024,
+        description="Encoded request bytes held by RPCs being served; one larger request is admitted alone.",
+    )
+    overload_retry_after_s: float = Field(0.5, gt=0, description="RetryInfo delay sent with SERVER_OVERLOADED.")
+    min_deadline_remaining_s: float = Field(
+        0.005, ge=0, description="A call with less time left than this is not started (DEADLINE_TOO_SHORT)."
+    )
+    malloc_trim_after_bytes: int = Field(
+        64 * 1024 * 1024, ge=0,
+        description="Return free heap to the system once this many request bytes were released (0: never).",
+    )
+    max_unrequested_time_s: int = Field(
+        3600, ge=1,
+        description="How long a call may wait for the server to take it up before gRPC cancels it (its default, 30 s, "
+        "gave bare CANCELLED under load).",
+    )
+
     @model_validator(mode="after")
     def _check_transport(self) -> ServerSettings:
         if self.dev_plaintext:

@@ -11,6 +11,15 @@ simulator, everything measured in the same run:
   (256 concurrent misses over one). Single flight keeps the creates at one;
   the wall time grows only by the cost of serving 256 RPCs, reported as
   ``floor_wall_ms_256`` (256 concurrent empty RPCs on the same server).
+- The digest work of one turn at 1,000 contents, in process: AcquireLease's
+  (convert the prefix, fingerprint and chain it) plus GenerateContent's
+  (convert the request, the lease check's chain digest), in the steady
+  state of a growing conversation (each call's newest content is new, the
+  rest were sent before) -> ``digest_ms_1000``, with the servicer's content
+  memo; ``digest_ms_1000_unmemoized``, the same turns without it,
+  interleaved in the same run (p50s; ``digest_ms_1000_p95`` too);
+  ``digest_ms_1000_cold``, a first sight of all 1,000 contents with the
+  memo; ``digest_memo_hits``/``_misses``, the memo's counts over the run.
 
 Run: ``.venv/bin/python -m bench.cache`` from the repository root. The last
 line is one JSON object with every figure.
@@ -29,9 +38,12 @@ from typing import Any
 
 from agentctx.cache.v1 import cache_service_pb2 as pb
 from agentctx.cache.v1 import cache_service_pb2_grpc
-from agentctx.type.v1 import cache_pb2
+from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
 from agentctx_common.certs import init_dev_certs
+from cache_service.api import convert
+from cache_service.api.content_memo import ContentMemo
 from cache_service.app import CacheApp
+from cache_service.domain.keys import PrefixView, call_chain
 from cache_service.providers.local import LocalProvider
 from cache_service.server import build_server
 from tests.cache import protos
@@ -43,6 +55,8 @@ MISS_SIZES = (1, 16, 256)
 MISS_REPEATS = 5
 CREATE_LATENCY_S = 0.25  # real Gemini creates take longer; this keeps the run short
 PREFIX_TURNS = 6
+DIGEST_CONTENTS = 1000
+DIGEST_TURNS = 60
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -117,6 +131,54 @@ async def concurrent_misses(stub: cache_service_pb2_grpc.CacheServiceStub, provi
     return figures
 
 
+def _digest_turn(prefix_pb: pb.CachePrefix, request_pb: generation_pb2.ModelRequest, memo: ContentMemo | None) -> float:
+    """What the servicer does to digests in one turn, as AcquireLease and
+    GenerateContent do it."""
+    started = time.perf_counter()
+    view = PrefixView.of(convert.prefix_from_proto(prefix_pb, "local-sim-1", memo))
+    call = convert.call_from_proto(request_pb, memo)
+    ok = call_chain(call, view.history_len) == view.digest
+    elapsed = (time.perf_counter() - started) * 1000
+    assert ok
+    return elapsed
+
+
+def digest_work() -> dict[str, float]:
+    system, tools = protos.text("", protos.SYSTEM_TEXT), protos.tools()
+
+    def message(role: str, i: int) -> content_pb2.Content:
+        return protos.text(role, f"{role} message {i}: " + "word " * 30)
+
+    # Grows by an input and an answer per turn, from 1,000 - DIGEST_TURNS
+    # contents: the median turn sends 1,000.
+    start = DIGEST_CONTENTS - DIGEST_TURNS
+    history = [message("user" if i % 2 == 0 else "model", i) for i in range(start - 2)]
+    memo = ContentMemo(64 * 1024 * 1024)
+
+    def turn(t: int, memo: ContentMemo | None) -> float:
+        prefix_pb = pb.CachePrefix(system_instruction=system, tools=tools, history=history)
+        request_pb = generation_pb2.ModelRequest(model="local-sim-1", system_instruction=system, tools=tools,
+                                                 contents=[*history, message("user", start + 2 * t)])
+        return _digest_turn(prefix_pb, request_pb, memo)
+
+    cold = turn(-1, memo)
+    memoized, unmemoized = [], []
+    for t in range(DIGEST_TURNS):
+        # The last turn's input and the model's answer to it: in the
+        # prefix, only the answer is new; in the request, only the input.
+        history += [message("user", start + 2 * (t - 1)), message("model", start + 2 * t - 1)]
+        unmemoized.append(turn(t, None))
+        memoized.append(turn(t, memo))
+    return {
+        "digest_ms_1000": round(statistics.median(memoized), 3),
+        "digest_ms_1000_p95": round(_pct(memoized, 0.95), 3),
+        "digest_ms_1000_unmemoized": round(statistics.median(unmemoized), 3),
+        "digest_ms_1000_cold": round(cold, 3),
+        "digest_memo_hits": memo.hits,
+        "digest_memo_misses": memo.misses,
+    }
+
+
 async def main() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         certs = pathlib.Path(tmp) / "certs"
@@ -136,6 +198,7 @@ async def main() -> dict[str, Any]:
                 figures.update(await concurrent_misses(stub, provider))
         finally:
             await server.stop(grace=1)
+    figures.update(digest_work())
     return figures
 
 

@@ -18,9 +18,12 @@ Two model speeds: an instant simulator (the ratio is then all overhead,
 and ``overhead_on_ms`` is the absolute cost), and a simulator that takes
 100 ms per model call, a fast real model (the ratio is what an agent
 feels). Bars, on the 100 ms model: Generate with caching on within 1.35x
-the floor at short histories and within 2x at 1,000 events (where most of
-the difference is the cache service hashing the 1,000-content prefix for
-AcquireLease and again for GenerateContent).
+the floor at short histories and within 2x at 1,000 events.
+``overhead_ratio_1000`` is that last ratio (a cached turn at 1,000 events
+over the bare model call, 100 ms model), aimed at 1.05 or less
+(``aim_overhead_ratio_1000``); the cache service's share of it is its
+digest work, which the content memo keeps to the new contents (see
+``digest_ms_1000`` in bench/cache.py).
 
 Run: ``.venv/bin/python -m bench.turns`` from the repository root
 (``--grow-in-background`` to measure that cache-service setting). The last
@@ -52,6 +55,7 @@ LONG_HISTORY = 1_000
 MODES = {"instant": (0.0, 40, 20), "model_100ms": (0.1, 20, 10)}
 BAR_SHORT = 1.35
 BAR_LONG = 2.0
+AIM_OVERHEAD_RATIO_1000 = 1.05
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -163,6 +167,8 @@ async def main(grow_in_background: bool = False) -> dict[str, Any]:
     result["bar_short_ratio"] = BAR_SHORT
     result["bar_long_ratio"] = BAR_LONG
     result["pass"] = real["short"]["ratio_on"] <= BAR_SHORT and real["long"]["ratio_on"] <= BAR_LONG
+    result["overhead_ratio_1000"] = real["long"]["ratio_on"]
+    result["aim_overhead_ratio_1000"] = AIM_OVERHEAD_RATIO_1000
     return result
 
 

@@ -40,6 +40,8 @@ class CacheSettings(ServerSettings):
     config_table = "cache"
 
     port: int = Field(50052, ge=0, le=65535)
+    # Above the context service's bound: each of its turns holds at most one call here at a time.
+    max_inflight_rpcs: int = Field(128, ge=1, description="RPCs served at once (health and reflection not counted).")
     data_dir: pathlib.Path = Field(pathlib.Path(".agentctx/data"), description="Where the cache journal lives.")
     require_client_cert: bool = True
     allowed_identities: list[str] = Field(
@@ -110,6 +112,10 @@ class CacheSettings(ServerSettings):
         "(never grow a valid cache; re-create it after adk_cache_intervals uses).",
     )
     adk_cache_intervals: int = Field(10, ge=1, le=100, description="adk policy: uses before a cache is re-created.")
+    content_memo_bytes: int = Field(
+        64 * MiB, ge=0, description="Memory for contents already converted and hashed, so a turn hashes only "
+        "its new contents (least recently used dropped first; 0: off).",
+    )
 
     # --- the cache tier on Redis (see cache_service/redis/) -------------------
     redis_url: SecretStr | None = Field(

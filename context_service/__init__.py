@@ -1,2 +1,3 @@
-"""The agentctx context service: sessions and events, context selection,
-compaction and agent turns. See README.md and DESIGN.md section 3."""
+"""The agentctx context service: sessions and events, context building,
+compaction and agent turns. See docs/ARCHITECTURE.md ("Layers",
+"Request paths", "Ports")."""

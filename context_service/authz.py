@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -101,7 +102,7 @@ class Authorizer:
             raise Unauthenticated("unknown bearer token", reason=Reason.INVALID_BEARER_TOKEN)
         return Caller(f"token:{grant.name}", grant.apps)
 
-    def caller(self, context: grpc.aio.ServicerContext) -> Caller:
+    def caller(self, context: grpc.aio.ServicerContext[Any, Any]) -> Caller:
         """The caller of the RPC behind ``context``."""
         authorization = None
         for key, value in context.invocation_metadata() or ():

@@ -1,4 +1,6 @@
-"""The context service's client of the cache service (mTLS, always).
+"""The context service's client of the cache service (mTLS, always): the
+adapter behind ``ports.CachePort``, domain types in and out, mapped here
+(``mapping.cache_calls``).
 
 One channel per process, opened on first use. Every call carries the
 caller's remaining deadline (capped by ``cache_timeout_s``) and the trace
@@ -20,21 +22,27 @@ is FAILED_PRECONDITION CACHE_REQUEST_UNDECODABLE for the agent.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 
-from agentctx.cache.v1 import cache_service_pb2, cache_service_pb2_grpc
+from agentctx.cache.v1 import cache_service_pb2 as cpb
+from agentctx.cache.v1 import cache_service_pb2_grpc
 from agentctx_common.errors import DeadlineExceeded, FailedPrecondition, Unavailable
 from agentctx_common.reasons import Reason
 from agentctx_common.status import error_from_rpc, status_from_rpc
 from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
+from context_service.building.types import BuiltContext
+from context_service.domain.cache_calls import CacheScope, LeaseGrant, ModelReply, ScopeInvalidation, ScopeStatus
+from context_service.mapping.build_context import model_request
+from context_service.mapping.cache_calls import cache_prefix, reply_from_proto, scope_to_proto
+from context_service.mapping.convert import cache_from_proto
 from context_service.settings import ContextSettings
 
-CACHE_SERVICE_NOT_CONFIGURED = Reason.CACHE_SERVICE_NOT_CONFIGURED
-CACHE_SERVICE_UNAVAILABLE = Reason.CACHE_SERVICE_UNAVAILABLE
+T = TypeVar("T")
+Stub = cache_service_pb2_grpc.CacheServiceStub
 _INITIAL_RECONNECT_BACKOFF_MS = 100
 _MAX_RECONNECT_BACKOFF_MS = 1000
 
@@ -43,10 +51,10 @@ class CacheClient:
     def __init__(self, settings: ContextSettings) -> None:
         self._settings = settings
         self._channel: grpc.aio.Channel | None = None
-        self._stub: cache_service_pb2_grpc.CacheServiceStub | None = None
+        self._stub: Stub | None = None
         self._lock = asyncio.Lock()
 
-    async def _get_stub(self) -> cache_service_pb2_grpc.CacheServiceStub:
+    async def _get_stub(self) -> Stub:
         if self._stub is not None:
             return self._stub
         async with self._lock:
@@ -55,7 +63,7 @@ class CacheClient:
                 if s.cache_ca is None or s.cache_cert is None or s.cache_key is None:
                     raise FailedPrecondition(
                         "the cache service is not configured (cache_ca, cache_cert and cache_key are required)",
-                        reason=CACHE_SERVICE_NOT_CONFIGURED,
+                        reason=Reason.CACHE_SERVICE_NOT_CONFIGURED,
                     )
                 creds = channel_credentials(s.cache_ca, s.cache_cert, s.cache_key)
                 self._channel = grpc.aio.secure_channel(
@@ -70,7 +78,8 @@ class CacheClient:
                         ("grpc.max_reconnect_backoff_ms", _MAX_RECONNECT_BACKOFF_MS),
                     ],
                 )
-                self._stub = cache_service_pb2_grpc.CacheServiceStub(self._channel)
+                # The generated gRPC module has no type stubs.
+                self._stub = Stub(self._channel)  # type: ignore[no-untyped-call]
         return self._stub
 
     def timeout(self, remaining: float | None) -> float:
@@ -79,22 +88,22 @@ class CacheClient:
         cap = self._settings.cache_timeout_s
         return cap if remaining is None else max(0.0, min(cap, remaining))
 
-    async def _call(self, method: str, request: Any, remaining: float | None) -> Any:
+    async def _call(self, method: Callable[[Stub], Callable[..., Awaitable[T]]], request: Any, remaining: float | None) -> T:
         stub = await self._get_stub()
         timeout = self.timeout(remaining)
         if timeout <= 0:
             raise DeadlineExceeded("no time left to call the cache service", reason=Reason.DEADLINE_EXCEEDED)
         try:
-            return await getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
+            return await method(stub)(request, timeout=timeout, metadata=outgoing_metadata())
         except grpc.aio.AioRpcError as err:
             raise _rebuilt(err) from None
 
-    async def _stream(self, method: str, request: Any, remaining: float | None) -> AsyncIterator[Any]:
+    async def _stream(self, request: cpb.StreamGenerateContentRequest, remaining: float | None) -> AsyncIterator[cpb.StreamGenerateContentResponse]:
         stub = await self._get_stub()
         timeout = self.timeout(remaining)
         if timeout <= 0:
             raise DeadlineExceeded("no time left to call the cache service", reason=Reason.DEADLINE_EXCEEDED)
-        call = getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
+        call = stub.StreamGenerateContent(request, timeout=timeout, metadata=outgoing_metadata())
         try:
             async for item in call:
                 yield item
@@ -104,37 +113,56 @@ class CacheClient:
             # A consumer that stops early (the agent went away) ends the RPC.
             call.cancel()
 
+    # --- ports.CachePort ------------------------------------------------------
+
     async def acquire_lease(
-        self, request: cache_service_pb2.AcquireLeaseRequest, *, remaining: float | None = None
-    ) -> cache_service_pb2.AcquireLeaseResponse:
-        return await self._call("AcquireLease", request, remaining)
+        self, scope: CacheScope, request: BuiltContext, *, input_count: int, ttl_s: float | None = None,
+        remaining: float | None = None,
+    ) -> LeaseGrant:
+        call = cpb.AcquireLeaseRequest(scope=scope_to_proto(scope), prefix=cache_prefix(request, input_count))
+        if ttl_s is not None:
+            call.ttl.FromNanoseconds(int(ttl_s * 1e9))
+        answer: cpb.AcquireLeaseResponse = await self._call(lambda s: s.AcquireLease, call, remaining)
+        return LeaseGrant(answer.lease, cache_from_proto(answer.metadata))
 
     async def release_lease(self, lease: str, *, remaining: float | None = None) -> bool:
-        response = await self._call("ReleaseLease", cache_service_pb2.ReleaseLeaseRequest(lease=lease), remaining)
+        response: cpb.ReleaseLeaseResponse = await self._call(
+            lambda s: s.ReleaseLease, cpb.ReleaseLeaseRequest(lease=lease), remaining
+        )
         return response.released
 
-    def stream_generate_content(
-        self, request: cache_service_pb2.GenerateContentRequest, *, remaining: float | None = None
-    ) -> AsyncIterator[cache_service_pb2.StreamGenerateContentResponse]:
-        """The chunks as they arrive; errors as for unary calls."""
-        return self._stream(
-            "StreamGenerateContent", cache_service_pb2.StreamGenerateContentRequest(call=request), remaining
+    async def generate(
+        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
+    ) -> ModelReply:
+        call = cpb.GenerateContentRequest(scope=scope_to_proto(scope), request=model_request(request), lease=lease)
+        answer = await self.generate_content(call, remaining=remaining)
+        return reply_from_proto(answer.response, answer.cache if answer.HasField("cache") else None)
+
+    async def stream_generate(
+        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
+    ) -> AsyncIterator[ModelReply]:
+        call = cpb.GenerateContentRequest(scope=scope_to_proto(scope), request=model_request(request), lease=lease)
+        async for item in self._stream(cpb.StreamGenerateContentRequest(call=call), remaining):
+            yield reply_from_proto(item.chunk, item.cache if item.HasField("cache") else None)
+
+    async def scope_status(self, scope: CacheScope, *, remaining: float | None = None) -> ScopeStatus:
+        status: cpb.GetScopeStatusResponse = await self._call(
+            lambda s: s.GetScopeStatus, cpb.GetScopeStatusRequest(scope=scope_to_proto(scope)), remaining
         )
+        return ScopeStatus(status.scope_fingerprint, status.entry_count, status.inflight_count, status.waiter_count)
+
+    async def invalidate_scope(self, scope: CacheScope, *, remaining: float | None = None) -> ScopeInvalidation:
+        done: cpb.InvalidateScopeResponse = await self._call(
+            lambda s: s.InvalidateScope, cpb.InvalidateScopeRequest(scope=scope_to_proto(scope)), remaining
+        )
+        return ScopeInvalidation(done.scope_fingerprint, done.entries_removed, done.inflight_cancelled)
+
+    # --- for the MODEL compactor, an adapter itself ----------------------------
 
     async def generate_content(
-        self, request: cache_service_pb2.GenerateContentRequest, *, remaining: float | None = None
-    ) -> cache_service_pb2.GenerateContentResponse:
-        return await self._call("GenerateContent", request, remaining)
-
-    async def get_scope_status(
-        self, scope: cache_service_pb2.CacheScope, *, remaining: float | None = None
-    ) -> cache_service_pb2.GetScopeStatusResponse:
-        return await self._call("GetScopeStatus", cache_service_pb2.GetScopeStatusRequest(scope=scope), remaining)
-
-    async def invalidate_scope(
-        self, scope: cache_service_pb2.CacheScope, *, remaining: float | None = None
-    ) -> cache_service_pb2.InvalidateScopeResponse:
-        return await self._call("InvalidateScope", cache_service_pb2.InvalidateScopeRequest(scope=scope), remaining)
+        self, request: cpb.GenerateContentRequest, *, remaining: float | None = None
+    ) -> cpb.GenerateContentResponse:
+        return await self._call(lambda s: s.GenerateContent, request, remaining)
 
     async def close(self) -> None:
         if self._channel is not None:
@@ -146,7 +174,7 @@ class CacheClient:
 def _rebuilt(err: grpc.aio.AioRpcError) -> Exception:
     if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
         # Transport failure, not an answer from the service.
-        return Unavailable("the cache service is unreachable", reason=CACHE_SERVICE_UNAVAILABLE, retry_after=1.0)
+        return Unavailable("the cache service is unreachable", reason=Reason.CACHE_SERVICE_UNAVAILABLE, retry_after=1.0)
     error = error_from_rpc(err)
     if error.reason is Reason.MALFORMED_REQUEST:
         return FailedPrecondition(

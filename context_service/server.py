@@ -1,9 +1,15 @@
 """Context service entry points: ``build_server`` (bound, not started) and
-``serve`` (runs until SIGTERM/SIGINT)."""
+``serve`` (runs until SIGTERM/SIGINT).
+
+``build_server`` is the composition root: it opens the storage backend,
+builds the adapters (cache-service client, compactors) and the application
+services on their ports, and registers the servicers (see
+docs/ARCHITECTURE.md, "Layers")."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import grpc
 
@@ -14,17 +20,23 @@ from agentctx_common.telemetry import configure_telemetry
 from agentctx_common.tls import channel_credentials
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
-from context_service.app import ContextApp
+from context_service.app import ContextApp, limits_of, session_defaults
+from context_service.building.builder import ContextBuilder
+from context_service.building.history import HistoryCache
 from context_service.cache_client import CacheClient
-from context_service.compaction.runtime import start_compaction
+from context_service.compaction.runtime import CompactionRuntime, start_compaction
+from context_service.domain.config import overlay
+from context_service.mapping.wire import render
 from context_service.settings import ContextSettings
-from context_service.storage.sql_store import open_from_settings
+from context_service.storage.factory import Backend, open_backend
+from context_service.turns.runner import TurnRunner
 
 SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
 
 
 def register_servicer(server: grpc.aio.Server, servicer: ContextServicer) -> None:
-    context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)
+    # The generated gRPC module has no type stubs.
+    context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     register_raw_build_context(server, servicer)
 
 
@@ -40,11 +52,40 @@ def check_client_files(settings: ContextSettings) -> None:
                             names=("remote_compactor_ca", "remote_compactor_cert", "remote_compactor_key"))
 
 
+def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> tuple[ContextApp, CompactionRuntime]:
+    """The application services on ``backend`` and ``cache``; compaction's
+    worker starts here (when enabled)."""
+    defaults = session_defaults(settings)
+    compaction = start_compaction(
+        settings, sessions=backend.sessions, compactions=backend.compactions, jobs=backend.jobs,
+        defaults=defaults, cache=cache,
+    )
+    builder = ContextBuilder(
+        heads=backend.heads,
+        history=HistoryCache(backend.sessions, render),
+        render=render,
+        limits=limits_of(settings),
+        effective_config=functools.partial(overlay, defaults),
+        compressors=compaction.service,
+    )
+    turns = TurnRunner(sessions=backend.sessions, builder=builder, compaction=compaction.service, cache=cache)
+    app = ContextApp(
+        settings=settings, defaults=defaults, sessions=backend.sessions, lifecycle=backend.lifecycle,
+        builder=builder, compaction=compaction.service, cache=cache, turns=turns,
+    )
+    return app, compaction
+
+
 async def build_server(settings: ContextSettings) -> GrpcServer:
     check_client_files(settings)
     # Refuses (ConfigError) a database whose schema is not this code's.
-    store = await open_from_settings(settings)
-    app = ContextApp(settings=settings, store=store)
+    backend = await open_backend(settings)
+    cache = CacheClient(settings)
+    try:
+        app, compaction = compose(settings, backend, cache)
+    except BaseException:
+        await backend.close()
+        raise
     servicer = ContextServicer(app)
     try:
         server = new_server(
@@ -54,14 +95,13 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
             telemetry_name="context-service",
         )
     except BaseException:
-        await store.close()
+        await compaction.close()
+        await backend.close()
         raise
-    server.closers.append(store.close)
-    server.closers.append(app.history.close)
-    # Closers run in reverse: compaction's worker and channels stop before the store closes.
-    app.cache_client = CacheClient(settings)
-    compaction = start_compaction(settings, store, app.session_defaults, cache=app.cache_client)
-    app.compaction_service = compaction.service
+    # Closers run in reverse: compaction's worker and channels stop before
+    # the cache client and the store close.
+    server.closers.append(backend.close)
+    server.closers.append(cache.close)
     server.closers.append(compaction.close)
     return server
 

@@ -3,13 +3,16 @@
 Content goes to the canonical JSON shape of agentctx_common.canonical, so
 the prefix fingerprint computed here equals the context service's. Every
 conversion builds fresh objects: nothing the caller sent is shared with
-what the registry keeps or a provider receives.
+what the registry keeps or a provider receives. With a ContentMemo, history
+contents come from the memo (CanonicalContent, shared between requests and
+never edited), so a content resent turn after turn is converted and hashed
+once.
 """
 
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import struct_pb2
 
@@ -18,7 +21,8 @@ from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
 from agentctx_common.canonical import content_json, struct_to_dict, tool_config_json, tool_json
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
-from cache_service.domain.keys import Prefix, Scope
+from cache_service.api.content_memo import ContentMemo
+from cache_service.domain.keys import CanonicalContent, Prefix, Scope
 from cache_service.domain.model import JSON, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
 
 PROVIDERS = ("local", "gemini")
@@ -77,12 +81,30 @@ def _content_violations(c: content_pb2.Content, path: str, *, role_free: bool = 
     return out
 
 
-def _contents(contents: Any, path: str) -> tuple[JSON, ...]:
+def _contents(contents: Any, path: str, memo: ContentMemo | None) -> tuple[JSON, ...]:
     violations: list[FieldViolation] = []
-    for i, c in enumerate(contents):
-        violations += _content_violations(c, f"{path}[{i}]")
-    _fail(violations)
-    return tuple(content_json(c) for c in contents)
+    if memo is None:
+        for i, c in enumerate(contents):
+            violations += _content_violations(c, f"{path}[{i}]")
+        _fail(violations)
+        return tuple(content_json(c) for c in contents)
+    # Deterministic: map entries (Struct fields) in key order, so equal
+    # contents sent with differently ordered maps share an entry.
+    keys = [c.SerializeToString(deterministic=True) for c in contents]
+    out = memo.get_many(keys)
+    if None in out:
+        for i, c in enumerate(contents):
+            if out[i] is not None:
+                continue
+            found = _content_violations(c, f"{path}[{i}]")
+            if found:
+                violations += found
+                continue
+            new = out[i] = CanonicalContent(content_json(c))
+            memo.put(keys[i], new)
+        _fail(violations)
+    # Every slot now holds a content: a missing one failed above.
+    return tuple(cast("list[JSON]", out))
 
 
 def _system_instruction(msg: Any, path: str) -> JSON | None:
@@ -99,7 +121,7 @@ def _tools(msg: Any) -> tuple[tuple[JSON, ...], JSON | None]:
     return tools, config
 
 
-def prefix_from_proto(p: pb.CachePrefix, model: str) -> Prefix:
+def prefix_from_proto(p: pb.CachePrefix, model: str, memo: ContentMemo | None = None) -> Prefix:
     _fail(value_violations(p, "prefix"))
     tools, tool_config = _tools(p)
     return Prefix(
@@ -107,7 +129,7 @@ def prefix_from_proto(p: pb.CachePrefix, model: str) -> Prefix:
         system_instruction=_system_instruction(p, "prefix.system_instruction"),
         tools=tools,
         tool_config=tool_config,
-        history=_contents(p.history, "prefix.history"),
+        history=_contents(p.history, "prefix.history", memo),
     )
 
 
@@ -124,7 +146,7 @@ def _generation_config(g: generation_pb2.GenerationConfig) -> JSON:
     return out
 
 
-def call_from_proto(r: generation_pb2.ModelRequest) -> ModelCall:
+def call_from_proto(r: generation_pb2.ModelRequest, memo: ContentMemo | None = None) -> ModelCall:
     if not r.model:
         raise InvalidArgument.fields([FieldViolation("request.model", "is required")])
     if not r.contents:
@@ -134,7 +156,7 @@ def call_from_proto(r: generation_pb2.ModelRequest) -> ModelCall:
     tools, tool_config = _tools(r)
     return ModelCall(
         model=r.model,
-        contents=_contents(r.contents, "request.contents"),
+        contents=_contents(r.contents, "request.contents", memo),
         system_instruction=_system_instruction(r, "request.system_instruction"),
         tools=tools,
         tool_config=tool_config,

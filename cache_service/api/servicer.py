@@ -11,6 +11,7 @@ import grpc
 from agentctx.cache.v1 import cache_service_pb2 as pb
 from agentctx.cache.v1 import cache_service_pb2_grpc
 from cache_service.api import convert
+from cache_service.api.content_memo import ContentMemo
 from cache_service.app import CacheApp
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall
@@ -24,6 +25,8 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
     def __init__(self, app: CacheApp) -> None:
         self.app = app
         self.default_provider = app.settings.default_provider
+        # One memo for both calls of a turn (AcquireLease, GenerateContent).
+        self.contents = ContentMemo(app.settings.content_memo_bytes)
 
     async def AcquireLease(self, request: pb.AcquireLeaseRequest, context: Context) -> pb.AcquireLeaseResponse:
         scope = convert.scope_from_proto(request.scope, self.default_provider)
@@ -41,7 +44,7 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
                 response.metadata,
             )
             return response
-        prefix = convert.prefix_from_proto(request.prefix, scope.model)
+        prefix = convert.prefix_from_proto(request.prefix, scope.model, self.contents)
         view = PrefixView.of(prefix, self.app.settings.bytes_per_token)
         remaining = context.time_remaining()
         deadline = self.app.clock.monotonic() + remaining if remaining is not None else None
@@ -95,7 +98,7 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         )
 
     def _call(self, request: pb.GenerateContentRequest) -> tuple[Scope, ModelCall]:
-        call = convert.call_from_proto(request.request)
+        call = convert.call_from_proto(request.request, self.contents)
         scope = convert.scope_from_proto(request.scope, self.default_provider, model=call.model,
                                          require_identity=bool(request.lease))
         self.app.registry.provider(scope.provider)

@@ -12,6 +12,15 @@
   one linear pass over a request finds every cache or sighting it extends.
 - Token estimate: canonical UTF-8 bytes / bytes_per_token, rounded up (the
   context service and the local simulator count the same way).
+
+Measured once: a ``CanonicalContent`` (what the api layer's content memo
+hands out) carries its canonical bytes and digest, its last chain link and
+the fingerprint hash state after it, so a turn that repeats the previous
+prefix hashes only its new contents. Every value is the one the plain-dict
+path computes (tests/cache/test_digests.py checks this over random
+prefixes): a memoized link is used only after the exact predecessor
+digest it was computed from, a hash state only at the chain digest it was
+left at (the same match the registry relies on).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from agentctx_common.canonical import canonical_json, fingerprint
 from cache_service.domain.model import JSON, ModelCall
@@ -95,12 +104,111 @@ def _digest(*chunks: bytes) -> bytes:
     return h.digest()
 
 
+class CanonicalContent(dict[str, Any]):
+    """A content's canonical JSON dict that also carries what hashing it
+    costs: its canonical bytes and their SHA-256, plus two memos filled by
+    ``chain_digests`` and ``PrefixView.of``.
+
+    Shared between requests (the content memo hands the same object to
+    every request that sends the same bytes), so it must never change: the
+    top level refuses edits, and nested values are, like every domain
+    value, treated as immutable. A copy is a plain dict, free to edit.
+    """
+
+    __slots__ = ("_body", "_link", "canonical", "digest")
+
+    def __init__(self, value: JSON) -> None:
+        super().__init__(value)
+        self.canonical = canonical_json(value)
+        self.digest = _digest(self.canonical)
+        # (chain digest before this content, chain digest after it)
+        self._link: tuple[bytes, bytes] | None = None
+        # (chain digest after this content, fingerprint hash state after
+        # this content's bytes, body bytes so far); see PrefixView.of.
+        self._body: tuple[bytes, Any, int] | None = None
+
+    def _frozen(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("a CanonicalContent is shared and cannot change; edit a copy (dict(content))")
+
+    __setitem__ = __delitem__ = __ior__ = _frozen
+    clear = pop = popitem = setdefault = update = _frozen
+
+    def __copy__(self) -> JSON:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> JSON:
+        return copy.deepcopy(dict(self), memo)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+def _next_link(prev: bytes, content: Any) -> bytes:
+    if type(content) is CanonicalContent:
+        link = content._link
+        if link is not None and link[0] == prev:
+            return link[1]
+        nxt = _digest(prev, content.digest)
+        content._link = (prev, nxt)
+        return nxt
+    return _digest(prev, _digest(canonical_json(content)))
+
+
 def chain_digests(head: JSON, history: Sequence[Any]) -> tuple[bytes, ...]:
     """``chain[i]`` identifies the head plus the first ``i`` contents."""
-    chain = [_digest(b"head", canonical_json(head))]
+    prev = _digest(b"head", canonical_json(head))
+    chain = [prev]
+    append = chain.append
     for content in history:
-        chain.append(_digest(chain[-1], _digest(canonical_json(content))))
+        # The memoized link inline: this loop runs once per content per call.
+        if type(content) is CanonicalContent and (link := content._link) is not None and link[0] == prev:
+            prev = link[1]
+        else:
+            prev = _next_link(prev, content)
+        append(prev)
     return tuple(chain)
+
+
+# canonical_json(prefix.json()) sorts "history" before every head key, so
+# the body is this opening, the contents joined by commas, then "]," and
+# the head's canonical JSON without its opening brace.
+_BODY_OPEN = b'{"history":['
+
+
+def _body_digest(head: JSON, history: Sequence[Any], chain: Sequence[bytes]) -> tuple[str, int]:
+    """SHA-256 hex and length of ``canonical_json({**head, "history": history})``,
+    resuming from the hash state memoized on the latest content whose chain
+    digest still matches (same head and same contents up to it)."""
+    if not history or type(history[-1]) is not CanonicalContent:
+        # Nothing measured (domain callers, tests): the definition itself.
+        whole = canonical_json({**head, "history": list(history)})
+        return hashlib.sha256(whole).hexdigest(), len(whole)
+    hasher: Any = None
+    size = start = 0
+    for i in range(len(history), 0, -1):
+        content = history[i - 1]
+        if type(content) is not CanonicalContent:
+            break
+        body = content._body
+        if body is not None and body[0] == chain[i]:
+            hasher, size, start = body[1].copy(), body[2], i
+            break
+    if hasher is None:
+        hasher, size = hashlib.sha256(_BODY_OPEN), len(_BODY_OPEN)
+    for i in range(start, len(history)):
+        content = history[i]
+        data = content.canonical if type(content) is CanonicalContent else canonical_json(content)
+        if i:
+            hasher.update(b",")
+            size += 1
+        hasher.update(data)
+        size += len(data)
+    last = history[-1]
+    if start < len(history):
+        last._body = (chain[-1], hasher.copy(), size)
+    tail = b"]," + canonical_json(head)[1:]
+    hasher.update(tail)
+    return hasher.hexdigest(), size + len(tail)
 
 
 @dataclass(frozen=True)
@@ -115,13 +223,15 @@ class PrefixView:
 
     @classmethod
     def of(cls, prefix: Prefix, bytes_per_token: float = 4.0) -> PrefixView:
-        body = canonical_json(prefix.json())
+        head = prefix.head_json()
+        chain = chain_digests(head, prefix.history)
+        fp, size = _body_digest(head, prefix.history, chain)
         return cls(
             prefix=prefix,
-            fingerprint=hashlib.sha256(body).hexdigest(),
-            size_bytes=len(body),
-            tokens=estimate_tokens(len(body), bytes_per_token),
-            chain=chain_digests(prefix.head_json(), prefix.history),
+            fingerprint=fp,
+            size_bytes=size,
+            tokens=estimate_tokens(size, bytes_per_token),
+            chain=chain,
         )
 
     @property

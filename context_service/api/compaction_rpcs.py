@@ -6,17 +6,18 @@ deadline bounds the summarizer, and cancelling the call cancels it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx_common.errors import FieldViolation
 from agentctx_common.protos import unknown_field_violations, value_violations
-from context_service.api.convert import compaction_from_proto, event_to_proto
+from agentctx_common.reasons import Reason
 from context_service.domain.config import CompactionPolicy
 from context_service.domain.sessions import parse_session_name, raise_if
 from context_service.domain.validation import compaction_violations
+from context_service.mapping.convert import compaction_from_proto, event_to_proto
 
 if TYPE_CHECKING:
     from context_service.app import ContextApp
@@ -28,7 +29,7 @@ class CompactionRpcs:
     app: ContextApp
 
     async def CompactSession(
-        self, request: pb.CompactSessionRequest, context: grpc.aio.ServicerContext
+        self, request: pb.CompactSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.CompactSessionResponse:
         caller = self.app.caller(context)
         key = parse_session_name(request.session, self.app.limits, "session")
@@ -41,7 +42,7 @@ class CompactionRpcs:
             # `enabled` only gates automatic compaction; a manual call ignores it.
             override = compaction_from_proto(request.policy, enabled_set=False)
             violations += compaction_violations(override, "policy")
-        raise_if(violations, "INVALID_COMPACTION_REQUEST")
+        raise_if(violations, Reason.INVALID_COMPACTION_REQUEST)
         outcome = await self.app.compaction.compact_now(
             key, instructions=request.instructions, override=override, remaining=context.time_remaining()
         )

@@ -11,24 +11,23 @@ after, so any mismatch is FAILED_PRECONDITION with nothing changed.
 
 from __future__ import annotations
 
-import functools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf.message import Message
 
-from agentctx.cache.v1 import cache_service_pb2
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.type.v1 import event_pb2
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.protos import unknown_field_violations
-from context_service.api.convert import cache_to_proto
+from agentctx_common.reasons import Reason
 from context_service.domain import diagnostics as diag
+from context_service.domain.cache_calls import CacheScope
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
 from context_service.domain.selection.policy import effective_policy
 from context_service.domain.sessions import parse_session_name, raise_if
-from context_service.storage.lifecycle import SqlLifecycleReader
+from context_service.mapping.convert import cache_to_proto, trigger_to_proto
 from context_service.turns.gateway import cache_scope
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ def lifecycle_to_proto(view: diag.Lifecycle) -> pb.ContextLifecycle:
         visible_tokens=view.visible_tokens,
         latest_checkpoint_id=view.latest_checkpoint_id,
         latest_compaction_event_id=view.latest_compaction_event_id,
-        latest_trigger=event_pb2.CompactionTrigger.Value(f"COMPACTION_TRIGGER_{view.latest_trigger.value}"),
+        latest_trigger=trigger_to_proto(view.latest_trigger),
         latest_source_fingerprint=view.latest_source_fingerprint,
         pending_compaction_jobs=view.pending_compaction_jobs,
         scope_fingerprint=view.scope.scope_fingerprint,
@@ -68,33 +67,29 @@ def lifecycle_to_proto(view: diag.Lifecycle) -> pb.ContextLifecycle:
 class DiagnosticsRpcs:
     app: ContextApp
 
-    @functools.cached_property
-    def _lifecycle_reader(self) -> SqlLifecycleReader:
-        return SqlLifecycleReader(self.app.sessions)  # type: ignore[arg-type]
-
     async def _target(
-        self, session: str, model: str, request: object, context: grpc.aio.ServicerContext
+        self, session: str, model: str, request: Message, context: grpc.aio.ServicerContext[Any, Any]
     ) -> tuple[SessionKey, str, ContextConfig]:
         caller = self.app.caller(context)
         key = parse_session_name(session, self.app.limits, "session")
         caller.require(key.app)
-        raise_if(unknown_field_violations(request, ""), diag.INVALID_DIAGNOSTICS_REQUEST)
+        raise_if(unknown_field_violations(request, ""), Reason.INVALID_DIAGNOSTICS_REQUEST)
         record = await self.app.sessions.get_session(key)
         # The same scope Generate leases in: one definition, in turns.gateway.
         config = self.app.effective_config(record.config)
         return key, diag.resolve_model(model, config, self.app.settings.default_model), config
 
     async def GetContextLifecycle(
-        self, request: pb.GetContextLifecycleRequest, context: grpc.aio.ServicerContext
+        self, request: pb.GetContextLifecycleRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ContextLifecycle:
         key, model, config = await self._target(request.session, request.model, request, context)
-        facts = await self._lifecycle_reader.lifecycle_facts(key)
+        facts = await self.app.lifecycle.lifecycle_facts(key)
         scope = await self._scope_counts(cache_scope(key, model, config.cache), context)
         bytes_per_token = effective_policy(config.selection, None).bytes_per_token or 4.0
         return lifecycle_to_proto(diag.build_lifecycle(key, model, facts, scope, bytes_per_token=bytes_per_token))
 
     async def InvalidateContextCache(
-        self, request: pb.InvalidateContextCacheRequest, context: grpc.aio.ServicerContext
+        self, request: pb.InvalidateContextCacheRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.InvalidateContextCacheResponse:
         key, model, config = await self._target(request.session, request.model, request, context)
         diag.require_confirmation(request.HasField("confirmation"))
@@ -104,7 +99,7 @@ class DiagnosticsRpcs:
         scope = cache_scope(key, model, config.cache)
         remaining = context.time_remaining()
         # Unreachable: UNAVAILABLE, and nothing changed.
-        status = await self.app.cache.get_scope_status(scope, remaining=remaining)
+        status = await self.app.cache.scope_status(scope, remaining=remaining)
         diag.check_confirmation(diag.Confirmation.expected(key, model, status.scope_fingerprint), given)
         done = await self.app.cache.invalidate_scope(scope, remaining=context.time_remaining())
         log.info("cache scope invalidated", extra={
@@ -117,12 +112,12 @@ class DiagnosticsRpcs:
         )
 
     async def _scope_counts(
-        self, scope: cache_service_pb2.CacheScope, context: grpc.aio.ServicerContext
+        self, scope: CacheScope, context: grpc.aio.ServicerContext[Any, Any]
     ) -> diag.ScopeCounts:
         remaining = context.time_remaining()
         budget = SCOPE_STATUS_TIMEOUT_S if remaining is None else min(SCOPE_STATUS_TIMEOUT_S, remaining * 0.8)
         try:
-            status = await self.app.cache.get_scope_status(scope, remaining=budget)
+            status = await self.app.cache.scope_status(scope, remaining=budget)
         except AgentCtxError as exc:
             # Diagnostics must not fail because of the cache service.
             log.info("cache scope status unavailable", extra={"reason": exc.reason})

@@ -3,14 +3,14 @@
 Each RPC authenticates the caller first, then parses the resource name,
 then checks the caller may use the app (so another app's sessions are
 PERMISSION_DENIED before anything about them is looked up), validates, and
-calls the store. Conversion is in api.convert; rules are in
+calls the store. Conversion is in mapping.convert; rules are in
 domain.sessions.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import empty_pb2, struct_pb2
@@ -18,17 +18,10 @@ from google.protobuf import empty_pb2, struct_pb2
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2, session_pb2
 from agentctx.type.v1 import event_pb2
+from agentctx_common.canonical import struct_to_dict
 from agentctx_common.errors import FieldViolation
 from agentctx_common.protos import unknown_field_violations, value_violations
-from context_service.api.convert import (
-    config_from_proto,
-    config_to_proto,
-    dict_to_struct,
-    dt_to_ts,
-    event_from_proto,
-    event_to_proto,
-    struct_to_dict,
-)
+from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import JsonObject, SessionKey
 from context_service.domain.sessions import (
@@ -50,6 +43,14 @@ from context_service.domain.sessions import (
     state_violations,
 )
 from context_service.domain.validation import check_config
+from context_service.mapping.convert import (
+    config_from_proto,
+    config_to_proto,
+    dict_to_struct,
+    dt_to_ts,
+    event_from_proto,
+    event_to_proto,
+)
 
 if TYPE_CHECKING:
     from context_service.app import ContextApp
@@ -78,20 +79,20 @@ class SessionRpcs:
 
     def _state(self, state: struct_pb2.Struct, path: str) -> JsonObject:
         value = struct_to_dict(state)
-        raise_if(state_violations(value, state.ByteSize(), self.app.limits, path), "INVALID_STATE")
+        raise_if(state_violations(value, state.ByteSize(), self.app.limits, path), Reason.INVALID_STATE)
         return value
 
     def _config(self, config: policy_pb2.ContextConfig, path: str, fields: tuple[str, ...] | None = None) -> ContextConfig:
         """The client's config; only ``fields`` (default all) are validated,
         but unknown fields anywhere in it are rejected."""
-        raise_if(unknown_field_violations(config, path) + value_violations(config, path), "INVALID_CONTEXT_CONFIG")
+        raise_if(unknown_field_violations(config, path) + value_violations(config, path), Reason.INVALID_CONTEXT_CONFIG)
         value = config_from_proto(config)
         check_config(value if fields is None else only_config_fields(value, fields), path)
         return value
 
     # --- sessions ----------------------------------------------------------------------
 
-    async def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext) -> session_pb2.Session:
+    async def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]) -> session_pb2.Session:
         caller = self.app.caller(context)
         limits = self.app.limits
         app, user = parse_user_parent(request.parent, limits, "parent")
@@ -104,13 +105,13 @@ class SessionRpcs:
         record = await self.app.sessions.create_session(key, state=state, config=config)
         return session_to_proto(record)
 
-    async def GetSession(self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext) -> session_pb2.Session:
+    async def GetSession(self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]) -> session_pb2.Session:
         caller = self.app.caller(context)
         key = parse_session_name(request.name, self.app.limits, "name")
         caller.require(key.app)
         return session_to_proto(await self.app.sessions.get_session(key))
 
-    async def ListSessions(self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
+    async def ListSessions(self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.ListSessionsResponse:
         caller = self.app.caller(context)
         limits = self.app.limits
         app, user = parse_user_parent(request.parent, limits, "parent", wildcards=True)
@@ -123,7 +124,7 @@ class SessionRpcs:
             session_to_proto(record, response.sessions.add())
         return response
 
-    async def UpdateSession(self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext) -> session_pb2.Session:
+    async def UpdateSession(self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]) -> session_pb2.Session:
         caller = self.app.caller(context)
         session = request.session
         key = parse_session_name(session.name, self.app.limits, "session.name")
@@ -140,7 +141,7 @@ class SessionRpcs:
         )
         return session_to_proto(record)
 
-    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext) -> empty_pb2.Empty:
+    async def DeleteSession(self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext[Any, Any]) -> empty_pb2.Empty:
         caller = self.app.caller(context)
         key = parse_session_name(request.name, self.app.limits, "name")
         caller.require(key.app)
@@ -149,13 +150,13 @@ class SessionRpcs:
 
     # --- events ---------------------------------------------------------------------------
 
-    async def AppendEvent(self, request: pb.AppendEventRequest, context: grpc.aio.ServicerContext) -> pb.AppendEventResponse:
+    async def AppendEvent(self, request: pb.AppendEventRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.AppendEventResponse:
         caller = self.app.caller(context)
         limits = self.app.limits
         key = parse_session_name(request.parent, limits, "parent")
         caller.require(key.app)
         raw = request.event
-        raise_if(value_violations(raw, "event"), "INVALID_EVENT")
+        raise_if(value_violations(raw, "event"), Reason.INVALID_EVENT)
         event = event_from_proto(raw)
         check_event(event, limits, size_bytes=raw.ByteSize(), now=dt.datetime.now(dt.UTC))
         prepared = prepare_event(event)
@@ -177,14 +178,14 @@ class SessionRpcs:
                 dt_to_ts(stored.create_time, out.create_time)
         return response
 
-    async def ListEvents(self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext) -> pb.ListEventsResponse:
+    async def ListEvents(self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.ListEventsResponse:
         caller = self.app.caller(context)
         limits = self.app.limits
         key = parse_session_name(request.parent, limits, "parent")
         caller.require(key.app)
         size = page_size(request.page_size, limits.default_event_page_size, limits)
         if request.after_sequence < 0:
-            raise_if([FieldViolation("after_sequence", "must not be negative")])
+            raise_if([FieldViolation("after_sequence", "must not be negative")], Reason.INVALID_ARGUMENT)
         scope = f"{key.name}|{request.include_compactions}|{request.after_sequence}"
         after = max(request.after_sequence, decode_page_token(request.page_token, scope))
         events = await self.app.sessions.list_events(

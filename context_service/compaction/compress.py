@@ -9,13 +9,13 @@ Nothing is stored: BuildContext stays read-only.
 from __future__ import annotations
 
 from agentctx_common.errors import ResourceExhausted
+from agentctx_common.reasons import Reason
 from context_service.compaction import telemetry
 from context_service.compaction.compactors import CompactionCall, Compactor, run
 from context_service.domain.compaction import errors
 from context_service.domain.compaction.policy import ResolvedPolicy
 from context_service.domain.compaction.summary import build_request, prepare_for_compactor
 from context_service.domain.model import CompactionTrigger, Content, Event
-from context_service.domain.selection.errors import COMPRESSED_CONTEXT_OVER_BUDGET
 from context_service.domain.selection.records import SUMMARY_PREFIX
 from context_service.domain.selection.secrets import SecretKeys
 from context_service.domain.selection.select import CompressionRequest
@@ -44,7 +44,7 @@ class SessionCompressor:
         if limit < MIN_SUMMARY_BYTES:
             raise ResourceExhausted(
                 "the history budget leaves no room for a summary of what does not fit",
-                reason=COMPRESSED_CONTEXT_OVER_BUDGET,
+                reason=Reason.COMPRESSED_CONTEXT_OVER_BUDGET,
                 metadata={"summary_room_bytes": request.max_summary_bytes, "minimum_bytes": MIN_SUMMARY_BYTES},
             )
         contents = list(request.contents)

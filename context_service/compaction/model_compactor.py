@@ -15,13 +15,13 @@ import math
 from agentctx.cache.v1 import cache_service_pb2
 from agentctx.type.v1 import content_pb2, generation_pb2
 from agentctx_common.errors import DeadlineExceeded
-from context_service.api.convert import usage_from_proto
 from context_service.cache_client import CacheClient
 from context_service.compaction.compactors import CompactionCall
 from context_service.domain.compaction import errors
 from context_service.domain.compaction.policy import ResolvedPolicy
 from context_service.domain.compaction.summary import SummaryRequest, SummaryResult
 from context_service.domain.model import Event
+from context_service.mapping.convert import usage_from_proto
 
 SYSTEM_PROMPT = """You compact an AI agent's conversation history into a summary that replaces it.
 The agent will continue the task from your summary plus the most recent messages, so keep everything it needs:

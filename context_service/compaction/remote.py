@@ -18,13 +18,14 @@ from google.protobuf.message import DecodeError
 
 from agentctx.compactor.v1 import compactor_service_pb2
 from agentctx_common.errors import FailedPrecondition
+from agentctx_common.reasons import Reason
 from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
-from context_service.api.convert import event_to_proto, usage_from_proto
 from context_service.compaction.compactors import CompactionCall
 from context_service.domain.compaction import errors
 from context_service.domain.compaction.policy import ResolvedPolicy
 from context_service.domain.compaction.summary import SummaryRequest, SummaryResult
+from context_service.mapping.convert import event_to_proto, usage_from_proto
 from context_service.settings import ContextSettings
 
 log = logging.getLogger("agentctx.compaction.remote")
@@ -81,7 +82,7 @@ class RemoteCompactor:
         if not self.allowed(target):
             raise FailedPrecondition(
                 "the remote compactor target is not on this server's allowlist (remote_compactor_targets)",
-                reason=errors.COMPACTOR_NOT_ALLOWED,
+                reason=Reason.COMPACTOR_NOT_ALLOWED,
             )
         message = to_proto(request, call)
         size = message.ByteSize()
@@ -89,7 +90,9 @@ class RemoteCompactor:
             raise errors.input_too_large(size, policy.max_input_bytes)
         channel = await self._channel(target, request.max_summary_bytes + _RESPONSE_OVERHEAD)
         # No deserializer: raw bytes come back, and parsing them is ours.
-        rpc = channel.unary_unary(_METHOD, request_serializer=compactor_service_pb2.CompactRequest.SerializeToString)
+        rpc: grpc.aio.UnaryUnaryMultiCallable[compactor_service_pb2.CompactRequest, bytes] = channel.unary_unary(
+            _METHOD, request_serializer=compactor_service_pb2.CompactRequest.SerializeToString
+        )
         timeout = max(0.001, min(policy.timeout_s, call.remaining()))
         try:
             raw = await rpc(message, timeout=timeout, metadata=outgoing_metadata())

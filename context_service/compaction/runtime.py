@@ -1,7 +1,7 @@
 """Compaction's resources in a running context service: the service, its
-compactors (with the cache-service client and remote channels they hold)
-and the background worker. ``build_server`` creates one and closes it on
-shutdown (worker first, then channels)."""
+compactors (with the remote channels and worker processes they hold) and
+the background worker, on a storage backend's ports. ``build_server``
+creates one and closes it on shutdown (worker first, then channels)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,15 @@ from context_service.compaction.remote import RemoteCompactor
 from context_service.compaction.service import CompactionService, Compactors
 from context_service.compaction.worker import CompactionWorker
 from context_service.domain.config import ContextConfig
+from context_service.ports import CompactionJobs, CompactionStore, SessionStore
 from context_service.settings import ContextSettings
-from context_service.storage.compaction_jobs import SqlJobStore
-from context_service.storage.compactions import SqlCompactionStore
-from context_service.storage.sql_store import SqlSessionStore
 
 
 @dataclass
 class CompactionRuntime:
     service: CompactionService
-    jobs: SqlJobStore
+    jobs: CompactionJobs
     worker: CompactionWorker | None
-    cache: CacheClient
     remote: RemoteCompactor
     extractive: ExtractiveCompactor
 
@@ -34,22 +31,26 @@ class CompactionRuntime:
             await self.worker.stop()
         await self.extractive.close()
         await self.remote.close()
-        await self.cache.close()
 
 
 def start_compaction(
-    settings: ContextSettings, store: SqlSessionStore, defaults: ContextConfig, cache: CacheClient | None = None
+    settings: ContextSettings,
+    *,
+    sessions: SessionStore,
+    compactions: CompactionStore,
+    jobs: CompactionJobs,
+    defaults: ContextConfig,
+    cache: CacheClient,
 ) -> CompactionRuntime:
-    """Builds compaction on ``store`` and starts its worker (when enabled).
-    ``cache``: a shared cache-service client, if the caller has one."""
-    cache = cache or CacheClient(settings)
+    """Builds compaction on the given stores and starts its worker (when
+    enabled). ``cache``: the cache-service client the MODEL compactor
+    summarizes through (its owner closes it)."""
     remote = RemoteCompactor(settings)
     extractive = ExtractiveCompactor(settings.compaction_extractive_processes)
-    jobs = SqlJobStore(store)
     worker: CompactionWorker | None = None
     service = CompactionService(
-        store,
-        SqlCompactionStore(store),
+        sessions,
+        compactions,
         Compactors(extractive=extractive, model=ModelCompactor(cache), remote=remote),
         jobs=jobs,
         defaults=defaults,
@@ -66,4 +67,4 @@ def start_compaction(
         )
         service.on_enqueued = worker.wake
         worker.start()
-    return CompactionRuntime(service, jobs, worker, cache, remote, extractive)
+    return CompactionRuntime(service, jobs, worker, remote, extractive)

@@ -23,19 +23,17 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from agentctx_common.errors import Aborted, AgentCtxError, FailedPrecondition
+from agentctx_common.reasons import Reason
 from agentctx_common.spans import recording_span
 from context_service.compaction import telemetry
 from context_service.compaction.compactors import CompactionCall, Compactor, ExtractiveCompactor, run
 from context_service.compaction.compress import SessionCompressor
 from context_service.compaction.slices import prepared
 from context_service.compaction.views import Views
-from context_service.domain.compaction import errors
 from context_service.domain.compaction.history import History, history_stats
 from context_service.domain.compaction.plan import (
-    CompactionPlan,
     NothingToCompact,
     build_compaction_event,
     choose_cut,
@@ -47,35 +45,11 @@ from context_service.domain.compaction.triggers import Mode, evaluate, overflow_
 from context_service.domain.config import CompactionPolicy, CompactorKind, ContextConfig, overlay
 from context_service.domain.model import CompactionTrigger, Event, SessionKey
 from context_service.domain.selection.policy import effective_policy, secret_keys
+from context_service.ports import CompactionJobs, CompactionStore, SessionStore
 
 # Automatic compactions re-plan this many times when another commit got in
 # first; manual ones report the conflict (ABORTED) to their caller.
 AUTOMATIC_ATTEMPTS = 3
-
-
-class SessionReader(Protocol):
-    async def get_session(self, key: SessionKey) -> object: ...  # a SessionRecord (config, last_sequence)
-
-
-class CompactionStore(Protocol):
-    async def load_history(self, key: SessionKey, known: History | None = None) -> History:
-        """The latest compaction and the events it left visible (NOT_FOUND
-        when the session does not exist); with ``known``, an earlier view
-        of the session extended by what was appended since, when still
-        valid."""
-        ...
-
-    async def commit(self, key: SessionKey, plan: CompactionPlan, event: Event) -> Event:
-        """Appends ``event`` atomically iff ``check_commit`` accepts it
-        against the session as it is now; ABORTED (COMPACTION_CONFLICT)
-        otherwise, with nothing written."""
-        ...
-
-
-class JobQueue(Protocol):
-    async def enqueue(self, key: SessionKey, trigger: CompactionTrigger) -> bool:
-        """False when the session already has a pending or running job."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +90,7 @@ class Compactors:
         if compactor is None:
             raise FailedPrecondition(
                 f"the {kind.value.lower()} compactor is not available on this server",
-                reason=errors.COMPACTOR_NOT_ALLOWED,
+                reason=Reason.COMPACTOR_NOT_ALLOWED,
             )
         return compactor
 
@@ -124,11 +98,11 @@ class Compactors:
 class CompactionService:
     def __init__(
         self,
-        sessions: SessionReader,
+        sessions: SessionStore,
         store: CompactionStore,
         compactors: Compactors,
         *,
-        jobs: JobQueue | None = None,
+        jobs: CompactionJobs | None = None,
         defaults: ContextConfig = ContextConfig(),
         default_model: str = "",
         clock: Callable[[], dt.datetime] = _utcnow,
@@ -149,7 +123,7 @@ class CompactionService:
 
     async def _config(self, key: SessionKey) -> ContextConfig:
         record = await self._sessions.get_session(key)
-        return overlay(self._defaults, record.config)  # type: ignore[attr-defined]
+        return overlay(self._defaults, record.config)
 
     def _policy(self, config: ContextConfig, override: CompactionPolicy | None = None) -> ResolvedPolicy:
         selection = effective_policy(config.selection, None)
@@ -285,7 +259,7 @@ class CompactionService:
                     stored = await self._store.commit(key, plan, event)
                 except Aborted as exc:
                     telemetry.record(trigger.value, compactor.name, exc.reason, attempt=attempt)
-                    if attempt == attempts or exc.reason != errors.COMPACTION_CONFLICT:
+                    if attempt == attempts or exc.reason != Reason.COMPACTION_CONFLICT:
                         raise
                     history = None  # someone else committed: plan again on what is there now
                     measures = None

@@ -12,20 +12,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol
 
 from context_service.compaction.slices import measured
 from context_service.domain.compaction.history import History
 from context_service.domain.compaction.plan import CompactionPlan
 from context_service.domain.compaction.sizing import Measure
 from context_service.domain.model import Event, SessionKey
+from context_service.ports import CompactionStore
 
 MAX_SESSIONS = 256
 MAX_BYTES = 64 * 1024 * 1024
-
-
-class HistorySource(Protocol):
-    async def load_history(self, key: SessionKey, known: History | None = None) -> History: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +36,7 @@ def _view(history: History, measures: tuple[Measure, ...]) -> View:
 
 
 class Views:
-    def __init__(self, source: HistorySource, *, max_sessions: int = MAX_SESSIONS, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, source: CompactionStore, *, max_sessions: int = MAX_SESSIONS, max_bytes: int = MAX_BYTES) -> None:
         self._source = source
         self._max_sessions = max_sessions
         self._max_bytes = max_bytes

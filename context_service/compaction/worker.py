@@ -20,6 +20,7 @@ from agentctx_common.errors import AgentCtxError, Code, NotFound
 from context_service.compaction.service import CompactionOutcome
 from context_service.domain.compaction.jobs import Job
 from context_service.domain.model import SessionKey
+from context_service.ports import CompactionJobs
 
 log = logging.getLogger("agentctx.compaction.worker")
 
@@ -35,15 +36,6 @@ def _retryable(exc: AgentCtxError) -> bool:
     return exc.code in _RETRYABLE or (exc.code is Code.RESOURCE_EXHAUSTED and exc.retry_after is not None)
 
 
-class JobStore(Protocol):
-    async def claim(self, owner: str, lease_s: float) -> Job | None: ...
-    async def heartbeat(self, job: Job, owner: str, lease_s: float) -> bool: ...
-    async def finish(self, job: Job, owner: str, outcome: str) -> bool: ...
-    async def fail(self, job: Job, owner: str, reason: str, *, retry_after_s: float | None) -> bool: ...
-    async def release(self, job: Job, owner: str) -> bool: ...
-    async def purge_finished(self, older_than_s: float) -> int: ...
-
-
 class Runner(Protocol):
     async def run_background(self, key: SessionKey) -> CompactionOutcome: ...
 
@@ -51,7 +43,7 @@ class Runner(Protocol):
 class CompactionWorker:
     def __init__(
         self,
-        jobs: JobStore,
+        jobs: CompactionJobs,
         runner: Runner,
         *,
         concurrency: int = 2,

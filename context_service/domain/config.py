@@ -46,7 +46,8 @@ class EventFilter:
     authors: tuple[str, ...] = ()
     exclude_authors: tuple[str, ...] = ()
     invocation_ids: tuple[str, ...] = ()
-    content_types: tuple[ContentType, ...] = ()
+    # An int: a number the client sent that names no type (validation refuses it).
+    content_types: tuple[ContentType | int, ...] = ()
     start_time: dt.datetime | None = None
     end_time: dt.datetime | None = None
     include_partial: bool = False
@@ -186,4 +187,5 @@ def _decode_field(cls: type, name: str, raw: Any) -> Any:
 
 
 def config_from_json(data: dict[str, Any] | None) -> ContextConfig:
-    return _from_json(ContextConfig, data or {})
+    config: ContextConfig = _from_json(ContextConfig, data or {})
+    return config

@@ -27,9 +27,6 @@ from context_service.domain.compaction.history import History, history_stats
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import CacheInfo, CompactionTrigger, SessionKey
 
-CONFIRMATION_MISMATCH = Reason.INVALIDATION_CONFIRMATION_MISMATCH
-CONFIRMATION_REQUIRED = Reason.INVALIDATION_CONFIRMATION_REQUIRED
-INVALID_DIAGNOSTICS_REQUEST = Reason.INVALID_DIAGNOSTICS_REQUEST
 CONFIRMATION_FIELDS = ("app", "user", "session", "model", "scope_fingerprint")
 
 MAX_MODEL_CHARS = 128
@@ -109,7 +106,7 @@ def resolve_model(requested: str, config: ContextConfig, default_model: str) -> 
     if requested and not _MODEL.fullmatch(requested):
         raise InvalidArgument.fields(
             [FieldViolation("model", f"must be 1-{MAX_MODEL_CHARS} characters of [A-Za-z0-9._:/@+-]")],
-            reason=INVALID_DIAGNOSTICS_REQUEST,
+            reason=Reason.INVALID_DIAGNOSTICS_REQUEST,
         )
     return requested or config.model or default_model
 
@@ -186,10 +183,10 @@ def check_confirmation(expected: Confirmation, given: Confirmation, *, check_fin
     hint = " (read the current one with GetContextLifecycle)" if "scope_fingerprint" in wrong else ""
     raise FailedPrecondition(
         f"the invalidation confirmation does not match: {', '.join(wrong)}{hint}; nothing was changed",
-        reason=CONFIRMATION_MISMATCH,
+        reason=Reason.INVALIDATION_CONFIRMATION_MISMATCH,
         metadata={"fields": ",".join(wrong)},
         precondition_violations=[
-            PreconditionViolation(CONFIRMATION_MISMATCH, f"confirmation.{name}", "does not match the request")
+            PreconditionViolation(Reason.INVALIDATION_CONFIRMATION_MISMATCH, f"confirmation.{name}", "does not match the request")
             for name in wrong
         ],
     )
@@ -199,6 +196,6 @@ def require_confirmation(present: bool) -> None:
     if not present:
         raise InvalidArgument(
             "confirmation is required: repeat app, user, session, model and the current scope_fingerprint",
-            reason=CONFIRMATION_REQUIRED,
+            reason=Reason.INVALIDATION_CONFIRMATION_REQUIRED,
             field_violations=[FieldViolation("confirmation", "is required")],
         )

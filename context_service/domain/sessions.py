@@ -106,6 +106,22 @@ class SessionRecord:
     last_sequence: int
 
 
+@dataclass(frozen=True, slots=True)
+class SessionHead:
+    """What selection needs of a session row. ``incarnation`` changes when a
+    session is deleted and created again under the same name."""
+
+    key: SessionKey
+    incarnation: str
+    last_sequence: int
+    config: ContextConfig
+
+
+def head_of(record: SessionRecord) -> SessionHead:
+    # The etag is "{incarnation}.{version}" (storage.codec.etag).
+    return SessionHead(record.key, record.etag.rpartition(".")[0], record.last_sequence, record.config)
+
+
 @dataclass(frozen=True)
 class AppendResult:
     """The stored event (sequence and create_time set), the session's etag
@@ -139,7 +155,7 @@ class SessionPage:
 # --- errors -----------------------------------------------------------------
 
 
-def raise_if(violations: list[FieldViolation], reason: str = Reason.INVALID_ARGUMENT) -> None:
+def raise_if(violations: list[FieldViolation], reason: Reason = Reason.INVALID_ARGUMENT) -> None:
     if violations:
         raise InvalidArgument.fields(violations, reason=reason)
 
@@ -162,7 +178,7 @@ def parse_session_name(name: str, limits: Limits, path: str = "name") -> Session
     violations = _owner_violations(app, user, limits, path)
     if not limits.valid_id(session):
         violations.append(FieldViolation(path, f"session id must match {limits.id_pattern} {_NOT_RESERVED}"))
-    raise_if(violations, "INVALID_NAME")
+    raise_if(violations, Reason.INVALID_NAME)
     return SessionKey(app, user, session)
 
 
@@ -180,7 +196,7 @@ def parse_user_parent(parent: str, limits: Limits, path: str = "parent", *, wild
         violations += _owner_violations(app, "x", limits, path)
     if not (wildcards and user == ALL):
         violations += _owner_violations("x", user, limits, path)
-    raise_if(violations, "INVALID_NAME")
+    raise_if(violations, Reason.INVALID_NAME)
     return app, user
 
 
@@ -339,7 +355,7 @@ def _part_violations(part: Part, role: str, path: str, seen_calls: set[str]) -> 
 
 
 def check_event(event: Event, limits: Limits, *, size_bytes: int, now: dt.datetime, path: str = "event") -> None:
-    raise_if(event_violations(event, limits, size_bytes=size_bytes, now=now, path=path), "INVALID_EVENT")
+    raise_if(event_violations(event, limits, size_bytes=size_bytes, now=now, path=path), Reason.INVALID_EVENT)
 
 
 def prepare_event(event: Event) -> Event:
@@ -468,7 +484,7 @@ def _unknown_keys(data: dict[str, Any], cls: type, path: str) -> list[str]:
             unknown.append(f"{path}{name}")
             continue
         hint = hints[name]
-        nested = [a for a in (hint, *typing.get_args(hint)) if dataclasses.is_dataclass(a)]
+        nested = [a for a in (hint, *typing.get_args(hint)) if isinstance(a, type) and dataclasses.is_dataclass(a)]
         if nested and isinstance(value, dict):
             unknown += _unknown_keys(value, nested[0], f"{path}{name}.")
     return unknown

@@ -46,12 +46,6 @@ MAX_ID_CHARS = 128
 # Author and invocation labels, as for stored events.
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
-# ErrorInfo reasons.
-INVALID_GENERATE_REQUEST = Reason.INVALID_GENERATE_REQUEST
-CACHE_SERVICE_UNAVAILABLE = Reason.CACHE_SERVICE_UNAVAILABLE
-CONTEXT_WINDOW_EXCEEDED = Reason.CONTEXT_WINDOW_EXCEEDED
-CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION = Reason.CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION
-REPLY_ID_CONFLICT = Reason.REPLY_ID_CONFLICT
 # Reasons the cache service gives for a lease it cannot honour: a cache
 # failure, so the call goes ahead uncached.
 LEASE_REFUSALS = frozenset({
@@ -243,7 +237,7 @@ def is_reply(event: Event) -> bool:
 def reply_id_conflict() -> AlreadyExists:
     return AlreadyExists(
         "reply_event_id names a stored event that is not this turn's reply; choose another id",
-        reason=REPLY_ID_CONFLICT,
+        reason=Reason.REPLY_ID_CONFLICT,
     )
 
 
@@ -281,7 +275,7 @@ def is_transport_failure(err: AgentCtxError, deadline: Deadline) -> bool:
     """The cache service did not answer: unreachable, or past the deadline
     of the call while the agent still had time (its own DEADLINE_EXCEEDED
     answers carry a reason of their own, such as PROVIDER_TIMEOUT)."""
-    if isinstance(err, Unavailable) and err.reason == CACHE_SERVICE_UNAVAILABLE:
+    if isinstance(err, Unavailable) and err.reason == Reason.CACHE_SERVICE_UNAVAILABLE:
         return True
     return isinstance(err, DeadlineExceeded) and err.reason == Reason.DEADLINE_EXCEEDED and not deadline.expired
 
@@ -291,14 +285,14 @@ def cache_service_unavailable(cause: AgentCtxError) -> Unavailable:
     retry with the same event ids completes the turn exactly once."""
     return Unavailable(
         "the cache service is unreachable; the input is stored, retry with the same event ids",
-        reason=CACHE_SERVICE_UNAVAILABLE,
+        reason=Reason.CACHE_SERVICE_UNAVAILABLE,
         metadata={"cause": cause.code.value},
         retry_after=CACHE_RETRY_AFTER_S,
     )
 
 
 def is_context_overflow(err: AgentCtxError) -> bool:
-    return err.reason == CONTEXT_WINDOW_EXCEEDED
+    return err.reason == Reason.CONTEXT_WINDOW_EXCEEDED
 
 
 def _figures(err: AgentCtxError, suffix: str = "") -> dict[str, str]:
@@ -315,7 +309,7 @@ def overflow_not_recovered(err: AgentCtxError, compaction: str) -> ResourceExhau
     return ResourceExhausted(
         f"the request exceeds the model's context window and compaction could not shrink it "
         f"({compaction.lower()}); {hint}",
-        reason=CONTEXT_WINDOW_EXCEEDED,
+        reason=Reason.CONTEXT_WINDOW_EXCEEDED,
         metadata={**_figures(err), "compaction": compaction},
     )
 
@@ -326,6 +320,6 @@ def overflow_after_compaction(first: AgentCtxError, second: AgentCtxError, compa
     return ResourceExhausted(
         "the request still exceeds the model's context window after overflow compaction; "
         "lower keep_recent_tokens or the selection budget",
-        reason=CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION,
+        reason=Reason.CONTEXT_WINDOW_EXCEEDED_AFTER_COMPACTION,
         metadata={**_figures(first, "_before"), **_figures(second), "compaction_sequence": compaction_sequence},
     )

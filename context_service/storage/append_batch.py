@@ -142,9 +142,10 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         s.last_sequence += 1
         s.event_count += 1
         s.touched = True
-        event = dataclasses.replace(item.event, sequence=s.last_sequence, create_time=item.event.create_time or now)
+        create_time = item.event.create_time or now
+        event = dataclasses.replace(item.event, sequence=s.last_sequence, create_time=create_time)
         rows.append(codec.event_row(
-            event, session_pk=s.pk, sequence=s.last_sequence, create_time=event.create_time,
+            event, session_pk=s.pk, sequence=s.last_sequence, create_time=create_time,
             body=item.body, fingerprint=item.fingerprint,
         ))
         pending[ident] = (item.fingerprint, event)
@@ -157,4 +158,8 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         ident = (live[key].pk, event_id)
         event = pending[ident][1] if ident in pending else codec.event_from_row((yield LoadEvent(*ident)))
         results[index] = AppendResult(event, live[key].etag, deduplicated=True)
-    return results  # type: ignore[return-value] - every None was replaced
+    done: list[AppendResult | Exception] = []
+    for r in results:
+        assert r is not None  # every replay's slot was filled above
+        done.append(r)
+    return done

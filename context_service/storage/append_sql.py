@@ -100,7 +100,8 @@ class PostgresAppender:
                     while True:
                         op = steps.send(await self._run(conn, op))
                 except StopIteration as done:
-                    return done.value
+                    results: Results = done.value
+                    return results
         except BaseException:
             self._conn = None
             conn.terminate()
@@ -193,7 +194,7 @@ class SqliteAppender:
                 while True:
                     op = steps.send(self._run(conn, op))
             except StopIteration as done:
-                results = done.value
+                results: Results = done.value
         except BaseException:
             conn.rollback()
             raise

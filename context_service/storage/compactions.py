@@ -133,12 +133,13 @@ class SqlCompactionStore:
             )
             sequence = live.last_sequence + 1
             now = self._store.now()
-            stored = dataclasses.replace(event, sequence=sequence, create_time=event.create_time or now)
+            create_time = event.create_time or now
+            stored = dataclasses.replace(event, sequence=sequence, create_time=create_time)
             body = codec.event_body(stored)
             await conn.execute(
                 sa.insert(events),
                 [codec.event_row(
-                    stored, session_pk=live.pk, sequence=sequence, create_time=stored.create_time,
+                    stored, session_pk=live.pk, sequence=sequence, create_time=create_time,
                     body=body, fingerprint=codec.event_fingerprint(stored, body),
                 )],
             )

@@ -26,7 +26,7 @@ log = logging.getLogger("agentctx.storage")
 
 
 class GroupCommitter(Generic[T, R]):
-    def __init__(self, run_batch: BatchRunner, *, max_batch: int = 256) -> None:
+    def __init__(self, run_batch: BatchRunner[T, R], *, max_batch: int = 256) -> None:
         self._run_batch = run_batch
         self._max_batch = max_batch
         self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]] | None] = asyncio.Queue()

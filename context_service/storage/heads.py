@@ -1,22 +1,22 @@
-"""Session heads: what selection needs of a session row (incarnation, last
-sequence, config), read with one query.
+"""Session heads (``ports.SessionHeads``): what selection needs of a
+session row (incarnation, last sequence, config), read with one query.
 
-On SQLite the read runs on a dedicated read connection on the event loop's
-own thread, without the thread hops an SQLAlchemy session read takes; on
-other databases it goes through the store's get_session.
+``SqliteSessionHeads`` reads on a dedicated read connection on the event
+loop's own thread, without the thread hops an SQLAlchemy session read
+takes; ``StoreSessionHeads`` goes through the store's get_session (any
+backend). ``storage.factory`` picks one per backend.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
-from typing import Any
 
 from agentctx_common.errors import NotFound
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
-from context_service.domain.sessions import SessionRecord
+from context_service.domain.sessions import SessionHead, head_of
+from context_service.ports import SessionStore
 from context_service.storage import codec
 from context_service.storage.tables import sessions
 
@@ -25,37 +25,32 @@ from context_service.storage.tables import sessions
 BUSY_TIMEOUT_MS = 20
 
 
-@dataclass(frozen=True, slots=True)
-class SessionHead:
-    """What selection needs of a session row. ``incarnation`` changes when a
-    session is deleted and created again under the same name."""
+class StoreSessionHeads:
+    """Heads through the store's get_session."""
 
-    key: SessionKey
-    incarnation: str
-    last_sequence: int
-    config: ContextConfig
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
 
+    async def get(self, key: SessionKey) -> SessionHead:
+        return head_of(await self._store.get_session(key))
 
-def head_of(record: SessionRecord) -> SessionHead:
-    # The etag is "{incarnation}.{version}" (storage.codec.etag).
-    return SessionHead(record.key, record.etag.rpartition(".")[0], record.last_sequence, record.config)
+    async def close(self) -> None:
+        pass
 
 
-class SessionHeads:
-    """Reads session heads for one store; see the module docstring.
+class SqliteSessionHeads:
+    """Heads of the SQLite file at ``path``, written by ``store``.
 
-    On SQLite the read runs on the event loop's own thread: a primary-key
+    The read runs on the event loop's own thread: a primary-key
     lookup on an open WAL connection takes microseconds, less than handing
     it to a worker thread and back. WAL readers do not wait for writers; if
     the database is busy anyway (a checkpoint, recovery), the read goes
     through the store instead of blocking the loop.
     """
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: SessionStore, path: str) -> None:
         self._store = store
-        engine = getattr(store, "engine", None)
-        url = getattr(engine, "url", None)
-        self._sqlite_path = url.database if url is not None and url.get_backend_name() == "sqlite" else None
+        self._path = path
         self._db: sqlite3.Connection | None = None
         self._configs: dict[str, ContextConfig] = {}
         t = sessions.c
@@ -66,8 +61,6 @@ class SessionHeads:
 
     async def get(self, key: SessionKey) -> SessionHead:
         """NOT_FOUND (SESSION_NOT_FOUND) when there is no such session."""
-        if self._sqlite_path is None:
-            return head_of(await self._store.get_session(key))
         try:
             db = self._db or self._open()
             row = db.execute(self._sql, (key.app, key.user, key.session)).fetchone()
@@ -84,7 +77,7 @@ class SessionHeads:
         return SessionHead(key, incarnation, last_sequence, config)
 
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._sqlite_path, isolation_level=None)
+        db = sqlite3.connect(self._path, isolation_level=None)
         db.execute("PRAGMA query_only=1")
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self._db = db

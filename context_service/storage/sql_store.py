@@ -105,10 +105,11 @@ _LIVE_COLUMNS = (
 
 
 class SqlSessionStore:
-    """base.SessionStore on one SQLAlchemy async engine. Subclass-free
-    extensions (compactions, compaction_jobs) use ``_write``, ``_read``,
-    ``_lock_sessions`` and ``_clock``: a write through ``_write`` is
-    serialized with appends like any other."""
+    """ports.SessionStore on one SQLAlchemy async engine. The storage
+    package's other stores (compactions, compaction_jobs, lifecycle) use
+    ``write_transaction``, ``read_connection``, ``lock_sessions`` and
+    ``now``: a write through ``write_transaction`` is serialized with
+    appends like any other."""
 
     def __init__(
         self,
@@ -164,9 +165,10 @@ class SqlSessionStore:
 
     async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig) -> SessionRecord:
         now = self._clock()
+        incarnation = secrets.token_hex(6)
         values = {
             "app": key.app, "user_id": key.user, "session_id": key.session,
-            "incarnation": secrets.token_hex(6), "version": 1, "last_sequence": 0, "event_count": 0,
+            "incarnation": incarnation, "version": 1, "last_sequence": 0, "event_count": 0,
             "state_json": codec.dumps(state), "config_json": codec.config_to_text(config),
             "create_time": now, "update_time": now,
         }
@@ -176,7 +178,7 @@ class SqlSessionStore:
         except IntegrityError:
             raise AlreadyExists(f"session {key.name} already exists", reason=Reason.SESSION_ALREADY_EXISTS) from None
         return SessionRecord(
-            key=key, state=state, config=config, etag=codec.etag(values["incarnation"], 1),
+            key=key, state=state, config=config, etag=codec.etag(incarnation, 1),
             create_time=now, update_time=now, event_count=0, last_sequence=0,
         )
 

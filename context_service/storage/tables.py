@@ -42,6 +42,7 @@ class UtcDateTime(sa.TypeDecorator[dt.datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
         if value is None:
             return None
+        assert isinstance(value, dt.datetime)
         return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 

@@ -22,37 +22,21 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
-from google.protobuf import duration_pb2
-
-from agentctx.cache.v1 import cache_service_pb2 as cpb
-from agentctx.type.v1 import generation_pb2
 from agentctx_common.errors import AgentCtxError
-from context_service.api.convert import cache_from_proto, content_from_proto, dict_to_struct, usage_from_proto
+from context_service.building.types import BuiltContext
 from context_service.domain import turns
+from context_service.domain.cache_calls import CacheScope, ModelReply
 from context_service.domain.config import CachePolicy
 from context_service.domain.model import CacheInfo, Content, SessionKey
+from context_service.ports import CachePort
 
 log = logging.getLogger("agentctx.context.turns")
 T = TypeVar("T")
 
 # ReleaseLease only lets a replaced cache go sooner: never wait long for it.
 RELEASE_TIMEOUT_S = 2.0
-
-
-class CachePort(Protocol):
-    """What a turn needs of the cache service (``cache_client.CacheClient``)."""
-
-    async def acquire_lease(self, request: cpb.AcquireLeaseRequest, *, remaining: float | None = None) -> Any: ...
-
-    async def release_lease(self, lease: str, *, remaining: float | None = None) -> bool: ...
-
-    async def generate_content(self, request: cpb.GenerateContentRequest, *, remaining: float | None = None) -> Any: ...
-
-    def stream_generate_content(
-        self, request: cpb.GenerateContentRequest, *, remaining: float | None = None
-    ) -> AsyncIterator[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,31 +49,10 @@ class Lease:
     enabled: bool = True
 
 
-def cache_scope(key: SessionKey, model: str, policy: CachePolicy) -> cpb.CacheScope:
+def cache_scope(key: SessionKey, model: str, policy: CachePolicy) -> CacheScope:
     """The session's cache scope: the cache service's default provider, the
     app, the user, the model and the policy's scope labels."""
-    scope = cpb.CacheScope(app=key.app, user=key.user, model=model)
-    if policy.scope_policy:
-        dict_to_struct(policy.scope_policy, scope.policy)
-    return scope
-
-
-def cache_prefix(request: generation_pb2.ModelRequest, input_count: int) -> cpb.CachePrefix:
-    """The stable start of ``request``: instruction, tools, tool config and
-    every content before the current input (memory included)."""
-    prefix = cpb.CachePrefix(
-        tools=request.tools, history=request.contents[: len(request.contents) - input_count]
-    )
-    if request.HasField("system_instruction"):
-        prefix.system_instruction.CopyFrom(request.system_instruction)
-    if request.HasField("tool_config"):
-        prefix.tool_config.CopyFrom(request.tool_config)
-    return prefix
-
-
-def _finish_reason(value: int) -> str:
-    name = generation_pb2.FinishReason.Name(value).removeprefix("FINISH_REASON_")
-    return "" if name == "UNSPECIFIED" else name
+    return CacheScope(app=key.app, user=key.user, model=model, policy=policy.scope_policy or None)
 
 
 class ModelGateway:
@@ -108,19 +71,21 @@ class ModelGateway:
 
     async def acquire(
         self,
-        scope: cpb.CacheScope,
-        request: generation_pb2.ModelRequest,
+        scope: CacheScope,
+        request: BuiltContext,
         input_count: int,
         policy: CachePolicy,
         deadline: turns.Deadline,
     ) -> Lease:
         if not policy.enabled:
             return Lease("", turns.disabled_record(), enabled=False)
-        call = cpb.AcquireLeaseRequest(scope=scope, prefix=cache_prefix(request, input_count))
-        if policy.ttl_s is not None:
-            call.ttl.CopyFrom(_duration(policy.ttl_s))
-        answer = await self._guard(self._client.acquire_lease(call, remaining=deadline.remaining()), deadline)
-        return Lease(answer.lease, cache_from_proto(answer.metadata))
+        grant = await self._guard(
+            self._client.acquire_lease(
+                scope, request, input_count=input_count, ttl_s=policy.ttl_s, remaining=deadline.remaining()
+            ),
+            deadline,
+        )
+        return Lease(grant.token, grant.info)
 
     async def release(self, lease: Lease, deadline: turns.Deadline) -> None:
         """Best effort: an unreleased lease expires on its own."""
@@ -142,72 +107,63 @@ class ModelGateway:
         return turns.cache_record(acquired=lease.info, served=served, leased=bool(lease.token))
 
     async def generate(
-        self, scope: cpb.CacheScope, request: generation_pb2.ModelRequest, lease: Lease, deadline: turns.Deadline
+        self, scope: CacheScope, request: BuiltContext, lease: Lease, deadline: turns.Deadline
     ) -> turns.ModelAnswer:
-        call = cpb.GenerateContentRequest(scope=scope, request=request, lease=lease.token)
         try:
-            answer = await self._guard(self._client.generate_content(call, remaining=deadline.remaining()), deadline)
+            reply = await self._guard(
+                self._client.generate(scope, request, lease=lease.token, remaining=deadline.remaining()), deadline
+            )
         except AgentCtxError as err:
             if not lease.token or err.reason not in turns.LEASE_REFUSALS:
                 raise
             log.info("lease refused; calling uncached", extra={"reason": err.reason})
-            call.lease = ""
-            answer = await self._guard(self._client.generate_content(call, remaining=deadline.remaining()), deadline)
+            reply = await self._guard(
+                self._client.generate(scope, request, lease="", remaining=deadline.remaining()), deadline
+            )
             info = turns.refused_record(lease.info, turns.lease_refusal_reason(err))
         else:
-            info = self._record(lease, cache_from_proto(answer.cache) if answer.HasField("cache") else None)
-        response = answer.response
+            info = self._record(lease, reply.served)
         return turns.ModelAnswer(
-            content=content_from_proto(response.content),
-            usage=usage_from_proto(response.usage) if response.HasField("usage") else None,
-            cache=info,
-            finish_reason=_finish_reason(response.finish_reason),
-            model_version=response.model_version,
+            content=reply.content, usage=reply.usage, cache=info,
+            finish_reason=reply.finish_reason, model_version=reply.model_version,
         )
 
     async def stream(
-        self, scope: cpb.CacheScope, request: generation_pb2.ModelRequest, lease: Lease, deadline: turns.Deadline
+        self, scope: CacheScope, request: BuiltContext, lease: Lease, deadline: turns.Deadline
     ) -> AsyncIterator[Content | turns.ModelAnswer]:
         """The reply's chunks as they arrive (contents with parts), then the
         whole answer. A refused lease is retried uncached only before any
         chunk was produced."""
-        call = cpb.GenerateContentRequest(scope=scope, request=request, lease=lease.token)
+        token = lease.token
         chunks: list[Content] = []
-        last: Any = None
+        last: ModelReply | None = None
         served: CacheInfo | None = None
         refused: AgentCtxError | None = None
         while True:
             try:
-                async for item in self._client.stream_generate_content(call, remaining=deadline.remaining()):
-                    content = content_from_proto(item.chunk.content)
-                    if content.parts:
-                        chunks.append(content)
-                        yield content
-                    last = item.chunk
-                    if item.HasField("cache"):
-                        served = cache_from_proto(item.cache)
+                async for item in self._client.stream_generate(scope, request, lease=token, remaining=deadline.remaining()):
+                    if item.content.parts:
+                        chunks.append(item.content)
+                        yield item.content
+                    last = item
+                    if item.served is not None:
+                        served = item.served
                 break
             except AgentCtxError as err:
                 if turns.is_transport_failure(err, deadline):
                     raise turns.cache_service_unavailable(err) from None
-                if chunks or not call.lease or err.reason not in turns.LEASE_REFUSALS:
+                if chunks or not token or err.reason not in turns.LEASE_REFUSALS:
                     raise
                 log.info("lease refused; streaming uncached", extra={"reason": err.reason})
-                call.lease, refused = "", err
+                token, refused = "", err
         if refused is not None:
             info = turns.refused_record(lease.info, turns.lease_refusal_reason(refused))
         else:
             info = self._record(lease, served)
         yield turns.ModelAnswer(
             content=turns.merge_chunks(chunks),
-            usage=usage_from_proto(last.usage) if last is not None and last.HasField("usage") else None,
+            usage=last.usage if last is not None else None,
             cache=info,
-            finish_reason=_finish_reason(last.finish_reason) if last is not None else "",
+            finish_reason=last.finish_reason if last is not None else "",
             model_version=last.model_version if last is not None else "",
         )
-
-
-def _duration(seconds: float) -> duration_pb2.Duration:
-    out = duration_pb2.Duration()
-    out.FromNanoseconds(int(seconds * 1e9))
-    return out

@@ -22,70 +22,44 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from agentctx.cache.v1 import cache_service_pb2 as cpb
-from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.type.v1 import generation_pb2
 from agentctx_common.errors import AgentCtxError, AlreadyExists
 from agentctx_common.reasons import Reason
-from context_service.api.selection_rpcs import build_context
+from context_service.building.builder import ContextBuilder
+from context_service.building.types import BuiltContext
+from context_service.compaction.service import CompactionOutcome
 from context_service.domain import turns
-from context_service.domain.config import ContextConfig
+from context_service.domain.cache_calls import CacheScope
 from context_service.domain.model import Event, SessionKey
+from context_service.ports import CachePort, SessionStore
 from context_service.turns import telemetry
 from context_service.turns.gateway import Lease, ModelGateway, cache_scope
-
-if TYPE_CHECKING:
-    from context_service.app import ContextApp
+from context_service.turns.types import Turn, TurnResult
 
 log = logging.getLogger("agentctx.context.turns")
 
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """A validated Generate request: the input events (ids set), the turn's
-    ids, the reply's author and branch, and the BuildContext request for
-    the model call (its input: the input events' contents)."""
-
-    inputs: tuple[Event, ...]
-    ids: turns.TurnIds
-    author: str
-    branch: str
-    build: pb.BuildContextRequest
-
-    @property
-    def input_ids(self) -> frozenset[str]:
-        return frozenset(e.id for e in self.inputs)
+__all__ = ["Turn", "TurnResult", "TurnRunner"]
 
 
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    reply: Event
-    accounting: pb.ContextAccounting | None = None
-    compactions: tuple[Event, ...] = ()
-    background_scheduled: bool = False
-    deduplicated: bool = False
+class TurnCompaction(Protocol):
+    """What a turn needs of compaction (``compaction.service.CompactionService``)."""
 
+    async def compact_for_overflow(self, key: SessionKey, *, remaining: float | None = None) -> CompactionOutcome: ...
 
-@dataclass(frozen=True, slots=True)
-class _Built:
-    request: generation_pb2.ModelRequest
-    accounting: pb.ContextAccounting
-    config: ContextConfig
+    async def maybe_compact_at_turn_boundary(
+        self, key: SessionKey, *, reported_tokens: int | None = None, remaining: float | None = None
+    ) -> CompactionOutcome: ...
 
 
 class TurnRunner:
-    def __init__(self, app: ContextApp, gateway: ModelGateway | None = None) -> None:
-        self.app = app
-        self._gateway = gateway
-
-    @property
-    def gateway(self) -> ModelGateway:
-        if self._gateway is None:
-            self._gateway = ModelGateway(self.app.cache)
-        return self._gateway
+    def __init__(
+        self, *, sessions: SessionStore, builder: ContextBuilder, compaction: TurnCompaction, cache: CachePort
+    ) -> None:
+        self._sessions = sessions
+        self._builder = builder
+        self._compaction = compaction
+        self.gateway = ModelGateway(cache)
 
     # --- Generate ---------------------------------------------------------------
 
@@ -111,15 +85,15 @@ class TurnRunner:
             return result
 
     async def _lease(
-        self, key: SessionKey, turn: Turn, built: _Built, deadline: turns.Deadline
-    ) -> tuple[cpb.CacheScope, Lease]:
-        scope = cache_scope(key, built.request.model, built.config.cache)
-        return scope, await self.gateway.acquire(scope, built.request, len(turn.inputs), built.config.cache, deadline)
+        self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline
+    ) -> tuple[CacheScope, Lease]:
+        scope = cache_scope(key, built.model, built.config.cache)
+        return scope, await self.gateway.acquire(scope, built, len(turn.inputs), built.config.cache, deadline)
 
-    async def _attempt(self, key: SessionKey, turn: Turn, built: _Built, deadline: turns.Deadline) -> tuple[Event, bool]:
+    async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline) -> tuple[Event, bool]:
         scope, lease = await self._lease(key, turn, built, deadline)
         try:
-            answer = await self.gateway.generate(scope, built.request, lease, deadline)
+            answer = await self.gateway.generate(scope, built, lease, deadline)
             return await self._store_reply(key, turn, answer)
         finally:
             await self.gateway.release(lease, deadline)
@@ -144,7 +118,7 @@ class TurnRunner:
                 overflow: AgentCtxError | None = None
                 try:
                     try:
-                        async for item in self.gateway.stream(scope, built.request, lease, deadline):
+                        async for item in self.gateway.stream(scope, built, lease, deadline):
                             if isinstance(item, turns.ModelAnswer):
                                 reply, deduplicated = await self._store_stream(key, turn, partials, item)
                             else:
@@ -177,7 +151,7 @@ class TurnRunner:
         never finished (its reply was never stored): it is kept as it is."""
         for chunk in partials:
             try:
-                await self.app.sessions.append_event(key, chunk)
+                await self._sessions.append_event(key, chunk)
             except AlreadyExists as err:
                 if err.reason != Reason.EVENT_ID_CONFLICT:
                     raise
@@ -185,34 +159,33 @@ class TurnRunner:
 
     # --- shared steps -----------------------------------------------------------
 
-    async def _open(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult | _Built:
+    async def _open(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult | BuiltContext:
         """The reply of an earlier attempt (deduplicated), or, once the input
         is stored, the context for the model call."""
-        stored = await self.app.sessions.get_event(key, turn.ids.reply_id)
+        stored = await self._sessions.get_event(key, turn.ids.reply_id)
         if stored is not None:
             if not turns.is_reply(stored):
                 raise turns.reply_id_conflict()
             return TurnResult(stored, deduplicated=True)
         for event in turn.inputs:
-            await self.app.sessions.append_event(key, event)
+            await self._sessions.append_event(key, event)
         return await self._build(key, turn, deadline)
 
-    async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> _Built:
-        head = await self.app.history.head(self.app.sessions, key)
-        built = await build_context(
-            self.app, head, turn.build, remaining=deadline.remaining(), exclude_events=turn.input_ids
+    async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> BuiltContext:
+        head = await self._builder.head(key)
+        return await self._builder.build(
+            head, turn.build, remaining=deadline.remaining(), exclude_events=turn.input_ids
         )
-        return _Built(built.request, built.accounting, self.app.effective_config(head.config))
 
     async def _store_reply(self, key: SessionKey, turn: Turn, answer: turns.ModelAnswer) -> tuple[Event, bool]:
         event = turns.reply_event(answer, turn.ids, author=turn.author, branch=turn.branch)
         try:
-            result = await self.app.sessions.append_event(key, event)
+            result = await self._sessions.append_event(key, event)
         except AlreadyExists as err:
             if err.reason != Reason.EVENT_ID_CONFLICT:
                 raise
             # A concurrent attempt of this turn stored its reply first: that one stands.
-            stored = await self.app.sessions.get_event(key, turn.ids.reply_id)
+            stored = await self._sessions.get_event(key, turn.ids.reply_id)
             if stored is None or not turns.is_reply(stored):
                 raise turns.reply_id_conflict() from None
             return stored, True
@@ -221,12 +194,12 @@ class TurnRunner:
     async def _recover(
         self, key: SessionKey, turn: Turn, err: AgentCtxError, first: AgentCtxError | None,
         compactions: list[Event], deadline: turns.Deadline,
-    ) -> _Built:
+    ) -> BuiltContext:
         """Overflow compaction and the context for the one retry; the
         second overflow, or nothing to compact, is the error."""
         if first is not None:
             raise turns.overflow_after_compaction(first, err, compactions[-1].sequence) from None
-        outcome = await self.app.compaction.compact_for_overflow(key, remaining=deadline.remaining())
+        outcome = await self._compaction.compact_for_overflow(key, remaining=deadline.remaining())
         if not outcome.compacted or outcome.event is None:
             raise turns.overflow_not_recovered(err, outcome.skipped or "NOTHING_TO_COMPACT") from None
         compactions.append(outcome.event)
@@ -237,7 +210,7 @@ class TurnRunner:
         return await self._build(key, turn, deadline)
 
     async def _finish(
-        self, key: SessionKey, reply: Event, built: _Built, compactions: list[Event], deduplicated: bool,
+        self, key: SessionKey, reply: Event, built: BuiltContext, compactions: list[Event], deduplicated: bool,
         deadline: turns.Deadline,
     ) -> TurnResult:
         boundary: list[Event] = []
@@ -246,7 +219,7 @@ class TurnRunner:
             usage = reply.usage
             reported = usage.prompt_tokens + usage.output_tokens if usage is not None and usage.prompt_tokens else None
             try:
-                outcome = await self.app.compaction.maybe_compact_at_turn_boundary(
+                outcome = await self._compaction.maybe_compact_at_turn_boundary(
                     key, reported_tokens=reported, remaining=deadline.remaining()
                 )
             except AgentCtxError as err:

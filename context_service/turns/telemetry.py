@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span
 
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.spans import recording_span
-
-if TYPE_CHECKING:
-    from context_service.turns.runner import TurnResult
+from context_service.turns.types import TurnResult
 
 log = logging.getLogger("agentctx.context.turns")
 _tracer = trace.get_tracer("agentctx.context.turns")

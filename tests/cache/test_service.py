@@ -28,7 +28,7 @@ async def _error(call) -> AgentCtxError:  # type: ignore[no-untyped-def]
 
 
 async def test_256_concurrent_acquire_lease_rpcs_make_one_provider_create(cache_rpc) -> None:
-    stub, app, _ = await cache_rpc(max_waiters=256)
+    stub, app, _ = await cache_rpc(max_waiters=256, max_inflight_rpcs=256)
     app.providers["local"].latency_s = 0.05
     replies = await asyncio.gather(*(stub.AcquireLease(protos.acquire(3), timeout=30) for _ in range(256)))
     assert app.providers["local"].counts["create"] == 1

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentctx_common.errors import FailedPrecondition, InvalidArgument
+from agentctx_common.reasons import Reason
 from context_service.domain import diagnostics as diag
 from context_service.domain.compaction.history import History
 from context_service.domain.config import ContextConfig
@@ -142,7 +143,7 @@ def test_every_changed_field_is_named_and_nothing_else(values: dict[str, str], c
     with pytest.raises(FailedPrecondition) as info:
         diag.check_confirmation(expected, wrong)
     err = info.value
-    assert err.reason == diag.CONFIRMATION_MISMATCH
+    assert err.reason == Reason.INVALIDATION_CONFIRMATION_MISMATCH
     assert err.metadata["fields"] == ",".join(f for f in FIELDS if f in changed)
     # The error depends on which fields differ, never on their values.
     other = diag.Confirmation(**{f: "other" + values[f] for f in FIELDS})
@@ -165,4 +166,4 @@ def test_a_missing_confirmation_is_invalid_argument() -> None:
     diag.require_confirmation(True)
     with pytest.raises(InvalidArgument) as info:
         diag.require_confirmation(False)
-    assert info.value.reason == diag.CONFIRMATION_REQUIRED
+    assert info.value.reason == Reason.INVALIDATION_CONFIRMATION_REQUIRED

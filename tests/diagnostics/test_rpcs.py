@@ -10,7 +10,7 @@ import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2, event_pb2
-from context_service.domain.diagnostics import CONFIRMATION_MISMATCH, CONFIRMATION_REQUIRED
+from agentctx_common.reasons import Reason
 from tests.diagnostics import helpers as h
 from tests.sessions.helpers import rpc_error
 
@@ -97,7 +97,7 @@ async def test_lifecycle_and_invalidation_errors(pair) -> None:
     err = await rpc_error(_lifecycle(pair, name, model="bad model!"))
     assert err.code.value == "INVALID_ARGUMENT" and [v.field for v in err.field_violations] == ["model"]
     err = await rpc_error(pair.agent.InvalidateContextCache(pb.InvalidateContextCacheRequest(session=name)))
-    assert (err.code.value, err.reason) == ("INVALID_ARGUMENT", CONFIRMATION_REQUIRED)
+    assert (err.code.value, err.reason) == ("INVALID_ARGUMENT", Reason.INVALIDATION_CONFIRMATION_REQUIRED)
 
 
 async def test_another_apps_caller_is_denied_before_anything_is_read(pair_factory, certs_dir) -> None:
@@ -127,7 +127,7 @@ async def test_a_wrong_confirmation_changes_nothing_and_names_the_field(pair, fi
         session=name, confirmation=h.confirmation("inv", view.scope_fingerprint, **{field: wrong})
     )
     err = await rpc_error(pair.agent.InvalidateContextCache(request, timeout=10))
-    assert (err.code.value, err.reason) == ("FAILED_PRECONDITION", CONFIRMATION_MISMATCH)
+    assert (err.code.value, err.reason) == ("FAILED_PRECONDITION", Reason.INVALIDATION_CONFIRMATION_MISMATCH)
     assert err.metadata["fields"] == field
     assert [v.subject for v in err.precondition_violations] == [f"confirmation.{field}"]
     # Neither the expected value nor the scope fingerprint is echoed.

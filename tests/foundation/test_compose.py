@@ -98,3 +98,20 @@ def test_dockerfile_copies_what_exists() -> None:
         if match:
             for source in match.group(1).split():
                 assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+
+
+def test_each_service_builds_the_image_of_its_own_target(compose) -> None:
+    """The context image has no provider SDK, the cache image no database
+    driver: each service builds the Dockerfile target that installs its extra."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    stages = re.split(r"^FROM \S+ AS ", dockerfile, flags=re.M)[1:]
+    targets = {
+        stage.split()[0]: extra.group(1)
+        for stage in stages
+        if (extra := re.search(r"^RUN pip install .*'\.\[(\w+)\]'", stage, re.M))
+    }
+    assert targets == {"context": "context", "cache": "cache"}
+    for name, service in compose["services"].items():
+        if "build" in service:
+            expected = "cache" if name == "cache" else "context"
+            assert service["build"]["target"] == expected, name

@@ -1,4 +1,4 @@
-"""The layering DESIGN.md fixes, checked on the source with every import
+"""The layering docs/ARCHITECTURE.md describes ("Packages and layers"), checked on the source with every import
 at any depth (module level, inside functions and ``if TYPE_CHECKING``,
 relative imports resolved, ``importlib.import_module`` of a module named in
 a string): domain code imports no grpc, generated protos, servicers,
@@ -140,17 +140,8 @@ def test_the_reader_sees_imports_at_any_depth(tmp_path: pathlib.Path) -> None:
 
 # Cycles whose removal is on another branch. Each entry's xfail below turns
 # into a failure once its cycle is gone: then delete the entry.
-_BEING_REMOVED = [["context_service.turns.runner", "context_service.turns.telemetry"]]
-
-
 def test_no_import_cycles() -> None:
-    assert [c for c in _cycles(_graph()) if c not in _BEING_REMOVED] == []
-
-
-@pytest.mark.xfail(strict=True, reason="the cycle's removal is merged from another branch; then drop it from the list")
-@pytest.mark.parametrize("cycle", _BEING_REMOVED, ids=" <-> ".join)
-def test_a_cycle_being_removed_elsewhere_is_gone(cycle: list[str]) -> None:
-    assert cycle not in _cycles(_graph())
+    assert _cycles(_graph()) == []
 
 
 def test_nothing_imports_the_command() -> None:

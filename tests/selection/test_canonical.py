@@ -7,11 +7,11 @@ import json
 
 from agentctx.type.v1 import content_pb2, generation_pb2
 from agentctx_common import canonical
-from context_service.api.convert import content_to_proto
 from context_service.domain import model as m
 from context_service.domain.selection import DEFAULT_SECRET_KEYS, RequestParts, content_record
 from context_service.domain.selection.canonical import budget_size, content_bytes
 from context_service.domain.selection.envelope import envelope_bytes, prefix_bytes
+from context_service.mapping.convert import content_to_proto
 
 RICH = m.Content(
     "model",

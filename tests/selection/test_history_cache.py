@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from context_service.building.history import HistoryCache
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.selection import DEFAULT_SECRET_KEYS, SecretKeys
-from context_service.history import HistoryCache, head_of
+from context_service.domain.sessions import head_of
+from context_service.mapping.wire import render
 from context_service.storage.sql_store import SqlSessionStore, open_store
 from tests.selection.builders import call, text
 
@@ -48,18 +50,19 @@ async def append(store: SqlSessionStore, key: SessionKey, n: int, start: int = 0
 async def test_records_are_built_once_and_refreshed_incrementally(store: SqlSessionStore) -> None:
     await store.create_session(KEY, state={}, config=ContextConfig())
     await append(store, KEY, 5)
-    spy, cache = CountingStore(store), HistoryCache()
-    view = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    spy = CountingStore(store)
+    cache = HistoryCache(spy, render)
+    view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert [r.sequence for r in view.records] == [1, 2, 3, 4, 5]
     first = view.records[0]
     assert first.body.secrets_pruned == 1 and b"api_key" not in first.body.canonical
     assert first.body.rendered.proto.parts[0].function_call.name == "f"  # a ready-made proto
 
-    again = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    again = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert spy.fetches == [0] and again.records[0] is first and cache.hits == 1
 
     await append(store, KEY, 2, start=5)
-    grown = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    grown = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert spy.fetches == [0, 5]
     assert [r.sequence for r in grown.records] == list(range(1, 8)) and grown.records[0] is first
 
@@ -67,13 +70,14 @@ async def test_records_are_built_once_and_refreshed_incrementally(store: SqlSess
 async def test_a_recreated_session_is_read_afresh(store: SqlSessionStore) -> None:
     await store.create_session(KEY, state={}, config=ContextConfig())
     await append(store, KEY, 3)
-    spy, cache = CountingStore(store), HistoryCache()
-    await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    spy = CountingStore(store)
+    cache = HistoryCache(spy, render)
+    await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     await store.delete_session(KEY)
     await store.create_session(KEY, state={}, config=ContextConfig())
     await store.append_event(KEY, Event(id="new", author="user", content=text("user", "fresh")))
     await append(store, KEY, 2, start=10)
-    view = await cache.load(spy, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert [r.event_id for r in view.records] == ["new", "e10", "e11"]
     assert spy.fetches == [0, 0]
 
@@ -81,10 +85,10 @@ async def test_a_recreated_session_is_read_afresh(store: SqlSessionStore) -> Non
 async def test_key_sets_have_separate_records(store: SqlSessionStore) -> None:
     await store.create_session(KEY, state={}, config=ContextConfig())
     await store.append_event(KEY, Event(id="e", author="a", content=call(("c", "f", {"q": 1, "Tenant": "t"}))))
-    cache = HistoryCache()
+    cache = HistoryCache(store, render)
     session = head_of(await store.get_session(KEY))
-    plain = await cache.load(store, session, DEFAULT_SECRET_KEYS)
-    strict = await cache.load(store, session, SecretKeys.with_extra(["tenant"]))
+    plain = await cache.load(session, DEFAULT_SECRET_KEYS)
+    strict = await cache.load(session, SecretKeys.with_extra(["tenant"]))
     assert b"Tenant" in plain.records[0].body.canonical
     assert b"Tenant" not in strict.records[0].body.canonical
     assert len(cache) == 2
@@ -95,18 +99,18 @@ async def test_the_cache_is_bounded_least_recently_used_first(store: SqlSessionS
     for k in keys:
         await store.create_session(k, state={}, config=ContextConfig())
         await append(store, k, 10)
-    cache = HistoryCache(max_bytes=1)
+    cache = HistoryCache(store, render, max_bytes=1)
     for k in keys:
-        await cache.load(store, head_of(await store.get_session(k)), DEFAULT_SECRET_KEYS)
+        await cache.load(head_of(await store.get_session(k)), DEFAULT_SECRET_KEYS)
     assert len(cache) == 0 and cache.size == 0  # nothing fits: nothing is kept, nothing breaks
-    one = HistoryCache()
-    await one.load(store, head_of(await store.get_session(keys[0])), DEFAULT_SECRET_KEYS)
-    cache = HistoryCache(max_bytes=int(one.size * 2.5))
+    one = HistoryCache(store, render)
+    await one.load(head_of(await store.get_session(keys[0])), DEFAULT_SECRET_KEYS)
+    cache = HistoryCache(store, render, max_bytes=int(one.size * 2.5))
     for k in keys:
-        await cache.load(store, head_of(await store.get_session(k)), DEFAULT_SECRET_KEYS)
+        await cache.load(head_of(await store.get_session(k)), DEFAULT_SECRET_KEYS)
     assert len(cache) == 2 and cache.size <= cache.max_bytes
-    await cache.load(store, head_of(await store.get_session(keys[2])), DEFAULT_SECRET_KEYS)  # touch: now newest
-    await cache.load(store, head_of(await store.get_session(keys[0])), DEFAULT_SECRET_KEYS)
+    await cache.load(head_of(await store.get_session(keys[2])), DEFAULT_SECRET_KEYS)  # touch: now newest
+    await cache.load(head_of(await store.get_session(keys[0])), DEFAULT_SECRET_KEYS)
     assert cache.hits >= 1 and len(cache) == 2
 
 
@@ -117,8 +121,8 @@ async def test_compaction_position_is_tracked(store: SqlSessionStore) -> None:
     await append(store, KEY, 3)
     c = compaction(0, "summary", first_kept=2)
     await store.append_event(KEY, Event(id="c", author="compactor", kind=c.kind, compaction=c.compaction))
-    cache = HistoryCache()
-    view = await cache.load(store, head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    cache = HistoryCache(store, render)
+    view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
     assert view.compaction_index == 3 and view.records[3].is_compaction
     assert view.records[3].body.rendered.proto.parts[0].text.endswith("summary")
 
@@ -126,11 +130,11 @@ async def test_compaction_position_is_tracked(store: SqlSessionStore) -> None:
 async def test_session_heads_read_the_same_as_the_store(store: SqlSessionStore) -> None:
     from agentctx_common.errors import NotFound
     from context_service.domain.config import OverflowMode, SelectionPolicy
-    from context_service.history import SessionHeads
+    from context_service.storage.heads import SqliteSessionHeads
 
     config = ContextConfig(model="m1", selection=SelectionPolicy(max_bytes=99, overflow=OverflowMode.TRUNCATE))
     await store.create_session(KEY, state={"a": 1}, config=config)
-    heads = SessionHeads(store)
+    heads = SqliteSessionHeads(store, store.engine.url.database)
     try:
         assert await heads.get(KEY) == head_of(await store.get_session(KEY))
         await append(store, KEY, 2)
@@ -147,13 +151,13 @@ async def test_session_heads_read_the_same_as_the_store(store: SqlSessionStore) 
 
 
 async def test_session_heads_fall_back_to_the_store_elsewhere(store: SqlSessionStore) -> None:
-    from context_service.history import SessionHeads
+    from context_service.storage.heads import StoreSessionHeads
 
     class Plain:  # a store with no SQLite engine: the generic path
         async def get_session(self, key: SessionKey):  # type: ignore[no-untyped-def]
             return await store.get_session(key)
 
     await store.create_session(KEY, state={}, config=ContextConfig())
-    heads = SessionHeads(Plain())
+    heads = StoreSessionHeads(Plain())
     assert await heads.get(KEY) == head_of(await store.get_session(KEY))
     await heads.close()

@@ -1,5 +1,6 @@
-"""The RPC's pre-serialized response and the message ``build_context``
-returns are the same message, for every shape of request."""
+"""The RPC's pre-serialized response (``response_wire``) and the message
+(``response_message``, what a turn sends) are the same message, for every
+shape of request."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import pytest
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2
 from agentctx.type.v1 import content_pb2, generation_pb2
-from context_service.api.selection_rpcs import _build, build_context
-from context_service.app import ContextApp
+from context_service.app import limits_of
+from context_service.building.builder import ContextBuilder
+from context_service.building.history import HistoryCache
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
-from context_service.storage.sql_store import open_store
+from context_service.mapping.build_context import RequestMapper, model_request, response_message, response_wire
+from context_service.mapping.wire import render
+from context_service.storage.factory import open_backend
 from tests.selection.builders import call, compaction, response, text
 from tests.support.servers import context_settings
 
@@ -23,10 +27,10 @@ KEY = SessionKey("app", "u", "s")
 
 
 @pytest.fixture
-async def app(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[ContextApp]:
+async def builder(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[ContextBuilder]:
     settings = context_settings(certs_dir, tmp_path)
-    store = await open_store(settings.resolved_database_url, create_if_empty=True)
-    app = ContextApp(settings=settings, store=store)
+    backend = await open_backend(settings)
+    store = backend.sessions
     await store.create_session(KEY, state={}, config=ContextConfig())
     contents = [
         text("user", "hello"), call(("c1", "f", {"q": 1, "token": "t"})), response(("c1", "f", {"ok": True})),
@@ -36,9 +40,11 @@ async def app(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[
         await store.append_event(KEY, Event(id=f"e{i}", author="a", content=c))
     c = compaction(0, "earlier talk", first_kept=3)
     await store.append_event(KEY, Event(id="cmp", author="compactor", kind=c.kind, compaction=c.compaction))
-    yield app
-    await app.history.close()
-    await store.close()
+    yield ContextBuilder(
+        heads=backend.heads, history=HistoryCache(store, render), render=render, limits=limits_of(settings),
+        effective_config=lambda c: c,
+    )
+    await backend.close()
 
 
 def _text(role: str, value: str) -> content_pb2.Content:
@@ -73,22 +79,23 @@ REQUESTS = [
 
 
 @pytest.mark.parametrize("request_index", range(len(REQUESTS)))
-async def test_wire_and_message_paths_agree(app: ContextApp, request_index: int) -> None:
+async def test_wire_and_message_paths_agree(builder: ContextBuilder, request_index: int) -> None:
     request = REQUESTS[request_index]
-    head = await app.history.head(app.sessions, KEY)
-    built = await _build(app, head, request, None)
-    message = built.message()
-    assert pb.BuildContextResponse.FromString(built.wire()) == message
-    assert await build_context(app, head, request) == message
+    head = await builder.head(KEY)
+    built = await builder.build(head, RequestMapper().build_request(request))
+    message = response_message(built)
+    assert pb.BuildContextResponse.FromString(response_wire(built)) == message
+    assert model_request(built) == message.request
     # Each shape exercises the summary or the truncated (suffix) layout.
     assert message.accounting.compaction_sequence == 7 or message.accounting.units_dropped > 0
 
 
-async def test_compress_without_a_compactor_is_unimplemented(app: ContextApp) -> None:
+async def test_compress_without_a_compactor_is_unimplemented(builder: ContextBuilder) -> None:
     from agentctx_common.errors import Unimplemented
 
-    head = await app.history.head(app.sessions, KEY)
+    head = await builder.head(KEY)
     policy = policy_pb2.SelectionPolicy(max_bytes=200, overflow=policy_pb2.OVERFLOW_MODE_COMPRESS)
+    request = RequestMapper().build_request(pb.BuildContextRequest(input=[_text("user", "now")], policy=policy))
     with pytest.raises(Unimplemented) as info:
-        await build_context(app, head, pb.BuildContextRequest(input=[_text("user", "now")], policy=policy))
+        await builder.build(head, request)
     assert info.value.reason == "COMPRESS_NOT_AVAILABLE"

@@ -4,8 +4,8 @@ client did not set stays unset (and keeps following the server defaults)."""
 from __future__ import annotations
 
 from agentctx.context.v1 import policy_pb2
-from context_service.api.convert import config_from_proto, config_to_proto
 from context_service.domain.config import CachePolicy, CompactionPolicy, ContextConfig, SelectionPolicy
+from context_service.mapping.convert import config_from_proto, config_to_proto
 
 
 def _roundtrip(config: ContextConfig) -> ContextConfig:

@@ -10,8 +10,10 @@ import grpc
 import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import policy_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2
 from agentctx_common.certs import SAMPLE_AGENT_ID
+from agentctx_common.reasons import Reason
 from agentctx_common.status import error_from_rpc
 from cache_service.providers.base import RateLimited
 from tests.turns.builders import (
@@ -142,6 +144,25 @@ async def test_invalid_turns_name_the_field(pair, stream: bool) -> None:
                 await pair.stub.Generate(request)
         assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT, field
         assert field in [v.field for v in error_from_rpc(info.value).field_violations], field
+    assert await _events(pair.stub, session.name) == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_invalid_selection_policy_is_refused_before_the_input_is_stored(pair, stream: bool) -> None:
+    session = await create_session(pair.stub)
+    request = pb.GenerateRequest(
+        session=session.name, input=[user_text("a", "x")], policy=policy_pb2.SelectionPolicy(max_bytes=-1)
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        if stream:
+            async for _ in pair.stub.StreamGenerate(pb.StreamGenerateRequest(turn=request)):
+                pass
+        else:
+            await pair.stub.Generate(request)
+    err = error_from_rpc(info.value)
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert err.reason == Reason.INVALID_SELECTION_POLICY
+    assert [v.field for v in err.field_violations] == ["policy.max_bytes"]
     assert await _events(pair.stub, session.name) == []
 
 

@@ -17,23 +17,11 @@ from agentctx_common.errors import (
 )
 from agentctx_common.reasons import Reason
 
-COMPACTION_CONFLICT = Reason.COMPACTION_CONFLICT
-COMPACTOR_TIMEOUT = Reason.COMPACTOR_TIMEOUT
-COMPACTOR_CANCELLED = Reason.COMPACTOR_CANCELLED
-COMPACTOR_FAILED = Reason.COMPACTOR_FAILED
-COMPACTOR_UNAVAILABLE = Reason.COMPACTOR_UNAVAILABLE
-COMPACTOR_NOT_ALLOWED = Reason.COMPACTOR_NOT_ALLOWED
-COMPACTOR_INPUT_TOO_LARGE = Reason.COMPACTOR_INPUT_TOO_LARGE
-SUMMARY_EMPTY = Reason.SUMMARY_EMPTY
-SUMMARY_MALFORMED = Reason.SUMMARY_MALFORMED
-SUMMARY_TOO_LARGE = Reason.SUMMARY_TOO_LARGE
-CHECKPOINT_TOO_LARGE = Reason.CHECKPOINT_TOO_LARGE
-
 
 def conflict(why: str, **figures: object) -> Aborted:
     return Aborted(
         f"the session changed while it was being compacted ({why}); nothing was written, plan again",
-        reason=COMPACTION_CONFLICT,
+        reason=Reason.COMPACTION_CONFLICT,
         metadata={"conflict": why, **figures},
     )
 
@@ -41,7 +29,7 @@ def conflict(why: str, **figures: object) -> Aborted:
 def timeout(compactor: str, timeout_s: float) -> DeadlineExceeded:
     return DeadlineExceeded(
         f"the {compactor} compactor did not answer within {timeout_s:g}s; nothing changed",
-        reason=COMPACTOR_TIMEOUT,
+        reason=Reason.COMPACTOR_TIMEOUT,
         metadata={"compactor": compactor, "timeout_ms": int(timeout_s * 1000)},
     )
 
@@ -49,7 +37,7 @@ def timeout(compactor: str, timeout_s: float) -> DeadlineExceeded:
 def cancelled(compactor: str) -> Cancelled:
     return Cancelled(
         f"compaction with the {compactor} compactor was cancelled; nothing changed",
-        reason=COMPACTOR_CANCELLED,
+        reason=Reason.COMPACTOR_CANCELLED,
         metadata={"compactor": compactor},
     )
 
@@ -57,7 +45,7 @@ def cancelled(compactor: str) -> Cancelled:
 def failed(compactor: str, code: str) -> FailedPrecondition:
     return FailedPrecondition(
         f"the {compactor} compactor failed ({code}); nothing changed",
-        reason=COMPACTOR_FAILED,
+        reason=Reason.COMPACTOR_FAILED,
         metadata={"compactor": compactor, "compactor_code": code},
     )
 
@@ -65,7 +53,7 @@ def failed(compactor: str, code: str) -> FailedPrecondition:
 def unavailable(compactor: str, retry_after: float = 1.0) -> Unavailable:
     return Unavailable(
         f"the {compactor} compactor is unreachable; nothing changed",
-        reason=COMPACTOR_UNAVAILABLE,
+        reason=Reason.COMPACTOR_UNAVAILABLE,
         metadata={"compactor": compactor},
         retry_after=retry_after,
     )
@@ -74,7 +62,7 @@ def unavailable(compactor: str, retry_after: float = 1.0) -> Unavailable:
 def summary_empty(compactor: str) -> FailedPrecondition:
     return FailedPrecondition(
         f"the {compactor} compactor returned an empty summary; nothing changed",
-        reason=SUMMARY_EMPTY,
+        reason=Reason.SUMMARY_EMPTY,
         metadata={"compactor": compactor},
     )
 
@@ -82,7 +70,7 @@ def summary_empty(compactor: str) -> FailedPrecondition:
 def summary_malformed(compactor: str, why: str) -> FailedPrecondition:
     return FailedPrecondition(
         f"the {compactor} compactor returned a malformed summary ({why}); nothing changed",
-        reason=SUMMARY_MALFORMED,
+        reason=Reason.SUMMARY_MALFORMED,
         metadata={"compactor": compactor, "problem": why},
     )
 
@@ -91,7 +79,7 @@ def summary_too_large(compactor: str, size: int | None, limit: int) -> ResourceE
     shown = f"{size} bytes" if size is not None else "more bytes"
     return ResourceExhausted(
         f"the {compactor} compactor returned {shown} of summary, over the {limit}-byte limit; nothing changed",
-        reason=SUMMARY_TOO_LARGE,
+        reason=Reason.SUMMARY_TOO_LARGE,
         metadata={"compactor": compactor, "limit_bytes": limit, **({"summary_bytes": size} if size else {})},
     )
 
@@ -99,7 +87,7 @@ def summary_too_large(compactor: str, size: int | None, limit: int) -> ResourceE
 def input_too_large(size: int, limit: int) -> ResourceExhausted:
     return ResourceExhausted(
         f"the oldest history to summarize needs {size} bytes of compactor input, over max_input_bytes {limit}",
-        reason=COMPACTOR_INPUT_TOO_LARGE,
+        reason=Reason.COMPACTOR_INPUT_TOO_LARGE,
         metadata={"input_bytes": size, "limit_bytes": limit},
     )
 
@@ -107,6 +95,6 @@ def input_too_large(size: int, limit: int) -> ResourceExhausted:
 def checkpoint_too_large(size: int, limit: int) -> ResourceExhausted:
     return ResourceExhausted(
         f"the compaction checkpoint needs {size} bytes, over the {limit}-byte limit",
-        reason=CHECKPOINT_TOO_LARGE,
+        reason=Reason.CHECKPOINT_TOO_LARGE,
         metadata={"checkpoint_bytes": size, "limit_bytes": limit},
     )

@@ -1,7 +1,7 @@
 """Context selection: the bounded, secret-pruned view of a session for one
 model call, and its accounting. Pure domain code: no grpc, no storage.
 
-Typical use (the BuildContext servicer does exactly this)::
+Typical use (``context_service.building.builder`` does exactly this)::
 
     policy = effective_policy(session_policy, call_policy)
     keys = secret_keys(policy)

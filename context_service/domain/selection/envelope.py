@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentctx_common.canonical import canonical_json
+from agentctx_common.reasons import Reason
 from context_service.domain.config import SelectionPolicy
 from context_service.domain.selection import errors
 from context_service.domain.selection.grouping import Grouping
@@ -84,7 +85,7 @@ class Accounting:
     compressed: bool
 
 
-def _join(items: Sequence[bytes]) -> bytes:
+def _join(items: Sequence[bytes | memoryview]) -> bytes:
     return b",".join(items)
 
 
@@ -175,7 +176,7 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
     over_tokens = policy.max_request_tokens is not None and total_tokens > policy.max_request_tokens
     if over_bytes or over_tokens:
         raise errors.budget_exceeded(
-            errors.REQUEST_CONTEXT_BUDGET_EXCEEDED,
+            Reason.REQUEST_CONTEXT_BUDGET_EXCEEDED,
             "the complete request exceeds the request budget",
             kind="request",
             measured_bytes=total,

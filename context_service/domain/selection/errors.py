@@ -6,12 +6,6 @@ from __future__ import annotations
 from agentctx_common.errors import ResourceExhausted, Unimplemented
 from agentctx_common.reasons import Reason
 
-CONTEXT_BUDGET_EXCEEDED = Reason.CONTEXT_BUDGET_EXCEEDED
-CURRENT_INPUT_EXCEEDS_BUDGET = Reason.CURRENT_INPUT_EXCEEDS_BUDGET
-REQUEST_CONTEXT_BUDGET_EXCEEDED = Reason.REQUEST_CONTEXT_BUDGET_EXCEEDED
-COMPRESSED_CONTEXT_OVER_BUDGET = Reason.COMPRESSED_CONTEXT_OVER_BUDGET
-COMPRESS_NOT_AVAILABLE = Reason.COMPRESS_NOT_AVAILABLE
-
 
 def _limit_name(kind: str, measured_bytes: int, max_bytes: int | None) -> str:
     prefix = "max_request_" if kind == "request" else "max_"
@@ -21,7 +15,7 @@ def _limit_name(kind: str, measured_bytes: int, max_bytes: int | None) -> str:
 
 
 def budget_exceeded(
-    reason: str,
+    reason: Reason,
     message: str,
     *,
     kind: str,
@@ -49,5 +43,5 @@ def budget_exceeded(
 def compress_not_available() -> Unimplemented:
     return Unimplemented(
         "overflow mode COMPRESS is not available yet: it arrives with compaction; use TRUNCATE or ERROR",
-        reason=COMPRESS_NOT_AVAILABLE,
+        reason=Reason.COMPRESS_NOT_AVAILABLE,
     )

@@ -3,7 +3,7 @@ bytes laid out once.
 
 Building it touches every visible event; everything after (budgets, the
 fingerprints) works on units or on contiguous byte ranges. A caller that
-keeps a history between requests (``context_service.history``) passes a
+keeps a history between requests (``building.history``) passes a
 memo dict, so a warm request with the same filter skips the per-event work:
 the memo must be emptied whenever the history changes.
 """
@@ -11,6 +11,7 @@ the memo must be emptied whenever the history changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from context_service.domain.config import EventFilter
 from context_service.domain.selection.filters import predicate
@@ -35,16 +36,16 @@ class Grouping:
         self._pruned: list[int] = []
 
     def _layout(self) -> None:
-        canonical = [r.body.canonical for r in self.units.events]
+        canonical = [b.canonical for b in self.units.bodies]
         offsets, at = [], 0
         for c in canonical:
             offsets.append(at)
             at += len(c) + 1
         self._offsets = offsets
-        self._digests = b"".join([r.body.digest for r in self.units.events])
+        self._digests = b"".join([b.digest for b in self.units.bodies])
         pruned, running = [0] * (len(canonical) + 1), 0
         for i in range(len(canonical) - 1, -1, -1):
-            running += self.units.events[i].body.secrets_pruned
+            running += self.units.bodies[i].secrets_pruned
             pruned[i] = running
         self._pruned = pruned
         self._joined = b",".join(canonical)
@@ -76,13 +77,13 @@ def grouping(
     start: int,
     event_filter: EventFilter | None,
     input_ids: tuple[str, ...],
-    memo: dict | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Grouping:
     """Visible events from ``records[start:]`` (compaction entries left
     out), filtered and grouped into units."""
     slot = (start, event_filter, input_ids)
     if memo is not None:
-        hit = memo.get(slot)
+        hit: Grouping | None = memo.get(slot)
         if hit is not None:
             return hit
     window = [r for r in (records[start:] if start else records) if not r.is_compaction]

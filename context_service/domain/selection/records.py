@@ -3,7 +3,7 @@ once.
 
 Events are immutable once stored, so a record built from one can be cached
 for as long as the key set that pruned it stays the same (see
-``context_service.history``). ``rendered`` is an opaque slot for the
+``context_service.building.history``). ``rendered`` is an opaque slot for the
 transport's form of the pruned content (a proto Content on the server), so
 a response can be assembled from ready-made messages.
 """

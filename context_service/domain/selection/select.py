@@ -19,8 +19,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
+from agentctx_common.reasons import Reason
 from context_service.domain import model as m
 from context_service.domain.config import OverflowMode, SelectionPolicy
 from context_service.domain.selection import errors
@@ -89,7 +90,7 @@ class Selection:
     @property
     def history(self) -> list[ContentRecord]:
         """Selected history contents in order, summary first."""
-        bodies = [r.body for r in self.events]
+        bodies = [r.body for r in self.events if r.body is not None]
         return [self.summary, *bodies] if self.summary is not None else bodies
 
 
@@ -106,7 +107,7 @@ def select(
     policy: SelectionPolicy,
     *,
     compaction_index: int | object | None = _UNKNOWN,
-    memo: dict | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Selection:
     """The history for one request. ``records``: every stored event in
     sequence order; ``compaction_index``: the position of the latest
@@ -135,14 +136,7 @@ def select(
     summary_size = summary_body.size if summary_body is not None else 0
     input_size = sum(c.size for c in inputs)
     n_units = len(sizes)
-    base = dict(
-        grouping=grouped,
-        events_seen=grouped.seen,
-        events_filtered=grouped.filtered,
-        bytes_per_token=bpt,
-        calibrated=calibrated,
-        last_sequence=records[-1].sequence if records else 0,
-    )
+    last_sequence = records[-1].sequence if records else 0
 
     allowance = byte_allowance(policy.max_bytes, policy.max_tokens, bpt)
     total = input_size + summary_size + grouped.total
@@ -153,11 +147,16 @@ def select(
             units_selected=n_units + (1 if summary_body is not None else 0),
             units_dropped=0,
             history_bytes=total - input_size,
-            compaction_sequence=summary.sequence if summary_body is not None else 0,
-            **base,
+            compaction_sequence=summary.sequence if summary is not None and summary_body is not None else 0,
+            grouping=grouped,
+            events_seen=grouped.seen,
+            events_filtered=grouped.filtered,
+            bytes_per_token=bpt,
+            calibrated=calibrated,
+            last_sequence=last_sequence,
         )
 
-    def over(reason: str, message: str, measured: int) -> Exception:
+    def over(reason: Reason, message: str, measured: int) -> Exception:
         return errors.budget_exceeded(
             reason, message, kind="history", measured_bytes=measured, measured_tokens=estimate(measured, bpt),
             max_bytes=policy.max_bytes, max_tokens=policy.max_tokens, bytes_per_token=bpt,
@@ -167,13 +166,13 @@ def select(
     mandatory = input_size + pinned
     if mandatory > allowance:
         raise over(
-            errors.CURRENT_INPUT_EXCEEDS_BUDGET,
+            Reason.CURRENT_INPUT_EXCEEDS_BUDGET,
             "the current input (with the tool calls it answers) alone exceeds the history budget",
             mandatory,
         )
     mode = policy.overflow
     if mode in (OverflowMode.ERROR, OverflowMode.UNSPECIFIED):
-        raise over(errors.CONTEXT_BUDGET_EXCEEDED, "the selected history exceeds the history budget", total)
+        raise over(Reason.CONTEXT_BUDGET_EXCEEDED, "the selected history exceeds the history budget", total)
 
     room = allowance
     if mode is OverflowMode.COMPRESS:
@@ -196,19 +195,24 @@ def select(
         units_selected=(n_units - first) + (1 if keep_summary else 0),
         units_dropped=dropped_units,
         history_bytes=used - input_size,
-        compaction_sequence=summary.sequence if keep_summary else 0,
-        **base,
+        compaction_sequence=summary.sequence if keep_summary and summary is not None else 0,
+        grouping=grouped,
+        events_seen=grouped.seen,
+        events_filtered=grouped.filtered,
+        bytes_per_token=bpt,
+        calibrated=calibrated,
+        last_sequence=last_sequence,
     )
     if mode is OverflowMode.COMPRESS and dropped_units:
         dropped: list[m.Content] = []
         if summary_body is not None and not keep_summary:
             dropped.append(summary_body.content)
-        dropped.extend(r.body.content for r in units.events[:first_event])
+        dropped.extend(b.content for b in units.bodies[:first_event])
         empty = len(content_record(summary_content(""), SecretKeys(frozenset(), "")).canonical)
         room = allowance - used
         if room < empty:
             raise over(
-                errors.COMPRESSED_CONTEXT_OVER_BUDGET,
+                Reason.COMPRESSED_CONTEXT_OVER_BUDGET,
                 "the history budget leaves no room for a summary of what does not fit",
                 used + empty,
             )
@@ -230,7 +234,7 @@ def finish_compression(
     if body.size > request.room:
         # JSON escaping can make a text within max_summary_bytes too large.
         raise errors.budget_exceeded(
-            errors.COMPRESSED_CONTEXT_OVER_BUDGET,
+            Reason.COMPRESSED_CONTEXT_OVER_BUDGET,
             "the compressed summary does not fit in the history budget",
             kind="history",
             measured_bytes=body.size,

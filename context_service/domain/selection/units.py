@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from context_service.domain.config import ContentType
-from context_service.domain.selection.records import EventRecord
+from context_service.domain.selection.records import ContentRecord, EventRecord
 
 _ONLY_RESPONSES = frozenset({ContentType.FUNCTION_RESPONSE})
 
@@ -30,6 +30,8 @@ _ONLY_RESPONSES = frozenset({ContentType.FUNCTION_RESPONSE})
 @dataclass(frozen=True, slots=True)
 class Units:
     events: list[EventRecord]
+    # ``events[i].body``, never None: events without a body form no unit.
+    bodies: list[ContentRecord]
     # Inclusive (first, last) positions in ``events``, oldest unit first.
     bounds: list[tuple[int, int]]
     orphan_responses: int
@@ -41,12 +43,15 @@ class Units:
 
 def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ()) -> Units:
     kept: list[EventRecord] = []
+    bodies: list[ContentRecord] = []
     sizes: list[int] = []
     reach: list[int] = []  # per position: the last position its unit must reach
     call_at: dict[str, int] = {}
     orphans = 0
     for r in events:
         body = r.body
+        if body is None:
+            continue
         pos = len(kept)
         if body.response_ids:
             linked = [call_at[i] for i in body.response_ids if i in call_at]
@@ -56,6 +61,7 @@ def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ())
             for p in linked:
                 reach[p] = pos
         kept.append(r)
+        bodies.append(body)
         sizes.append(body.size)
         reach.append(pos)
         for call_id in body.call_ids:
@@ -76,4 +82,4 @@ def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ())
         bounds.append((i, end))
         unit_sizes.append(sizes[i] if i == end else sum(sizes[i:end + 1]))
         i = end + 1
-    return Units(kept, bounds, orphans, pinned_from is not None, unit_sizes)
+    return Units(kept, bodies, bounds, orphans, pinned_from is not None, unit_sizes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import context
@@ -20,7 +21,7 @@ from context_service.storage.tables import metadata
 config = context.config
 
 
-def _configure(**kwargs: object) -> None:
+def _configure(**kwargs: Any) -> None:
     # render_as_batch: SQLite can only ALTER tables by copying them.
     context.configure(target_metadata=metadata, render_as_batch=True, compare_type=True, **kwargs)
 

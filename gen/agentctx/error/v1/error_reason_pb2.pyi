@@ -93,6 +93,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RATE_LIMITED: _ClassVar[ErrorReason]
     MALFORMED_REQUEST: _ClassVar[ErrorReason]
     CACHE_REQUEST_UNDECODABLE: _ClassVar[ErrorReason]
+    SERVER_OVERLOADED: _ClassVar[ErrorReason]
+    DEADLINE_TOO_SHORT: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_ARGUMENT: ErrorReason
 NOT_FOUND: ErrorReason
@@ -179,6 +181,8 @@ PROVIDER_UNAVAILABLE: ErrorReason
 RATE_LIMITED: ErrorReason
 MALFORMED_REQUEST: ErrorReason
 CACHE_REQUEST_UNDECODABLE: ErrorReason
+SERVER_OVERLOADED: ErrorReason
+DEADLINE_TOO_SHORT: ErrorReason
 ERROR_DOMAIN_FIELD_NUMBER: _ClassVar[int]
 error_domain: _descriptor.FieldDescriptor
 METADATA_KEYS_FIELD_NUMBER: _ClassVar[int]

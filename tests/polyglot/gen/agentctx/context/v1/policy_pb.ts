@@ -148,8 +148,9 @@ export const EventFilterSchema: GenMessage<EventFilter> = /*@__PURE__*/
 export type SelectionPolicy = Message<"agentctx.context.v1.SelectionPolicy"> & {
   /**
    * Maximum UTF-8 bytes (canonical JSON) of the selected history plus the
-   * current input, at least 1. The current input is never dropped: if it
-   * alone exceeds the budget, the call fails.
+   * current input, at least 1 (unset: unlimited). The current input is never
+   * dropped: if it alone exceeds the budget, the call fails. Must not exceed
+   * max_request_bytes when both are set.
    *
    * @generated from field: optional int64 max_bytes = 1;
    */
@@ -157,7 +158,8 @@ export type SelectionPolicy = Message<"agentctx.context.v1.SelectionPolicy"> & {
 
   /**
    * Maximum estimated tokens of the selected history plus the current input,
-   * at least 1.
+   * at least 1 (unset: unlimited). Must not exceed max_request_tokens when
+   * both are set.
    *
    * @generated from field: optional int64 max_tokens = 2;
    */
@@ -167,14 +169,16 @@ export type SelectionPolicy = Message<"agentctx.context.v1.SelectionPolicy"> & {
    * Maximum bytes of the complete request envelope: instructions, settings,
    * history, memory, current input, every part, tool declarations and the
    * framing allowance. Exceeding it fails with RESOURCE_EXHAUSTED, reason
-   * REQUEST_CONTEXT_BUDGET_EXCEEDED, before any provider I/O.
+   * REQUEST_CONTEXT_BUDGET_EXCEEDED, before any provider I/O. Unset:
+   * unlimited.
    *
    * @generated from field: optional int64 max_request_bytes = 3;
    */
   maxRequestBytes?: bigint | undefined;
 
   /**
-   * Maximum estimated tokens of the complete request envelope.
+   * Maximum estimated tokens of the complete request envelope (unset:
+   * unlimited).
    *
    * @generated from field: optional int64 max_request_tokens = 4;
    */
@@ -189,7 +193,8 @@ export type SelectionPolicy = Message<"agentctx.context.v1.SelectionPolicy"> & {
   bytesPerToken?: number | undefined;
 
   /**
-   * What to do when the history exceeds max_bytes or max_tokens.
+   * What to do when the history exceeds max_bytes or max_tokens (default
+   * ERROR).
    *
    * @generated from field: agentctx.context.v1.OverflowMode overflow = 6;
    */
@@ -253,29 +258,40 @@ export type CompactionPolicy = Message<"agentctx.context.v1.CompactionPolicy"> &
   compactor: CompactorKind;
 
   /**
-   * For REMOTE: the CompactorService address, "host:port".
+   * For REMOTE (required there, refused otherwise): the CompactorService
+   * address, "host:port", which must be listed in the context service's
+   * remote_compactor_targets setting.
    *
    * @generated from field: string remote_target = 3;
    */
   remoteTarget: string;
 
   /**
-   * Model context window in tokens. Threshold compaction runs at a turn
-   * boundary when current_tokens + reserve_tokens >= context_window.
+   * Model context window in tokens (unset: no threshold compaction).
+   * Threshold compaction runs at a turn boundary when current_tokens +
+   * reserve_tokens >= context_window. Rule: keep_recent_tokens +
+   * reserve_tokens must be smaller than context_window, with unset fields
+   * at their defaults (20000 + 16384 = 36384, so a window of 32768 needs
+   * smaller values, e.g. keep_recent_tokens 8000 and reserve_tokens 4096);
+   * otherwise every turn would compact again. INVALID_ARGUMENT
+   * INVALID_CONTEXT_CONFIG names keep_recent_tokens when it is broken.
    *
    * @generated from field: optional int64 context_window = 4;
    */
   contextWindow?: bigint | undefined;
 
   /**
-   * Tokens reserved for the reply and the next input (default 16384).
+   * Tokens reserved for the reply and the next input (default 16384; at
+   * least 0, smaller than context_window).
    *
    * @generated from field: optional int64 reserve_tokens = 5;
    */
   reserveTokens?: bigint | undefined;
 
   /**
-   * Tokens of recent history kept verbatim (default 20000).
+   * Tokens of recent history kept verbatim (default 20000; greater than 0).
+   * A tool call and its responses are never split, so the kept tail may
+   * exceed it (CompactSessionResponse.kept_over_budget).
    *
    * @generated from field: optional int64 keep_recent_tokens = 6;
    */
@@ -289,21 +305,24 @@ export type CompactionPolicy = Message<"agentctx.context.v1.CompactionPolicy"> &
   retainRecentExchanges?: number | undefined;
 
   /**
-   * Background compaction starts when current_tokens reaches this.
+   * Background compaction starts when current_tokens reaches this (unset:
+   * off). Must exceed keep_recent_tokens and not exceed context_window.
    *
    * @generated from field: optional int64 background_tokens = 8;
    */
   backgroundTokens?: bigint | undefined;
 
   /**
-   * Compact when the visible history holds at least this many events.
+   * Compact when the visible history holds at least this many events
+   * (unset: off; greater than 0).
    *
    * @generated from field: optional int64 event_threshold = 9;
    */
   eventThreshold?: bigint | undefined;
 
   /**
-   * Compact every this many user turns.
+   * Compact every this many user turns (unset: off; greater than 0). When
+   * several triggers fire, token pressure wins.
    *
    * @generated from field: optional int32 turn_interval = 10;
    */
@@ -311,7 +330,7 @@ export type CompactionPolicy = Message<"agentctx.context.v1.CompactionPolicy"> &
 
   /**
    * Keep-recent budget for overflow recovery (default: half of
-   * keep_recent_tokens).
+   * keep_recent_tokens; must not exceed keep_recent_tokens).
    *
    * @generated from field: optional int64 overflow_keep_recent_tokens = 11;
    */

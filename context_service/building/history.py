@@ -12,8 +12,10 @@ Records depend on the secret key set that pruned them, so entries are keyed
 by (session, key-set fingerprint); the built-in set is the common case. The
 cache is bounded by an estimate of its bytes, least recently used first out.
 
-Reading the session row is most of a warm BuildContext; storage.heads
-reads just what selection needs with one query.
+Records carry their transport form, made by the ``render`` the composition
+root passes in (``mapping.wire.render`` on the server). Reading the session
+row is most of a warm BuildContext: the ``SessionHeads`` port reads just
+what selection needs with one query.
 """
 
 from __future__ import annotations
@@ -22,61 +24,18 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from agentctx.type.v1 import content_pb2
-from context_service.api.convert import content_to_proto
-from context_service.domain.model import Content, Event, SessionKey
+from context_service.domain.model import Event, SessionKey
 from context_service.domain.selection import EventRecord, SecretKeys, event_record
-from context_service.storage.heads import SessionHead, SessionHeads, head_of  # noqa: F401 - re-exported
+from context_service.domain.selection.records import Render
+from context_service.domain.sessions import SessionHead
+from context_service.ports import EventSource
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 # Per-record overhead beyond its content bytes (kept three times: canonical
 # JSON, wire encoding, proto), roughly: the domain content and the records.
 _RECORD_OVERHEAD = 600
-
-
-class Rendered:
-    """A content in its transport forms: the proto message, and its wire
-    bytes as one entry of ``ModelRequest.contents`` (field 3), so that a
-    response can be assembled by concatenating cached bytes."""
-
-    __slots__ = ("proto", "wire")
-
-    def __init__(self, proto: content_pb2.Content) -> None:
-        self.proto = proto
-        self.wire = wire_field(CONTENTS_FIELD, proto.SerializeToString())
-
-
-CONTENTS_FIELD = 3  # ModelRequest.contents
-
-
-def wire_field(number: int, payload: bytes) -> bytes:
-    """One length-delimited protobuf field: tag, length, payload."""
-    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def render(content: Content) -> Rendered:
-    return Rendered(content_to_proto(content))
-
-
-class EventSource(Protocol):
-    """The part of the SessionStore this cache reads."""
-
-    async def list_events(
-        self, key: SessionKey, *, after_sequence: int = 0, limit: int | None = None, include_compactions: bool = True
-    ) -> list[Event]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +47,7 @@ class HistoryView:
     records: Sequence[EventRecord]
     compaction_index: int | None
     # For ``selection.select``: emptied whenever ``records`` grows.
-    memo: dict = field(default_factory=dict)
+    memo: dict[Any, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,13 +57,13 @@ class _Entry:
     compaction_index: int | None = None
     size: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    memo: dict = field(default_factory=dict)
+    memo: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def last_sequence(self) -> int:
         return self.records[-1].sequence if self.records else 0
 
-    def add(self, events: Sequence[Event], keys: SecretKeys) -> int:
+    def add(self, events: Sequence[Event], keys: SecretKeys, render: Render) -> int:
         added = 0
         for event in events:
             if event.sequence <= self.last_sequence:
@@ -121,26 +80,15 @@ class _Entry:
 
 
 class HistoryCache:
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, source: EventSource, render: Render, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self._source = source
+        self._render = render
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[SessionKey, str], _Entry] = OrderedDict()
         self._size = 0
         self.hits = 0
         self.misses = 0
 
-        self._heads: SessionHeads | None = None
-        # The servicer's per-app memos (effective policies, request parts).
-        self.memo: dict[Any, Any] = {}
-
-    async def head(self, store: Any, key: SessionKey) -> SessionHead:
-        """The session's head, read with one query (see SessionHeads)."""
-        if self._heads is None:
-            self._heads = SessionHeads(store)
-        return await self._heads.get(key)
-
-    async def close(self) -> None:
-        if self._heads is not None:
-            await self._heads.close()
 
     @property
     def size(self) -> int:
@@ -149,7 +97,7 @@ class HistoryCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def load(self, store: EventSource, session: SessionHead, keys: SecretKeys) -> HistoryView:
+    async def load(self, session: SessionHead, keys: SecretKeys) -> HistoryView:
         """The records of ``session`` up to at least its last_sequence."""
         slot = (session.key, keys.fingerprint)
         entry = self._entries.get(slot)
@@ -165,8 +113,8 @@ class HistoryCache:
             self.misses += 1
             async with entry.lock:
                 if entry.last_sequence < session.last_sequence:
-                    events = await store.list_events(session.key, after_sequence=entry.last_sequence)
-                    added = entry.add(events, keys)
+                    events = await self._source.list_events(session.key, after_sequence=entry.last_sequence)
+                    added = entry.add(events, keys, self._render)
                     if self._entries.get(slot) is entry:
                         self._size += added
         else:

@@ -8,13 +8,13 @@ encoded a count.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from agentctx.context.v1 import policy_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
-from agentctx_common.canonical import struct_to_dict, value_to_py  # noqa: F401 - re-exported
+from agentctx_common.canonical import struct_to_dict
 from context_service.domain import config as cfg
 from context_service.domain import model as m
 
@@ -52,20 +52,24 @@ def duration_to_s(d: duration_pb2.Duration) -> float | None:
 
 def part_from_proto(p: content_pb2.Part) -> m.Part:
     kind = p.WhichOneof("data")
-    common = {"thought": p.thought, "thought_signature": p.thought_signature}
+    thought, signature = p.thought, p.thought_signature
     if kind == "text":
-        return m.Part(text=p.text, **common)
+        return m.Part(text=p.text, thought=thought, thought_signature=signature)
     if kind == "inline_data":
-        return m.Part(inline_data=m.Blob(p.inline_data.mime_type, p.inline_data.data), **common)
+        blob = m.Blob(p.inline_data.mime_type, p.inline_data.data)
+        return m.Part(inline_data=blob, thought=thought, thought_signature=signature)
     if kind == "file_data":
-        return m.Part(file_data=m.FileData(p.file_data.mime_type, p.file_data.file_uri), **common)
+        file = m.FileData(p.file_data.mime_type, p.file_data.file_uri)
+        return m.Part(file_data=file, thought=thought, thought_signature=signature)
     if kind == "function_call":
         fc = p.function_call
-        return m.Part(function_call=m.FunctionCall(fc.id, fc.name, struct_to_dict(fc.args)), **common)
+        call = m.FunctionCall(fc.id, fc.name, struct_to_dict(fc.args))
+        return m.Part(function_call=call, thought=thought, thought_signature=signature)
     if kind == "function_response":
         fr = p.function_response
-        return m.Part(function_response=m.FunctionResponse(fr.id, fr.name, struct_to_dict(fr.response)), **common)
-    return m.Part(**common)
+        response = m.FunctionResponse(fr.id, fr.name, struct_to_dict(fr.response))
+        return m.Part(function_response=response, thought=thought, thought_signature=signature)
+    return m.Part(thought=thought, thought_signature=signature)
 
 
 def part_to_proto(part: m.Part, out: content_pb2.Part) -> None:
@@ -133,8 +137,10 @@ def cache_from_proto(c: cache_pb2.CacheMetadata) -> m.CacheInfo:
 
 
 def cache_to_proto(c: m.CacheInfo, out: cache_pb2.CacheMetadata) -> None:
-    out.state = cache_pb2.CacheState.Value(f"CACHE_STATE_{c.state.value}")
-    out.bypass_reason = cache_pb2.CacheBypassReason.Value(f"CACHE_BYPASS_REASON_{c.bypass_reason}")
+    out.state = cast(cache_pb2.CacheState, cache_pb2.CacheState.Value(f"CACHE_STATE_{c.state.value}"))
+    out.bypass_reason = cast(
+        cache_pb2.CacheBypassReason, cache_pb2.CacheBypassReason.Value(f"CACHE_BYPASS_REASON_{c.bypass_reason}")
+    )
     out.prefix_fingerprint = c.prefix_fingerprint
     out.prefix_tokens = c.prefix_tokens
     dt_to_ts(c.expire_time, out.expire_time)
@@ -143,6 +149,10 @@ def cache_to_proto(c: m.CacheInfo, out: cache_pb2.CacheMetadata) -> None:
 
 
 # --- events -----------------------------------------------------------------
+
+
+def trigger_to_proto(trigger: m.CompactionTrigger) -> event_pb2.CompactionTrigger:
+    return cast(event_pb2.CompactionTrigger, event_pb2.CompactionTrigger.Value(f"COMPACTION_TRIGGER_{trigger.value}"))
 
 
 def _trigger_name(value: int) -> m.CompactionTrigger:
@@ -171,7 +181,7 @@ def checkpoint_from_proto(c: event_pb2.CompactionCheckpoint) -> m.Checkpoint:
 def checkpoint_to_proto(c: m.Checkpoint, out: event_pb2.CompactionCheckpoint) -> None:
     out.schema_version = c.schema_version
     out.checkpoint_id = c.checkpoint_id
-    out.trigger = event_pb2.CompactionTrigger.Value(f"COMPACTION_TRIGGER_{c.trigger.value}")
+    out.trigger = trigger_to_proto(c.trigger)
     out.source_event_count = c.source_event_count
     out.source_first_event_id = c.source_first_event_id
     out.source_last_event_id = c.source_last_event_id
@@ -260,7 +270,8 @@ def _opt(msg: Any, name: str) -> Any:
 
 
 def _enum_name(enum_type: Any, value: int, prefix: str) -> str:
-    return enum_type.Name(value).removeprefix(prefix)
+    name: str = enum_type.Name(value)
+    return name.removeprefix(prefix)
 
 
 def filter_from_proto(f: policy_pb2.EventFilter) -> cfg.EventFilter:
@@ -272,7 +283,7 @@ def filter_from_proto(f: policy_pb2.EventFilter) -> cfg.EventFilter:
             cfg.ContentType(_enum_name(policy_pb2.ContentType, t, "CONTENT_TYPE_")) for t in f.content_types
         )
         if all(t != policy_pb2.CONTENT_TYPE_UNSPECIFIED for t in f.content_types)
-        else tuple(f.content_types),  # kept raw so validation can name the bad value
+        else tuple(int(t) for t in f.content_types),  # kept raw so validation can name the bad value
         start_time=ts_to_dt(f.start_time) if f.HasField("start_time") else None,
         end_time=ts_to_dt(f.end_time) if f.HasField("end_time") else None,
         include_partial=f.include_partial,
@@ -285,7 +296,11 @@ def filter_to_proto(f: cfg.EventFilter, out: policy_pb2.EventFilter) -> None:
     out.authors.extend(f.authors)
     out.exclude_authors.extend(f.exclude_authors)
     out.invocation_ids.extend(f.invocation_ids)
-    out.content_types.extend(policy_pb2.ContentType.Value(f"CONTENT_TYPE_{t.value}") for t in f.content_types)
+    out.content_types.extend(
+        cast(policy_pb2.ContentType, policy_pb2.ContentType.Value(f"CONTENT_TYPE_{t.value}"))
+        if isinstance(t, cfg.ContentType) else cast(policy_pb2.ContentType, t)
+        for t in f.content_types
+    )
     dt_to_ts(f.start_time, out.start_time)
     dt_to_ts(f.end_time, out.end_time)
     out.include_partial = f.include_partial
@@ -312,7 +327,7 @@ def selection_to_proto(p: cfg.SelectionPolicy, out: policy_pb2.SelectionPolicy) 
         value = getattr(p, name)
         if value is not None:
             setattr(out, name, value)
-    out.overflow = policy_pb2.OverflowMode.Value(f"OVERFLOW_MODE_{p.overflow.value}")
+    out.overflow = cast(policy_pb2.OverflowMode, policy_pb2.OverflowMode.Value(f"OVERFLOW_MODE_{p.overflow.value}"))
     if p.filter is not None:
         filter_to_proto(p.filter, out.filter)
     out.extra_secret_keys.extend(p.extra_secret_keys)
@@ -339,7 +354,7 @@ def compaction_from_proto(p: policy_pb2.CompactionPolicy, *, enabled_set: bool =
 
 def compaction_to_proto(p: cfg.CompactionPolicy, out: policy_pb2.CompactionPolicy) -> None:
     out.enabled = bool(p.enabled)
-    out.compactor = policy_pb2.CompactorKind.Value(f"COMPACTOR_KIND_{p.compactor.value}")
+    out.compactor = cast(policy_pb2.CompactorKind, policy_pb2.CompactorKind.Value(f"COMPACTOR_KIND_{p.compactor.value}"))
     out.remote_target = p.remote_target
     for name in _COMPACTION_OPTIONALS:
         value = getattr(p, name)

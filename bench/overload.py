@@ -1,0 +1,166 @@
+"""Load shedding: ``--agents`` agents calling Generate as fast as they can.
+
+Both services run as their own processes (``agentctx serve``, mTLS, SQLite,
+the local simulator). Each agent has its own session and calls Generate in
+a loop with a ``--deadline-s`` deadline for ``--duration-s`` seconds; on
+RESOURCE_EXHAUSTED with RetryInfo it waits the delay it was given, as an
+agent should. Two modes, in the same run: ``unbounded`` (admission bounds
+set out of reach: what the service did before it shed load) and
+``bounded`` (the default settings).
+
+Figures per mode: p50/p99 latency of the calls that completed, how many
+completed, were shed (RESOURCE_EXHAUSTED with RetryInfo), ran out of
+deadline on the client (DEADLINE_EXCEEDED), or failed otherwise; and
+``late_replies``: turns the service completed (their reply is stored) after
+the caller had given up on them.
+
+Run: ``.venv/bin/python -m bench.overload`` from the repository root.
+Loopback only; bounded by ``--duration-s``. The last line is one JSON object
+with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import grpc
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import context_service_pb2_grpc
+from agentctx_common.certs import init_dev_certs
+from agentctx_common.status import error_from_rpc
+from tests.support.processes import free_port, spawn, stop, wait_healthy, write_config
+from tests.support.servers import secure_channel
+from tests.turns.builders import SYSTEM, TOOLS, create_session, user_text
+
+UNBOUNDED = {"max_inflight_rpcs": 1_000_000, "max_inflight_request_bytes": 1 << 40, "min_deadline_remaining_s": 0}
+
+
+def _pct(samples: list[float], q: float) -> float:
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
+
+
+async def _agent(stub: Any, session: str, index: int, until: float, deadline_s: float,
+                 tally: collections.Counter[str], latencies: list[float], gave_up: list[tuple[str, str]]) -> None:
+    turn = 0
+    while time.monotonic() < until:
+        turn += 1
+        reply_id = f"r-{index}-{turn}"
+        request = pb.GenerateRequest(
+            session=session, input=[user_text(f"u-{index}-{turn}", f"Turn {turn}: and then?")],
+            reply_event_id=reply_id, system_instruction=SYSTEM, tools=TOOLS,
+        )
+        started = time.monotonic()
+        try:
+            await stub.Generate(request, timeout=deadline_s)
+            latencies.append(time.monotonic() - started)
+            tally["OK"] += 1
+        except grpc.aio.AioRpcError as exc:
+            err = error_from_rpc(exc)
+            if exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and err.retry_after is not None:
+                tally["shed"] += 1
+                await asyncio.sleep(err.retry_after)
+            elif exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                tally[f"DEADLINE_EXCEEDED/{err.wire_reason}"] += 1
+                gave_up.append((session, reply_id))
+            else:
+                tally[f"{exc.code().name}/{err.wire_reason}"] += 1
+
+
+async def _late_replies(stub: Any, gave_up: list[tuple[str, str]]) -> int:
+    """Replies stored for turns whose caller saw DEADLINE_EXCEEDED."""
+    wanted: dict[str, set[str]] = collections.defaultdict(set)
+    for session, reply_id in gave_up:
+        wanted[session].add(reply_id)
+    late = 0
+    for session, ids in wanted.items():
+        token = ""
+        while True:
+            page = await stub.ListEvents(pb.ListEventsRequest(parent=session, page_size=1000, page_token=token),
+                                         timeout=60)
+            late += sum(1 for e in page.events if e.id in ids)
+            token = page.next_page_token
+            if not token:
+                break
+    return late
+
+
+async def _drive(port: int, certs: pathlib.Path, args: argparse.Namespace, tag: str) -> dict[str, Any]:
+    async with secure_channel(port, certs) as channel:
+        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+        sessions = [(await create_session(stub, user=f"{tag}-{i}")).name for i in range(args.agents)]
+        tally: collections.Counter[str] = collections.Counter()
+        latencies: list[float] = []
+        gave_up: list[tuple[str, str]] = []
+        until = time.monotonic() + args.duration_s
+        await asyncio.gather(*(
+            _agent(stub, s, i, until, args.deadline_s, tally, latencies, gave_up) for i, s in enumerate(sessions)
+        ))
+        await asyncio.sleep(2.0)  # let turns the callers gave up on finish, if they still run
+        late = await _late_replies(stub, gave_up)
+    return {
+        "completed": tally.pop("OK", 0), "shed": tally.pop("shed", 0),
+        "client_deadline_exceeded": sum(v for k, v in tally.items() if k.startswith("DEADLINE_EXCEEDED")),
+        "other_codes": dict(tally), "late_replies": late,
+        "p50_ms": _pct(latencies, 0.5), "p99_ms": _pct(latencies, 0.99),
+        "mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else 0.0,
+    }
+
+
+def _mode(root: pathlib.Path, certs: pathlib.Path, args: argparse.Namespace, tag: str,
+          bounds: dict[str, Any]) -> dict[str, Any]:
+    context_port, cache_port = free_port(), free_port()
+    tmp = root / tag
+    tmp.mkdir()
+    config = write_config(
+        tmp / "agentctx.toml", certs, context_port=context_port, cache_port=cache_port, data_dir=tmp / "data",
+        context={"log_level": "WARNING", **bounds},
+        cache={"log_level": "WARNING", "local_min_cache_tokens": 64, "min_prefix_tokens": 64, **bounds},
+    )
+    cache = spawn("cache", config, tmp / "cache.log")
+    context = None
+    try:
+        wait_healthy(cache_port, certs, "context-client", cache)
+        context = spawn("context", config, tmp / "context.log")
+        wait_healthy(context_port, certs, "agent-client", context)
+        return {"settings": bounds or "defaults", **asyncio.run(_drive(context_port, certs, args, tag))}
+    finally:
+        for proc in (context, cache):
+            if proc is not None:
+                stop(proc)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=64)
+    parser.add_argument("--duration-s", type=float, default=20.0)
+    parser.add_argument("--deadline-s", type=float, default=1.5)
+    args = parser.parse_args()
+    figures: dict[str, Any] = {"agents": args.agents, "duration_s": args.duration_s, "deadline_s": args.deadline_s}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        certs = root / "certs"
+        certs.mkdir()
+        init_dev_certs(certs)
+        figures["unbounded"] = _mode(root, certs, args, "unbounded", UNBOUNDED)
+        figures["bounded"] = _mode(root, certs, args, "bounded", {})
+    for mode in ("unbounded", "bounded"):
+        for key, value in figures[mode].items():
+            print(f"{mode:>9} {key:>24}: {value}", file=sys.stderr)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

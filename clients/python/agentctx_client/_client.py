@@ -1,0 +1,378 @@
+"""ContextClient: the context service's calls with Python types in and out."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import field_mask_pb2
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
+from agentctx.type.v1 import content_pb2, generation_pb2
+from agentctx_client._config import RetryPolicy, TlsConfig
+from agentctx_client._errors import InternalError, error_from_rpc
+from agentctx_client._retry import Deadline, Retrier
+from agentctx_client._types import (
+    JSON,
+    AppendResult,
+    BuiltContext,
+    CompactResult,
+    Content,
+    Event,
+    GenerateResult,
+    InputLike,
+    Page,
+    Session,
+    ToolLike,
+    _struct,
+    content_proto,
+    input_events,
+    new_id,
+    tools_proto,
+)
+
+R = TypeVar("R")
+Metadata = Sequence[tuple[str, str]]
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the services' default
+
+
+def connect(
+    target: str,
+    *,
+    tls: TlsConfig | None = None,
+    insecure_loopback: bool = False,
+    timeout: float | None = 30.0,
+    retry: RetryPolicy = RetryPolicy(),
+    metadata: Metadata = (),
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    options: Sequence[tuple[str, Any]] = (),
+) -> ContextClient:
+    """A client for the context service at ``target`` ("host:port").
+
+    TLS is required (``tls=TlsConfig(...)``); plaintext only with
+    ``insecure_loopback=True`` to a loopback address, for local
+    development. ``timeout`` is each call's overall deadline in seconds,
+    retries included (None: no deadline); every method takes its own
+    ``timeout`` too. ``metadata`` is sent with every call (for example
+    ``[("authorization", "Bearer ...")]``). ``options`` are extra gRPC
+    channel options. Use the client as an async context manager, or call
+    ``close()``.
+    """
+    channel_options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
+    if tls is not None:
+        root, key, chain = tls.read()
+        creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
+        if tls.server_name:
+            channel_options.append(("grpc.ssl_target_name_override", tls.server_name))
+        channel = grpc.aio.secure_channel(target, creds, options=[*channel_options, *options])
+    elif insecure_loopback:
+        if not _is_loopback(target):
+            raise ValueError(f"insecure_loopback needs a loopback target (127.0.0.1, localhost, [::1]), not {target}")
+        channel = grpc.aio.insecure_channel(target, options=[*channel_options, *options])
+    else:
+        raise ValueError("connect needs tls=TlsConfig(...), or insecure_loopback=True for a local plaintext server")
+    return ContextClient(channel, timeout=timeout, retry=retry, metadata=metadata)
+
+
+def _is_loopback(target: str) -> bool:
+    for scheme in ("dns:///", "ipv4:", "ipv6:"):
+        target = target.removeprefix(scheme)
+    if target.startswith("["):
+        host = target[1:].split("]", 1)[0]
+    else:
+        host = target.rsplit(":", 1)[0] if target.count(":") == 1 else target
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def session_name(app: str, user: str, session: str) -> str:
+    """"apps/{app}/users/{user}/sessions/{session}"."""
+    return f"apps/{app}/users/{user}/sessions/{session}"
+
+
+class ContextClient:
+    """The context service's calls. Build it with ``connect()``.
+
+    Sessions are named "apps/{app}/users/{user}/sessions/{session}"
+    (``Session.name``); methods taking ``session`` want that name. ``stub``
+    is the raw ContextServiceStub for anything not wrapped here.
+    """
+
+    def __init__(self, channel: grpc.aio.Channel, *, timeout: float | None = 30.0,
+                 retry: RetryPolicy = RetryPolicy(), metadata: Metadata = ()) -> None:
+        self.channel = channel
+        self.stub = context_service_pb2_grpc.ContextServiceStub(channel)
+        self.timeout = timeout
+        self.retry = retry
+        self.metadata = tuple(metadata)
+        self._retrier = Retrier(retry)
+
+    async def __aenter__(self) -> ContextClient:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    # --- sessions
+
+    async def create_session(
+        self, app: str, user: str, *, session_id: str = "", state: JSON | None = None, model: str = "",
+        config: policy_pb2.ContextConfig | None = None, timeout: float | None = None,
+    ) -> Session:
+        """A new session of ``user`` in ``app``; ``model`` sets
+        ``config.model``. Not retried: a retry could meet its own first
+        attempt as ALREADY_EXISTS."""
+        cfg = policy_pb2.ContextConfig()
+        if config is not None:
+            cfg.CopyFrom(config)
+        if model:
+            cfg.model = model
+        request = pb.CreateSessionRequest(
+            parent=f"apps/{app}/users/{user}", session_id=session_id,
+            session=session_pb2.Session(state=_struct(state), config=cfg),
+        )
+        return Session.from_proto(await self._call(self.stub.CreateSession, request, timeout, retry=False))
+
+    async def get_session(self, session: str, *, timeout: float | None = None) -> Session:
+        request = pb.GetSessionRequest(name=session)
+        return Session.from_proto(await self._call(self.stub.GetSession, request, timeout))
+
+    async def list_sessions(self, app: str, user: str = "-", *, page_size: int = 0, page_token: str = "",
+                            timeout: float | None = None) -> Page[Session]:
+        """One page of sessions, oldest first; ``user="-"`` lists every user of the app."""
+        request = pb.ListSessionsRequest(parent=f"apps/{app}/users/{user}", page_size=page_size, page_token=page_token)
+        response = await self._call(self.stub.ListSessions, request, timeout)
+        return Page(tuple(Session.from_proto(s) for s in response.sessions), response.next_page_token)
+
+    async def iter_sessions(self, app: str, user: str = "-", *, page_size: int = 0) -> AsyncIterator[Session]:
+        """Every session, page by page."""
+        token = ""
+        while True:
+            page = await self.list_sessions(app, user, page_size=page_size, page_token=token)
+            for item in page.items:
+                yield item
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def update_session(
+        self, session: str, *, state: JSON | None = None, config: policy_pb2.ContextConfig | None = None,
+        update_mask: Sequence[str] | None = None, etag: str = "", timeout: float | None = None,
+    ) -> Session:
+        """Replaces ``state`` and/or ``config`` (the mask defaults to the
+        ones given; name sub-fields such as "config.selection" in
+        ``update_mask``). With ``etag`` the update is conditional: a
+        ConflictError carries ``current_etag``."""
+        paths = list(update_mask) if update_mask is not None else [
+            name for name, value in (("state", state), ("config", config)) if value is not None
+        ]
+        request = pb.UpdateSessionRequest(
+            session=session_pb2.Session(name=session, state=_struct(state), config=config, etag=etag),
+            update_mask=field_mask_pb2.FieldMask(paths=paths),
+        )
+        return Session.from_proto(await self._call(self.stub.UpdateSession, request, timeout, retry=False))
+
+    async def delete_session(self, session: str, *, etag: str = "", timeout: float | None = None) -> None:
+        await self._call(self.stub.DeleteSession, pb.DeleteSessionRequest(name=session, etag=etag), timeout,
+                         retry=False)
+
+    # --- events
+
+    async def append_event(self, session: str, event: Event | Content | str, *, expected_etag: str = "",
+                           timeout: float | None = None) -> AppendResult:
+        """Appends one event (a str or Content becomes a user event). It gets
+        an id when it has none, so a retry stores it once."""
+        (proto,) = input_events(event, invocation_id="")
+        request = pb.AppendEventRequest(parent=session, event=proto, expected_etag=expected_etag)
+        response = await self._call(self.stub.AppendEvent, request, timeout)
+        return AppendResult(Event.from_proto(response.event), response.session_etag, response.deduplicated)
+
+    async def list_events(
+        self, session: str, *, page_size: int = 0, page_token: str = "", include_compactions: bool = False,
+        after_sequence: int = 0, timeout: float | None = None,
+    ) -> Page[Event]:
+        """One page of events in sequence order."""
+        request = pb.ListEventsRequest(parent=session, page_size=page_size, page_token=page_token,
+                                       include_compactions=include_compactions, after_sequence=after_sequence)
+        response = await self._call(self.stub.ListEvents, request, timeout)
+        return Page(tuple(Event.from_proto(e) for e in response.events), response.next_page_token)
+
+    async def iter_events(self, session: str, *, page_size: int = 0, include_compactions: bool = False,
+                          after_sequence: int = 0) -> AsyncIterator[Event]:
+        """Every event (after ``after_sequence``), page by page."""
+        token = ""
+        while True:
+            page = await self.list_events(session, page_size=page_size, page_token=token,
+                                          include_compactions=include_compactions, after_sequence=after_sequence)
+            for item in page.items:
+                yield item
+            token = page.next_page_token
+            if not token:
+                return
+
+    # --- context
+
+    async def build_context(
+        self, session: str, input: Sequence[str | Content] = (), *, system_instruction: str | Content | None = None,
+        tools: Sequence[ToolLike] = (), tool_config: generation_pb2.ToolConfig | None = None,
+        generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
+        policy: policy_pb2.SelectionPolicy | None = None, model: str = "", timeout: float | None = None,
+    ) -> BuiltContext:
+        """The bounded, secret-pruned request for one model call (read-only)."""
+        request = pb.BuildContextRequest(
+            session=session, input=[_content(c) for c in input], system_instruction=content_proto(system_instruction),
+            tools=tools_proto(tools), tool_config=tool_config, generation_config=generation_config,
+            memory=[_content(c) for c in memory], policy=policy, model=model,
+        )
+        return BuiltContext.from_proto(await self._call(self.stub.BuildContext, request, timeout))
+
+    async def compact_session(self, session: str, *, instructions: str = "",
+                              policy: policy_pb2.CompactionPolicy | None = None,
+                              timeout: float | None = None) -> CompactResult:
+        request = pb.CompactSessionRequest(session=session, instructions=instructions, policy=policy)
+        return CompactResult.from_proto(await self._call(self.stub.CompactSession, request, timeout, retry=False))
+
+    # --- turns
+
+    def turn_request(
+        self, session: str, input: InputLike | Sequence[InputLike], *, invocation_id: str = "",
+        reply_event_id: str = "", system_instruction: str | Content | None = None, tools: Sequence[ToolLike] = (),
+        tool_config: generation_pb2.ToolConfig | None = None,
+        generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
+        policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
+    ) -> pb.GenerateRequest:
+        """The GenerateRequest for a turn, every id assigned: pass it to
+        ``generate``/``stream_generate`` again to retry the turn yourself."""
+        invocation_id = invocation_id or new_id("inv")
+        return pb.GenerateRequest(
+            session=session, input=input_events(input, invocation_id), invocation_id=invocation_id,
+            reply_event_id=reply_event_id or new_id("reply"), system_instruction=content_proto(system_instruction),
+            tools=tools_proto(tools), tool_config=tool_config, generation_config=generation_config,
+            memory=[_content(c) for c in memory], policy=policy, model=model, agent=agent,
+        )
+
+    async def generate(
+        self, session: str | pb.GenerateRequest, input: InputLike | Sequence[InputLike] = (), *,
+        invocation_id: str = "", reply_event_id: str = "", system_instruction: str | Content | None = None,
+        tools: Sequence[ToolLike] = (), tool_config: generation_pb2.ToolConfig | None = None,
+        generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
+        policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
+        timeout: float | None = None,
+    ) -> GenerateResult:
+        """Runs one turn: ``input`` (text, Content, Events or tool results)
+        is stored, the model answers, the reply is stored and returned.
+        Retried with the same ids on UNAVAILABLE within the RetryPolicy.
+        ``session`` may also be a request from ``turn_request``."""
+        request = session if isinstance(session, pb.GenerateRequest) else self.turn_request(
+            session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
+            system_instruction=system_instruction, tools=tools, tool_config=tool_config,
+            generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
+        )
+        return GenerateResult.from_proto(await self._call(self.stub.Generate, request, timeout))
+
+    def stream_generate(
+        self, session: str | pb.GenerateRequest, input: InputLike | Sequence[InputLike] = (), *,
+        invocation_id: str = "", reply_event_id: str = "", system_instruction: str | Content | None = None,
+        tools: Sequence[ToolLike] = (), tool_config: generation_pb2.ToolConfig | None = None,
+        generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
+        policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
+        timeout: float | None = None,
+    ) -> GenerateStream:
+        """Like ``generate``, streaming the reply: iterate the chunks, then
+        read ``stream.result``. Retried like ``generate`` until the first
+        message arrives; a failure after that is raised (retry the whole
+        turn with ``stream.request``, which holds its ids)."""
+        request = session if isinstance(session, pb.GenerateRequest) else self.turn_request(
+            session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
+            system_instruction=system_instruction, tools=tools, tool_config=tool_config,
+            generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
+        )
+        return GenerateStream(self, request, Deadline(self.timeout if timeout is None else timeout))
+
+    # --- plumbing
+
+    async def _call(self, rpc: Callable[..., Awaitable[R]], request: Any, timeout: float | None, *,
+                    retry: bool = True) -> R:
+        deadline = Deadline(self.timeout if timeout is None else timeout)
+
+        async def attempt(left: float | None) -> R:
+            try:
+                return await rpc(request, timeout=left, metadata=self.metadata)
+            except grpc.aio.AioRpcError as err:
+                raise error_from_rpc(err) from None
+
+        if not retry:
+            return await attempt(deadline.remaining())
+        return await self._retrier.run(attempt, deadline)
+
+
+def _content(value: str | Content) -> content_pb2.Content:
+    return (Content.user(value) if isinstance(value, str) else value).to_proto()
+
+
+class GenerateStream:
+    """A streamed turn: an async iterator of partial reply chunks (Events,
+    not stored). After the last chunk ``result`` holds the stored reply;
+    ``final_result()`` drains what is left and returns it."""
+
+    def __init__(self, client: ContextClient, request: pb.GenerateRequest, deadline: Deadline) -> None:
+        self._client = client
+        self.request = request
+        self._deadline = deadline
+        self.result: GenerateResult | None = None
+        self._started = False
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        if self._started:
+            raise RuntimeError("a GenerateStream can be iterated once")
+        self._started = True
+        return self._chunks()
+
+    async def final_result(self) -> GenerateResult:
+        if not self._started:
+            async for _ in self:
+                pass
+        if self.result is None:
+            raise RuntimeError("the stream was not read to its end")
+        return self.result
+
+    async def _open(self, left: float | None) -> tuple[Any, Any]:
+        call = self._client.stub.StreamGenerate(
+            pb.StreamGenerateRequest(turn=self.request), timeout=left, metadata=self._client.metadata
+        )
+        try:
+            return call, await call.read()
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+
+    async def _chunks(self) -> AsyncIterator[Event]:
+        # Retried only here: before the first message, nothing was shown.
+        call, item = await self._client._retrier.run(self._open, self._deadline)
+        try:
+            while item is not grpc.aio.EOF:
+                if item.HasField("chunk"):
+                    yield Event.from_proto(item.chunk)
+                elif item.HasField("result"):
+                    self.result = GenerateResult.from_proto(item.result)
+                item = await call.read()
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        finally:
+            call.cancel()
+        if self.result is None:
+            raise InternalError("the stream ended without a result")

@@ -1,0 +1,440 @@
+"""Python shapes of the common messages, converted to and from the protos.
+
+Every value built from a response keeps the message it came from in
+``proto`` (left out of equality and repr) for the fields these classes do
+not carry.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from agentctx.context.v1 import context_service_pb2, session_pb2
+from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
+
+T = TypeVar("T")
+JSON = Mapping[str, Any]
+
+
+def new_id(prefix: str = "evt") -> str:
+    """A fresh event or reply id (``prefix-`` and 32 hex digits). Give your
+    own ids when a turn must survive a restart of the agent itself."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _struct(value: JSON | None) -> struct_pb2.Struct | None:
+    if value is None:
+        return None
+    out = struct_pb2.Struct()
+    out.update(dict(value))
+    return out
+
+
+def _dict(value: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(value)
+
+
+def _time(value: timestamp_pb2.Timestamp, present: bool) -> datetime.datetime | None:
+    return value.ToDatetime(tzinfo=datetime.UTC) if present else None
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """A tool call the model asked for; run it and send ``call.result(...)``."""
+
+    name: str
+    args: JSON = field(default_factory=dict)
+    id: str = ""
+
+    def result(self, response: JSON) -> FunctionResponse:
+        """This call's answer, to send as (part of) the next turn's input."""
+        return FunctionResponse(id=self.id, name=self.name, response=response)
+
+
+@dataclass(frozen=True)
+class FunctionResponse:
+    """The result of a tool call, paired to it by ``id``."""
+
+    id: str
+    name: str
+    response: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of a Content: text, a tool call or a tool result.
+
+    Parts read from the server keep their message in ``proto``, so inline
+    data, file references and thought signatures go back unchanged when the
+    part is sent again.
+    """
+
+    text: str | None = None
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+    thought: bool = False
+    proto: content_pb2.Part | None = field(default=None, compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(part: content_pb2.Part) -> Part:
+        which = part.WhichOneof("data")
+        call = response = None
+        if which == "function_call":
+            fc = part.function_call
+            call = FunctionCall(name=fc.name, args=_dict(fc.args), id=fc.id)
+        elif which == "function_response":
+            fr = part.function_response
+            response = FunctionResponse(id=fr.id, name=fr.name, response=_dict(fr.response))
+        return Part(
+            text=part.text if which == "text" else None, function_call=call, function_response=response,
+            thought=part.thought, proto=part,
+        )
+
+    def to_proto(self) -> content_pb2.Part:
+        out = content_pb2.Part()
+        if self.proto is not None:
+            out.CopyFrom(self.proto)
+        if self.text is not None:
+            out.text = self.text
+        elif self.function_call is not None:
+            fc = self.function_call
+            out.function_call.CopyFrom(content_pb2.FunctionCall(id=fc.id, name=fc.name, args=_struct(fc.args)))
+        elif self.function_response is not None:
+            fr = self.function_response
+            out.function_response.CopyFrom(
+                content_pb2.FunctionResponse(id=fr.id, name=fr.name, response=_struct(fr.response))
+            )
+        out.thought = self.thought
+        return out
+
+
+PartLike = str | Part | FunctionCall | FunctionResponse
+
+
+def _part(value: PartLike) -> Part:
+    if isinstance(value, str):
+        return Part(text=value)
+    if isinstance(value, FunctionCall):
+        return Part(function_call=value)
+    if isinstance(value, FunctionResponse):
+        return Part(function_response=value)
+    return value
+
+
+@dataclass(frozen=True)
+class Content:
+    """One message: ``role`` ("user" or "model") and its ordered parts."""
+
+    role: str
+    parts: tuple[Part, ...]
+
+    @staticmethod
+    def user(*parts: PartLike) -> Content:
+        """User content: text, tool results or parts, in order."""
+        return Content("user", tuple(_part(p) for p in parts))
+
+    @staticmethod
+    def model(*parts: PartLike) -> Content:
+        return Content("model", tuple(_part(p) for p in parts))
+
+    @property
+    def text(self) -> str:
+        """The text parts (not reasoning), joined."""
+        return "".join(p.text for p in self.parts if p.text is not None and not p.thought)
+
+    @property
+    def function_calls(self) -> tuple[FunctionCall, ...]:
+        return tuple(p.function_call for p in self.parts if p.function_call is not None)
+
+    @staticmethod
+    def from_proto(content: content_pb2.Content) -> Content:
+        return Content(content.role, tuple(Part.from_proto(p) for p in content.parts))
+
+    def to_proto(self) -> content_pb2.Content:
+        return content_pb2.Content(role=self.role, parts=[p.to_proto() for p in self.parts])
+
+
+@dataclass(frozen=True)
+class FunctionDeclaration:
+    """A function the model may call; ``parameters`` is a JSON Schema."""
+
+    name: str
+    description: str = ""
+    parameters: JSON | None = None
+
+    def to_proto(self) -> generation_pb2.FunctionDeclaration:
+        return generation_pb2.FunctionDeclaration(
+            name=self.name, description=self.description, parameters=_struct(self.parameters)
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one model call, as the provider reported it."""
+
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    output_tokens: int = 0
+    thoughts_tokens: int = 0
+    total_tokens: int = 0
+
+    @staticmethod
+    def from_proto(usage: generation_pb2.Usage) -> Usage:
+        return Usage(usage.prompt_tokens, usage.cached_prompt_tokens, usage.output_tokens,
+                     usage.thoughts_tokens, usage.total_tokens)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a session's history.
+
+    To send: ``content`` and optionally ``id`` (the idempotency key; the
+    client assigns one when empty), ``author``, ``invocation_id``,
+    ``branch``, ``custom_metadata``. ``name``, ``sequence``, ``create_time``,
+    ``usage`` and ``is_compaction`` are set by the server.
+    """
+
+    content: Content | None = None
+    id: str = ""
+    author: str = "user"
+    invocation_id: str = ""
+    branch: str = ""
+    partial: bool = False
+    turn_complete: bool = False
+    custom_metadata: JSON | None = None
+    long_running_tool_ids: tuple[str, ...] = ()
+    name: str = ""
+    sequence: int = 0
+    create_time: datetime.datetime | None = None
+    usage: Usage | None = None
+    is_compaction: bool = False
+    proto: event_pb2.Event | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        return self.content.text if self.content else ""
+
+    @property
+    def function_calls(self) -> tuple[FunctionCall, ...]:
+        return self.content.function_calls if self.content else ()
+
+    @staticmethod
+    def from_proto(event: event_pb2.Event) -> Event:
+        return Event(
+            content=Content.from_proto(event.content) if event.HasField("content") else None,
+            id=event.id, author=event.author, invocation_id=event.invocation_id, branch=event.branch,
+            partial=event.partial, turn_complete=event.turn_complete,
+            custom_metadata=_dict(event.custom_metadata) if event.HasField("custom_metadata") else None,
+            long_running_tool_ids=tuple(event.long_running_tool_ids), name=event.name, sequence=event.sequence,
+            create_time=_time(event.create_time, event.HasField("create_time")),
+            usage=Usage.from_proto(event.usage) if event.HasField("usage") else None,
+            is_compaction=event.kind == event_pb2.EVENT_KIND_COMPACTION, proto=event,
+        )
+
+    def to_proto(self) -> event_pb2.Event:
+        """The event as sent (the server ignores output-only fields)."""
+        return event_pb2.Event(
+            id=self.id, author=self.author, invocation_id=self.invocation_id, branch=self.branch,
+            content=self.content.to_proto() if self.content else None, partial=self.partial,
+            turn_complete=self.turn_complete, custom_metadata=_struct(self.custom_metadata),
+            long_running_tool_ids=self.long_running_tool_ids,
+        )
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session. Its context configuration (policies) is ``proto.config``."""
+
+    name: str
+    state: JSON
+    etag: str
+    model: str
+    event_count: int
+    last_sequence: int
+    create_time: datetime.datetime | None
+    update_time: datetime.datetime | None
+    proto: session_pb2.Session = field(compare=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        """The last segment of ``name``."""
+        return self.name.rsplit("/", 1)[-1]
+
+    @staticmethod
+    def from_proto(session: session_pb2.Session) -> Session:
+        return Session(
+            name=session.name, state=_dict(session.state), etag=session.etag, model=session.config.model,
+            event_count=session.event_count, last_sequence=session.last_sequence,
+            create_time=_time(session.create_time, session.HasField("create_time")),
+            update_time=_time(session.update_time, session.HasField("update_time")),
+            proto=session,
+        )
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """The content-free account of one built context (the common figures;
+    ``proto`` has every section's bytes and tokens)."""
+
+    events_seen: int
+    events_filtered: int
+    events_selected: int
+    units_selected: int
+    units_dropped: int
+    secrets_pruned: int
+    request_bytes: int
+    request_tokens: int
+    history_tokens: int
+    bytes_per_token: float
+    calibrated: bool
+    compressed: bool
+    prefix_fingerprint: str
+    envelope_fingerprint: str
+    proto: context_service_pb2.ContextAccounting = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(a: context_service_pb2.ContextAccounting) -> Accounting:
+        return Accounting(
+            events_seen=a.events_seen, events_filtered=a.events_filtered, events_selected=a.events_selected,
+            units_selected=a.units_selected, units_dropped=a.units_dropped, secrets_pruned=a.secrets_pruned,
+            request_bytes=a.request.bytes, request_tokens=a.request.tokens, history_tokens=a.history.tokens,
+            bytes_per_token=a.bytes_per_token, calibrated=a.calibrated, compressed=a.compressed,
+            prefix_fingerprint=a.prefix_fingerprint, envelope_fingerprint=a.envelope_fingerprint, proto=a,
+        )
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """The stored event, the session's etag after the append, and whether
+    the event id was already stored (then nothing changed)."""
+
+    event: Event
+    session_etag: str
+    deduplicated: bool
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    """BuildContext's result: the request to send to a model, and how it was built."""
+
+    model: str
+    system_instruction: Content | None
+    contents: tuple[Content, ...]
+    accounting: Accounting
+    proto: context_service_pb2.BuildContextResponse = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(r: context_service_pb2.BuildContextResponse) -> BuiltContext:
+        req = r.request
+        return BuiltContext(
+            model=req.model,
+            system_instruction=Content.from_proto(req.system_instruction) if req.HasField("system_instruction") else None,
+            contents=tuple(Content.from_proto(c) for c in req.contents),
+            accounting=Accounting.from_proto(r.accounting), proto=r,
+        )
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    """CompactSession's result; ``compaction`` is None when nothing was compacted."""
+
+    compacted: bool
+    compaction: Event | None
+    kept_events: int
+    kept_tokens: int
+    kept_over_budget: bool
+
+    @staticmethod
+    def from_proto(r: context_service_pb2.CompactSessionResponse) -> CompactResult:
+        return CompactResult(
+            compacted=r.compacted, compaction=Event.from_proto(r.compaction) if r.HasField("compaction") else None,
+            kept_events=r.kept_events, kept_tokens=r.kept_tokens, kept_over_budget=r.kept_over_budget,
+        )
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """One completed turn: the stored reply (run its ``function_calls`` and
+    send their results as the next turn's input) and how it was built."""
+
+    reply: Event
+    accounting: Accounting
+    compactions: tuple[Event, ...]
+    background_compaction_scheduled: bool
+    deduplicated: bool
+    proto: context_service_pb2.GenerateResponse = field(compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
+
+    @property
+    def function_calls(self) -> tuple[FunctionCall, ...]:
+        return self.reply.function_calls
+
+    @property
+    def usage(self) -> Usage | None:
+        return self.reply.usage
+
+    @staticmethod
+    def from_proto(r: context_service_pb2.GenerateResponse) -> GenerateResult:
+        return GenerateResult(
+            reply=Event.from_proto(r.reply), accounting=Accounting.from_proto(r.accounting),
+            compactions=tuple(Event.from_proto(e) for e in r.compactions),
+            background_compaction_scheduled=r.background_compaction_scheduled, deduplicated=r.deduplicated,
+            proto=r,
+        )
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list; pass ``next_page_token`` for the next ("" on the last)."""
+
+    items: tuple[T, ...]
+    next_page_token: str
+
+
+InputLike = str | Content | Event | FunctionResponse
+
+
+def input_events(value: InputLike | Sequence[InputLike], invocation_id: str) -> tuple[event_pb2.Event, ...]:
+    """A turn's input as events, each with an id (kept when given, assigned
+    otherwise) so that every attempt of the turn sends the same ids."""
+    items: Sequence[InputLike] = [value] if isinstance(value, (str, Content, Event, FunctionResponse)) else value
+    out = []
+    for item in items:
+        if isinstance(item, Event):
+            event = item.to_proto()
+        else:
+            content = Content.user(item) if isinstance(item, (str, FunctionResponse)) else item
+            event = event_pb2.Event(author="user", content=content.to_proto())
+        if not event.id:
+            event.id = new_id()
+        if not event.invocation_id:
+            event.invocation_id = invocation_id
+        out.append(event)
+    return tuple(out)
+
+
+def content_proto(value: str | Content | None) -> content_pb2.Content | None:
+    if value is None:
+        return None
+    return (Content.user(value) if isinstance(value, str) else value).to_proto()
+
+
+ToolLike = FunctionDeclaration | generation_pb2.Tool
+
+
+def tools_proto(tools: Sequence[ToolLike]) -> list[generation_pb2.Tool]:
+    """Declarations grouped into one Tool; Tool messages passed through."""
+    declarations = [t.to_proto() for t in tools if isinstance(t, FunctionDeclaration)]
+    out = [t for t in tools if isinstance(t, generation_pb2.Tool)]
+    if declarations:
+        out.insert(0, generation_pb2.Tool(function_declarations=declarations))
+    return out

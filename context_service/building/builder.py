@@ -1,0 +1,188 @@
+"""The context builder: one bounded, secret-pruned model request for a
+session, as BuildContext answers it and as every Generate turn sends it.
+Read-only.
+
+Effective config and policy, the cached history records, then the pure
+pipeline in ``context_service.domain.selection`` (select, optionally
+compress, account). Domain types in, domain types out: the servicer and the
+cache client map (``context_service.mapping``). Request contents keep the
+transport form they arrived in, and stored events' records keep theirs
+(``building.history``), so an edge can send the result without converting
+anything again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.reasons import Reason
+from context_service.building.history import HistoryCache, HistoryView
+from context_service.building.types import BuildRequest, BuiltContext, RequestContent
+from context_service.domain import selection as sel
+from context_service.domain.config import ContextConfig, SelectionPolicy
+from context_service.domain.model import SessionKey
+from context_service.domain.selection import telemetry
+from context_service.domain.selection.errors import compress_not_available
+from context_service.domain.selection.records import Render
+from context_service.domain.sessions import Limits, SessionHead, content_violations
+from context_service.domain.validation import selection_violations
+from context_service.ports import Compressors, SessionHeads
+
+log = logging.getLogger("agentctx.context.selection")
+
+_MEMO_MAX = 512
+
+
+@dataclass(frozen=True, slots=True)
+class _Effective:
+    stored: ContextConfig
+    config: ContextConfig
+    policy: SelectionPolicy
+    keys: sel.SecretKeys
+
+
+class ContextBuilder:
+    """``effective_config``: a session's stored config over the server's
+    defaults. ``compressors``: overflow COMPRESS (None: COMPRESS is
+    UNIMPLEMENTED COMPRESS_NOT_AVAILABLE)."""
+
+    def __init__(
+        self,
+        *,
+        heads: SessionHeads,
+        history: HistoryCache,
+        render: Render,
+        limits: Limits,
+        effective_config: Callable[[ContextConfig], ContextConfig],
+        compressors: Compressors | None = None,
+    ) -> None:
+        self.heads = heads
+        self.history = history
+        self.compressors = compressors
+        self._render = render
+        self._limits = limits
+        self._effective_config = effective_config
+        # Effective policies and system-instruction records, per app.
+        self._memo: dict[Any, Any] = {}
+
+    async def head(self, key: SessionKey) -> SessionHead:
+        """The session's head (NOT_FOUND SESSION_NOT_FOUND)."""
+        return await self.heads.get(key)
+
+    async def build(
+        self,
+        session: SessionHead,
+        request: BuildRequest,
+        *,
+        remaining: float | None = None,
+        exclude_events: frozenset[str] = frozenset(),
+    ) -> BuiltContext:
+        """The context for an authorized caller and a session already read
+        (``head``; Generate passes the head after appending its input).
+        ``remaining``: seconds left for an overflow COMPRESS summary.
+        ``exclude_events``: ids of stored events to leave out of the history
+        (Generate's own input events, sent as the current input)."""
+        config, policy, keys = self._effective(session.config, request.policy)
+        inputs, memory = self._contents(request, keys)
+        instruction = self._instruction(request.system_instruction, keys)
+        view = await self.history.load(session, keys)
+        if exclude_events:
+            records = [r for r in view.records if r.event_id not in exclude_events]
+            # A memo of its own: the view's memo describes the full record list.
+            view = HistoryView(records, sel.latest_compaction(records))
+
+        with telemetry.build_span(policy) as build_span:
+            selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)
+            if selection.pending is not None:
+                if self.compressors is None:
+                    raise compress_not_available()
+                compressor = await self.compressors.compressor(session.key, config, remaining=remaining)
+                summary = await compressor(selection.pending)
+                selection = sel.finish_compression(selection, summary, keys, self._render)
+            with telemetry.envelope_span() as envelope_span:
+                settings = request.settings
+                parts = sel.RequestParts(
+                    model=request.model or config.model,
+                    system_instruction=instruction,
+                    tools=settings.tools,
+                    tool_config=settings.tool_config,
+                    generation_config=settings.generation_config,
+                    memory=memory,
+                    inputs=inputs,
+                )
+                accounting = sel.account(selection, parts, policy)
+                telemetry.record(build_span, envelope_span, accounting)
+        log.debug(
+            "context built",
+            extra={
+                "events_selected": accounting.events_selected, "request_bytes": accounting.request.bytes,
+                "envelope_fingerprint": accounting.envelope_fingerprint,
+            },
+        )
+        return BuiltContext(parts, request.settings, selection, accounting, config, view.memo, {})
+
+    def _effective(
+        self, stored: ContextConfig, call: SelectionPolicy | None
+    ) -> tuple[ContextConfig, SelectionPolicy, sel.SecretKeys]:
+        """Effective config, policy and key set. The session head reader hands
+        back the same config object until the config changes, so the overlay,
+        validation and key set are worked out once per (config, override)."""
+        memo = self._memo
+        slot = ("policy", id(stored), call)
+        hit = memo.get(slot)
+        if hit is not None and hit.stored is stored:
+            return hit.config, hit.policy, hit.keys
+        config = self._effective_config(stored)
+        policy = sel.effective_policy(config.selection, call)
+        violations = selection_violations(policy, "policy")
+        if violations:
+            raise InvalidArgument.fields(violations, reason=Reason.INVALID_SELECTION_POLICY)
+        keys = sel.secret_keys(policy)
+        self._remember(slot, _Effective(stored, config, policy, keys))
+        return config, policy, keys
+
+    def _instruction(self, si: RequestContent | None, keys: sel.SecretKeys) -> sel.ContentRecord | None:
+        """The system instruction's record, remembered by its identity (a
+        different encoding of an equal value only costs a miss)."""
+        if si is None:
+            return None
+        if si.identity is None:
+            return self._record(si, keys)
+        slot = ("instruction", keys.fingerprint, si.identity)
+        hit: sel.ContentRecord | None = self._memo.get(slot)
+        if hit is None:
+            hit = self._record(si, keys)
+            self._remember(slot, hit)
+        return hit
+
+    def _remember(self, slot: Any, value: Any) -> None:
+        if len(self._memo) >= _MEMO_MAX:
+            self._memo.clear()
+        self._memo[slot] = value
+
+    def _contents(
+        self, request: BuildRequest, keys: sel.SecretKeys
+    ) -> tuple[list[sel.ContentRecord], list[sel.ContentRecord]]:
+        """Validated, pruned records of the current input and the memory."""
+        violations: list[FieldViolation] = []
+        out: dict[str, list[sel.ContentRecord]] = {"input": [], "memory": []}
+        for name, given in (("input", request.inputs), ("memory", request.memory)):
+            records = out[name]
+            for i, c in enumerate(given):
+                violations += content_violations(c.content, self._limits, f"{name}[{i}]")
+                records.append(self._record(c, keys))
+        if violations:
+            raise InvalidArgument.fields(violations, reason=Reason.INVALID_CONTENT)
+        return out["input"], out["memory"]
+
+    def _record(self, c: RequestContent, keys: sel.SecretKeys) -> sel.ContentRecord:
+        """A request content as a record; its transport form is reused as
+        sent unless pruning changed it."""
+        content, rendered, render = c.content, c.rendered, self._render
+        return sel.content_record(
+            content, keys, lambda pruned: rendered if pruned is content and rendered is not None else render(pruned)
+        )

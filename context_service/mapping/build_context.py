@@ -1,0 +1,241 @@
+"""BuildContext and Generate requests to ``building.BuildRequest``, and a
+``building.BuiltContext`` to the BuildContextResponse (as a message or as
+pre-serialized bytes) and to the ModelRequest a turn sends.
+
+The response is assembled from cached wire bytes: every stored content's
+encoding is kept with its record (``mapping.wire.Rendered``), so a response
+is a concatenation, not a tree of messages built, copied and serialized
+again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.type.v1 import content_pb2, generation_pb2
+from agentctx_common import canonical
+from agentctx_common.errors import InvalidArgument
+from agentctx_common.protos import unknown_field_violations, value_violations
+from agentctx_common.reasons import Reason
+from context_service.building.types import BuildRequest, BuiltContext, RequestContent, RequestSettings
+from context_service.domain import selection as sel
+from context_service.domain.config import SelectionPolicy
+from context_service.domain.model import Event
+from context_service.domain.validation import selection_violations
+from context_service.mapping.convert import content_from_proto, selection_from_proto
+from context_service.mapping.wire import Rendered, wire_field
+
+_MEMO_MAX = 512
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedSettings:
+    """``RequestSettings.rendered``: the messages as sent, and their wire
+    bytes as ModelRequest fields 4-6."""
+
+    tools: tuple[generation_pb2.Tool, ...] = ()
+    tool_config: generation_pb2.ToolConfig | None = None
+    generation_config: generation_pb2.GenerationConfig | None = None
+    wire: bytes = b""
+
+
+_NO_SETTINGS = EncodedSettings()
+
+
+class RequestMapper:
+    """Maps requests, remembering what agents send unchanged call after
+    call (instruction, tools, tool config, generation config) by their wire
+    bytes, so those are converted once."""
+
+    def __init__(self) -> None:
+        self._memo: dict[Any, Any] = {}
+
+    def build_request(self, request: pb.BuildContextRequest) -> BuildRequest:
+        return self._map(request, [RequestContent(content_from_proto(c), Rendered(c)) for c in request.input])
+
+    def generate_request(self, request: pb.GenerateRequest, inputs: Sequence[Event]) -> BuildRequest:
+        """The context a turn sends: its input events' contents (already
+        converted and validated) as the current input."""
+        return self._map(request, [RequestContent(e.content) for e in inputs if e.content is not None])
+
+    def _map(self, request: pb.BuildContextRequest | pb.GenerateRequest, inputs: list[RequestContent]) -> BuildRequest:
+        policy = call_policy(request)
+        return BuildRequest(
+            model=request.model,
+            system_instruction=self._instruction(request.system_instruction)
+            if request.HasField("system_instruction") else None,
+            settings=self._settings(request),
+            memory=[RequestContent(content_from_proto(c), Rendered(c)) for c in request.memory],
+            inputs=inputs,
+            policy=policy,
+        )
+
+    def _remember(self, slot: Any, value: Any) -> None:
+        if len(self._memo) >= _MEMO_MAX:
+            self._memo.clear()
+        self._memo[slot] = value
+
+    def _instruction(self, si: content_pb2.Content) -> RequestContent:
+        identity = si.SerializeToString()
+        slot = ("instruction", identity)
+        hit: RequestContent | None = self._memo.get(slot)
+        if hit is None:
+            hit = RequestContent(content_from_proto(si), Rendered(si), identity)
+            self._remember(slot, hit)
+        return hit
+
+    def _settings(self, request: pb.BuildContextRequest | pb.GenerateRequest) -> RequestSettings:
+        tools = tuple(t.SerializeToString() for t in request.tools)
+        tool_config = request.tool_config.SerializeToString() if request.HasField("tool_config") else None
+        generation = request.generation_config.SerializeToString() if request.HasField("generation_config") else None
+        slot = ("settings", tools, tool_config, generation)
+        hit: RequestSettings | None = self._memo.get(slot)
+        if hit is not None:
+            return hit
+        wires = [wire_field(4, t) for t in tools]
+        if tool_config is not None:
+            wires.append(wire_field(5, tool_config))
+        if generation is not None:
+            wires.append(wire_field(6, generation))
+        encoded = EncodedSettings(
+            tools=tuple(request.tools),
+            tool_config=request.tool_config if tool_config is not None else None,
+            generation_config=request.generation_config if generation is not None else None,
+            wire=b"".join(wires),
+        )
+        settings = RequestSettings(
+            tools=tuple(canonical.canonical_json(canonical.tool_json(t)) for t in request.tools),
+            tool_config=canonical.canonical_json(canonical.tool_config_json(request.tool_config))
+            if tool_config is not None else None,
+            generation_config=canonical.canonical_json(json_format.MessageToDict(request.generation_config))
+            if generation is not None else None,
+            rendered=encoded,
+        )
+        self._remember(slot, settings)
+        return settings
+
+
+def call_policy(request: pb.BuildContextRequest | pb.GenerateRequest) -> SelectionPolicy | None:
+    """The per-call override, or None. Unknown fields in the policy (from a
+    newer or different schema), unknown enum numbers and impossible
+    timestamps are INVALID_ARGUMENT: ignoring them would change what the
+    caller asked for."""
+    violations = []
+    if request.HasField("tool_config"):
+        violations += value_violations(request.tool_config, "tool_config")
+    if request.HasField("policy"):
+        violations += unknown_field_violations(request.policy, "policy") + value_violations(request.policy, "policy")
+    if violations:
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_BUILD_CONTEXT_REQUEST)
+    if not request.HasField("policy"):
+        return None
+    call = selection_from_proto(request.policy)
+    violations = selection_violations(call, "policy")
+    if violations:
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_SELECTION_POLICY)
+    return call
+
+
+# --- the built context out ------------------------------------------------------
+
+
+def _encoded(settings: RequestSettings) -> EncodedSettings:
+    encoded = settings.rendered
+    if isinstance(encoded, EncodedSettings):
+        return encoded
+    if encoded is None and not settings.tools and settings.tool_config is None and settings.generation_config is None:
+        return _NO_SETTINGS
+    raise TypeError("request settings without their transport form (map requests with RequestMapper)")
+
+
+def _rendered(record: sel.ContentRecord) -> Rendered:
+    rendered = record.rendered
+    assert isinstance(rendered, Rendered), "records are rendered by mapping.wire.render"
+    return rendered
+
+
+def model_request(built: BuiltContext) -> generation_pb2.ModelRequest:
+    """The model request as a message (made once per built context)."""
+    out: generation_pb2.ModelRequest | None = built.encoded.get("model_request")
+    if out is not None:
+        return out
+    out = generation_pb2.ModelRequest(model=built.parts.model)
+    if built.parts.system_instruction is not None:
+        out.system_instruction.CopyFrom(_rendered(built.parts.system_instruction).proto)
+    out.contents.extend([_rendered(r).proto for r in built.contents()])
+    settings = _encoded(built.settings)
+    out.tools.extend(settings.tools)
+    if settings.tool_config is not None:
+        out.tool_config.CopyFrom(settings.tool_config)
+    if settings.generation_config is not None:
+        out.generation_config.CopyFrom(settings.generation_config)
+    built.encoded["model_request"] = out
+    return out
+
+
+def response_message(built: BuiltContext) -> pb.BuildContextResponse:
+    response = pb.BuildContextResponse()
+    response.request.CopyFrom(model_request(built))
+    response.accounting.CopyFrom(accounting_to_proto(built.accounting))
+    return response
+
+
+def response_wire(built: BuiltContext) -> bytes:
+    """The serialized BuildContextResponse, the same message as
+    ``response_message``, assembled from cached wire bytes."""
+    # Every record's ``rendered`` is a ``Rendered`` (records are made with
+    # ``wire.render``, or reuse the request's own, see RequestMapper).
+    parts, selection = built.parts, built.selection
+    chunks: list[bytes | memoryview] = []
+    if parts.model:
+        chunks.append(wire_field(1, parts.model.encode()))
+    if parts.system_instruction is not None:
+        chunks.append(parts.system_instruction.rendered.instruction_wire)
+    chunks += [c.rendered.wire for c in parts.memory]
+    if selection.summary is not None:
+        chunks.append(selection.summary.rendered.wire)
+    chunks.append(_events_wire(built.memo, selection))
+    chunks += [c.rendered.wire for c in parts.inputs]
+    chunks.append(_encoded(built.settings).wire)
+    accounting = accounting_to_proto(built.accounting).SerializeToString()
+    return wire_field(1, b"".join(chunks)) + wire_field(2, accounting)
+
+
+def _events_wire(memo: dict[Any, Any], selection: sel.Selection) -> bytes | memoryview:
+    """The selected events' cached wire bytes, laid out once per grouping
+    (the memo is emptied whenever the history changes)."""
+    g = selection.grouping
+    assert g is not None
+    slot = ("wire", id(g))
+    layout = memo.get(slot)
+    if layout is None or layout[0] is not g:
+        wires = [_rendered(b).wire for b in g.units.bodies]
+        offsets, at = [], 0
+        for w in wires:
+            offsets.append(at)
+            at += len(w)
+        layout = memo[slot] = (g, b"".join(wires), offsets)
+    _, blob, offsets = layout
+    first = selection.first_event
+    return memoryview(blob)[offsets[first]:] if first < len(offsets) else b""
+
+
+_SECTIONS = ("instructions", "settings", "history", "memory", "input", "tools", "framing", "request")
+_SCALARS = (
+    "events_seen", "events_filtered", "events_selected", "units_selected", "units_dropped", "secrets_pruned",
+    "bytes_per_token", "calibrated", "prefix_fingerprint", "selection_fingerprint", "envelope_fingerprint",
+    "compaction_sequence", "last_sequence", "compressed",
+)
+
+
+def accounting_to_proto(a: sel.Accounting) -> pb.ContextAccounting:
+    fields: dict[str, Any] = {name: getattr(a, name) for name in _SCALARS}
+    for name in _SECTIONS:
+        section = getattr(a, name)
+        fields[name] = pb.BudgetSection(bytes=section.bytes, tokens=section.tokens)
+    return pb.ContextAccounting(**fields)

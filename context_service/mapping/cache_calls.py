@@ -1,0 +1,45 @@
+"""The cache service's messages to and from ``domain.cache_calls`` (used by
+the gRPC cache client, ``context_service.cache_client``)."""
+
+from __future__ import annotations
+
+from agentctx.cache.v1 import cache_service_pb2 as cpb
+from agentctx.type.v1 import cache_pb2, generation_pb2
+from context_service.building.types import BuiltContext
+from context_service.domain.cache_calls import CacheScope, ModelReply
+from context_service.mapping.build_context import model_request
+from context_service.mapping.convert import cache_from_proto, content_from_proto, dict_to_struct, usage_from_proto
+
+
+def scope_to_proto(scope: CacheScope) -> cpb.CacheScope:
+    out = cpb.CacheScope(app=scope.app, user=scope.user, model=scope.model)
+    if scope.policy:
+        dict_to_struct(scope.policy, out.policy)
+    return out
+
+
+def cache_prefix(built: BuiltContext, input_count: int) -> cpb.CachePrefix:
+    """The stable start of the request: instruction, tools, tool config and
+    every content before the current input (memory included)."""
+    request = model_request(built)
+    prefix = cpb.CachePrefix(tools=request.tools, history=request.contents[: len(request.contents) - input_count])
+    if request.HasField("system_instruction"):
+        prefix.system_instruction.CopyFrom(request.system_instruction)
+    if request.HasField("tool_config"):
+        prefix.tool_config.CopyFrom(request.tool_config)
+    return prefix
+
+
+def finish_reason_name(value: int) -> str:
+    name = generation_pb2.FinishReason.Name(value).removeprefix("FINISH_REASON_")
+    return "" if name == "UNSPECIFIED" else name
+
+
+def reply_from_proto(response: generation_pb2.ModelResponse, cache: cache_pb2.CacheMetadata | None) -> ModelReply:
+    return ModelReply(
+        content=content_from_proto(response.content),
+        usage=usage_from_proto(response.usage) if response.HasField("usage") else None,
+        served=cache_from_proto(cache) if cache is not None else None,
+        finish_reason=finish_reason_name(response.finish_reason),
+        model_version=response.model_version,
+    )

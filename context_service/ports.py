@@ -1,0 +1,191 @@
+"""Every seam of the context service, as a Protocol (see
+docs/ARCHITECTURE.md, "Ports"). Storage backends (``storage.factory``) and
+the cache-service client implement them; the application services
+(building, turns, compaction, diagnostics) depend only on these.
+
+Store implementations return domain types and raise
+agentctx_common.errors: NotFound (SESSION_NOT_FOUND), AlreadyExists
+(SESSION_ALREADY_EXISTS, EVENT_ID_CONFLICT), Aborted (ETAG_MISMATCH,
+current etag in metadata; COMPACTION_CONFLICT), Unavailable
+(DATABASE_UNAVAILABLE / DATABASE_BUSY, with retry_after).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection
+from typing import Protocol
+
+from context_service.building.types import BuiltContext
+from context_service.domain.cache_calls import CacheScope, LeaseGrant, ModelReply, ScopeInvalidation, ScopeStatus
+from context_service.domain.compaction.history import History
+from context_service.domain.compaction.jobs import Job
+from context_service.domain.compaction.plan import CompactionPlan
+from context_service.domain.config import ContextConfig
+from context_service.domain.diagnostics import LifecycleFacts
+from context_service.domain.model import CompactionTrigger, Event, JsonObject, SessionKey
+from context_service.domain.selection import Compressor
+from context_service.domain.sessions import AppendResult, SessionHead, SessionPage, SessionQuery, SessionRecord
+
+# --- storage ----------------------------------------------------------------
+
+
+class EventSource(Protocol):
+    """The part of the session store the history cache reads."""
+
+    async def list_events(
+        self, key: SessionKey, *, after_sequence: int = 0, limit: int | None = None, include_compactions: bool = True
+    ) -> list[Event]: ...
+
+
+class SessionStore(Protocol):
+    async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig) -> SessionRecord:
+        """Stores a new, empty session (ALREADY_EXISTS when the key is taken)."""
+        ...
+
+    async def get_session(self, key: SessionKey) -> SessionRecord: ...
+
+    async def list_sessions(self, query: SessionQuery, *, page_size: int, page_token: str = "") -> SessionPage:
+        """Oldest first, in a stable order; tokens are opaque and bound to
+        ``query``. Sessions created while paging appear on later pages."""
+        ...
+
+    async def update_session(
+        self,
+        key: SessionKey,
+        *,
+        state: JsonObject | None = None,
+        config: ContextConfig | None = None,
+        config_fields: Collection[str] = ("model", "selection", "compaction", "cache"),
+        expected_etag: str | None = None,
+    ) -> SessionRecord:
+        """Replaces the state (when given) and the named top-level fields of
+        the config (when given), atomically, as one new etag."""
+        ...
+
+    async def delete_session(self, key: SessionKey, *, expected_etag: str | None = None) -> None:
+        """Removes the session and all of its events."""
+        ...
+
+    async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None) -> AppendResult:
+        """Stores ``event`` with the next sequence; on disk when it returns.
+
+        ``event.id`` must be set (domain.sessions.prepare_event). An id that
+        is already stored returns the stored event (deduplicated) when the
+        content is the same, even if the etag moved on; different content
+        is ALREADY_EXISTS, reason EVENT_ID_CONFLICT. ``create_time`` is
+        set to the commit time when None. The store does not check who may
+        append what: COMPACTION events are ordinary rows (kind COMPACTION,
+        body as JSON).
+        """
+        ...
+
+    async def get_event(self, key: SessionKey, event_id: str) -> Event | None: ...
+
+    async def list_events(
+        self,
+        key: SessionKey,
+        *,
+        after_sequence: int = 0,
+        limit: int | None = None,
+        include_compactions: bool = True,
+    ) -> list[Event]:
+        """Events with a sequence above ``after_sequence``, in sequence order."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class SessionHeads(Protocol):
+    """What selection needs of a session row, read with one query."""
+
+    async def get(self, key: SessionKey) -> SessionHead:
+        """NOT_FOUND (SESSION_NOT_FOUND) when there is no such session."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class LifecycleReader(Protocol):
+    async def lifecycle_facts(self, key: SessionKey) -> LifecycleFacts:
+        """Counts, the compaction view and pending jobs (NOT_FOUND when the
+        session does not exist)."""
+        ...
+
+
+class CompactionStore(Protocol):
+    async def load_history(self, key: SessionKey, known: History | None = None) -> History:
+        """The latest compaction and the events it left visible (NOT_FOUND
+        when the session does not exist); with ``known``, an earlier view
+        of the session extended by what was appended since, when still
+        valid."""
+        ...
+
+    async def commit(self, key: SessionKey, plan: CompactionPlan, event: Event) -> Event:
+        """Appends ``event`` atomically iff ``check_commit`` accepts it
+        against the session as it is now; ABORTED (COMPACTION_CONFLICT)
+        otherwise, with nothing written."""
+        ...
+
+
+class CompactionJobs(Protocol):
+    """The durable queue of background compaction jobs (at most one pending
+    or running per session); a claimed job is leased to its owner."""
+
+    async def enqueue(self, key: SessionKey, trigger: CompactionTrigger) -> bool:
+        """False when the session already has a pending or running job."""
+        ...
+
+    async def claim(self, owner: str, lease_s: float) -> Job | None: ...
+
+    async def heartbeat(self, job: Job, owner: str, lease_s: float) -> bool: ...
+
+    async def finish(self, job: Job, owner: str, outcome: str) -> bool: ...
+
+    async def fail(self, job: Job, owner: str, reason: str, *, retry_after_s: float | None) -> bool: ...
+
+    async def release(self, job: Job, owner: str) -> bool: ...
+
+    async def active_count(self, key: SessionKey) -> int: ...
+
+    async def purge_finished(self, older_than_s: float) -> int: ...
+
+
+# --- services the application layer calls -------------------------------------
+
+
+class Compressors(Protocol):
+    """Selection's overflow COMPRESS (the compaction service provides it)."""
+
+    async def compressor(self, key: SessionKey, config: ContextConfig, *, remaining: float | None = None) -> Compressor:
+        """The summarizer for one build on ``key`` whose effective config is ``config``."""
+        ...
+
+
+class CachePort(Protocol):
+    """The cache service (``cache_client.CacheClient`` over gRPC). A call
+    it cannot make is UNAVAILABLE CACHE_SERVICE_UNAVAILABLE; its own errors
+    come back as the AgentCtxError it raised."""
+
+    async def acquire_lease(
+        self, scope: CacheScope, request: BuiltContext, *, input_count: int, ttl_s: float | None = None,
+        remaining: float | None = None,
+    ) -> LeaseGrant:
+        """A lease on the cached stable prefix of ``request``: everything
+        but its last ``input_count`` contents."""
+        ...
+
+    async def release_lease(self, lease: str, *, remaining: float | None = None) -> bool: ...
+
+    async def generate(
+        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
+    ) -> ModelReply: ...
+
+    def stream_generate(
+        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
+    ) -> AsyncIterator[ModelReply]:
+        """The reply's chunks as they arrive; errors as for ``generate``."""
+        ...
+
+    async def scope_status(self, scope: CacheScope, *, remaining: float | None = None) -> ScopeStatus: ...
+
+    async def invalidate_scope(self, scope: CacheScope, *, remaining: float | None = None) -> ScopeInvalidation: ...

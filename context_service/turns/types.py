@@ -1,0 +1,37 @@
+"""A turn as the runner takes it and the result it gives back, in domain
+terms (the servicer maps both)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from context_service.building.types import BuildRequest
+from context_service.domain import turns
+from context_service.domain.model import Event
+from context_service.domain.selection import Accounting
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A validated Generate request: the input events (ids set), the turn's
+    ids, the reply's author and branch, and the context to build for the
+    model call (its input: the input events' contents)."""
+
+    inputs: tuple[Event, ...]
+    ids: turns.TurnIds
+    author: str
+    branch: str
+    build: BuildRequest
+
+    @property
+    def input_ids(self) -> frozenset[str]:
+        return frozenset(e.id for e in self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    reply: Event
+    accounting: Accounting | None = None
+    compactions: tuple[Event, ...] = ()
+    background_scheduled: bool = False
+    deduplicated: bool = False
