@@ -48,6 +48,7 @@ class RedisSingleFlight:
         self._tokens: dict[int, str] = {}  # id(flight) -> its lock token
         self._claim = client.register_script(scripts.CLAIM)
         self._release = client.register_script(scripts.RELEASE)
+        self._claiming: dict[str, asyncio.Lock] = {}  # lock -> this process's claim in progress
         self._woken: dict[str, asyncio.Event] = {}  # lock -> set when its done message arrives
         self._cancel: Callable[[str], Awaitable[None]] | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -59,18 +60,26 @@ class RedisSingleFlight:
         return self._local.find(scope_fp, key)
 
     async def begin(self, flight: Flight) -> Claim:
-        # Into the local table only once the lock is ours: a caller that
-        # joined a flight whose claim then failed would never be answered.
-        if self._local.find(flight.scope_fp, flight.key) is not None:
-            return Claim.TAKEN
+        # One claim per key at a time in this process, so its concurrent
+        # callers join the local flight; into the local table only once the
+        # lock is ours (a caller that joined a flight whose claim then
+        # failed would never be answered).
         lock = self._n.lock(flight.scope_fp, flight.key)
-        token = secrets.token_hex(8)
-        claim = Claim(text(await self._claim(keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
-                                             args=[token, self._lock_ms, self._max_entries])))
-        if claim is Claim.WON:
-            self._local.add(flight)
-            self._tokens[id(flight)] = token
-        return claim
+        guard = self._claiming.setdefault(lock, asyncio.Lock())
+        try:
+            async with guard:
+                if self._local.find(flight.scope_fp, flight.key) is not None:
+                    return Claim.TAKEN
+                token = secrets.token_hex(8)
+                claim = Claim(text(await self._claim(keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
+                                                     args=[token, self._lock_ms, self._max_entries])))
+                if claim is Claim.WON:
+                    self._local.add(flight)
+                    self._tokens[id(flight)] = token
+                return claim
+        finally:
+            if not guard.locked():
+                self._claiming.pop(lock, None)
 
     async def end(self, flight: Flight) -> None:
         # Out of the local table before the first suspension (see the port).

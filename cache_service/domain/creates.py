@@ -62,6 +62,8 @@ class Creator:
         # Test seam: runs after a create's result arrived, before it is installed.
         self.after_create_result: Callable[[], Awaitable[None]] | None = None
         self.orphans_deleted = 0
+        # Callers here waiting on another replica's create, by (scope, key): max_waiters holds for them too.
+        self._remote_waiters: dict[tuple[str, tuple[bytes, float]], int] = {}
 
     def _failure(self, reason: BypassReason, base: CacheInfo, retry_after: float | None = None) -> Outcome:
         return failure(self._settings.failure_mode, reason, base, retry_after)
@@ -131,7 +133,16 @@ class Creator:
         or nobody there wanted the cache any more)."""
         sfp = scope.fingerprint
         key = (view.digest, ttl)
-        outcome = await self._flights.wait_remote(sfp, key, max(0.0, deadline - self._clock.monotonic()))
+        waiting = self._remote_waiters.get((sfp, key), 0)
+        if waiting >= self._settings.max_waiters:
+            return await self._fallback(match, base)
+        self._remote_waiters[(sfp, key)] = waiting + 1
+        try:
+            outcome = await self._flights.wait_remote(sfp, key, max(0.0, deadline - self._clock.monotonic()))
+        finally:
+            left = self._remote_waiters.pop((sfp, key)) - 1
+            if left:
+                self._remote_waiters[(sfp, key)] = left
         if outcome is None:
             if match is not None:
                 return await self._issuer.issue(match, CacheState.HIT)

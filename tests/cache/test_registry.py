@@ -102,14 +102,15 @@ async def test_deadline_is_rechecked_when_the_result_arrived_in_time_but_is_hand
 
 
 async def test_late_and_timely_waiters_of_one_create(harness_factory) -> None:
-    h = await harness_factory(policy=EAGER)
+    h = await harness_factory(policy=EAGER, create_timeout_s=60)
     h.provider.create_gate = asyncio.Event()
     now = h.clock.monotonic()
-    early = asyncio.create_task(h.acquire(view(3), deadline=now + 2))
-    late = asyncio.create_task(h.acquire(view(3), deadline=now + 5))
+    # Deadlines are also real seconds away for the waits: long enough for a loaded machine.
+    early = asyncio.create_task(h.acquire(view(3), deadline=now + 20))
+    late = asyncio.create_task(h.acquire(view(3), deadline=now + 50))
     await until_waiting(h.registry, scope(), 2)
     assert (await h.registry.status(scope())).waiter_count == 2
-    h.clock.advance(3)  # past the first waiter's deadline, before the second's
+    h.clock.advance(30)  # past the first waiter's deadline, before the second's
     h.provider.create_gate.set()
     r_early, r_late = await early, await late
     assert r_early.info.bypass_reason is BypassReason.DEADLINE_EXCEEDED
