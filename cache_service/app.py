@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from cache_service.cluster.tier import TierKeeper
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.generation import Generator
 from cache_service.domain.policy import PolicySettings
@@ -18,6 +19,7 @@ from cache_service.domain.registry import Registry
 from cache_service.domain.registry_settings import RegistrySettings
 from cache_service.ports_factory import build_ports
 from cache_service.recovery import RecoveryReport, recover
+from cache_service.registry_backend import RegistryBackend
 from cache_service.settings import CacheSettings
 
 log = logging.getLogger("agentctx.cache")
@@ -45,6 +47,8 @@ class CacheApp:
     janitor: Janitor
     registry: Registry
     generator: Generator
+    backend: RegistryBackend | None = None
+    tier: TierKeeper | None = None
     recovery: RecoveryReport | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _recovered: asyncio.Event = field(default_factory=asyncio.Event)
@@ -58,13 +62,18 @@ class CacheApp:
         registry = Registry(ports.providers, ports.journal, ports.cleanup, ports.clock, registry_settings(settings),
                             backend.signer, store=backend.store, flights=backend.flights)
         generator = Generator(registry, request_timeout_s=settings.request_timeout_s)
-        return cls(settings, ports.clock, ports.providers, ports.journal, ports.cleanup, registry, generator)
+        return cls(settings, ports.clock, ports.providers, ports.journal, ports.cleanup, registry, generator,
+                   backend, ports.tier)
 
     def start(self) -> None:
-        """Starts the cleanup workers, the sweeper and journal recovery."""
+        """Starts the cleanup workers, the sweeper and journal recovery; on
+        Redis also the heartbeat and the tier's sweep of dead replicas."""
         self.janitor.start()
         self._tasks.append(asyncio.create_task(self._sweep_forever(), name="cache-sweeper"))
         self._tasks.append(asyncio.create_task(self._recover(), name="cache-recovery"))
+        if self.tier is not None:
+            self._tasks.append(asyncio.create_task(self.tier.heartbeat_forever(), name="cache-heartbeat"))
+            self._tasks.append(asyncio.create_task(self.tier.sweep_forever(), name="cache-tier-sweep"))
 
     async def recovered(self) -> RecoveryReport | None:
         """Waits for start-up recovery to have queued its deletes."""
@@ -82,6 +91,8 @@ class CacheApp:
         for provider in self.providers.values():
             await provider.close()
         await self.journal.close()
+        if self.backend is not None:
+            await self.backend.close()
 
     async def _recover(self) -> None:
         try:

@@ -18,11 +18,13 @@ names). ``routes`` picks the provider of each model
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import pathlib
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentctx_common.certs import CONTEXT_SERVICE_ID
@@ -30,6 +32,13 @@ from agentctx_common.settings import ServerSettings
 from cache_service.providers.routes import ProviderRoute
 
 MiB = 1024 * 1024
+
+
+class LeaseKey(BaseModel):
+    """One lease signing key of the key set replicas share."""
+
+    id: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_.-]+$")
+    secret: SecretStr = Field(description="At least 32 bytes of randomness (any text; used as HMAC key).")
 
 
 class CacheSettings(ServerSettings):
@@ -114,6 +123,33 @@ class CacheSettings(ServerSettings):
         "its new contents (least recently used dropped first; 0: off).",
     )
 
+    # --- the cache tier on Redis (see cache_service/redis/) -------------------
+    redis_url: SecretStr | None = Field(
+        None, description="Redis shared by the cache replicas (registry, single flight, journal); "
+        "unset: this process alone (in-memory registry, local journal).",
+    )
+    redis_key_prefix: str = Field("agentctx:", min_length=1, max_length=64,
+                                  description="Prefix of every key the service writes to Redis.")
+    redis_encryption_key: SecretStr | None = Field(
+        None, description="AES-256-GCM key (32 bytes, base64) for provider resource names stored in Redis.",
+    )
+    lease_keys: list[LeaseKey] = Field(
+        default_factory=list, description="Lease signing keys shared by the replicas ({id, secret}); keeping "
+        "retired keys in the set keeps their leases valid across a rotation.",
+    )
+    active_lease_key_id: str | None = Field(None, description="The key of lease_keys new leases are signed with.")
+    replica_heartbeat_s: float = Field(2.0, gt=0, description="How often a replica renews its ownership in Redis.")
+    replica_dead_after_s: float = Field(
+        6.0, gt=0, description="A replica whose heartbeat is this old is dead: its caches are adopted or deleted.",
+    )
+    tier_sweep_interval_s: float = Field(2.0, gt=0, description="How often dead replicas are looked for.")
+    local_shared_state: bool = Field(
+        False, description="Simulator: keep its caches in Redis (redis_url, under local_state_prefix) so "
+        "every replica sees the same provider, as with a real one.",
+    )
+    local_state_prefix: str = Field("agentctx-sim:", min_length=1, max_length=64,
+                                    description="Simulator: key prefix of its shared state (its own namespace).")
+
     @model_validator(mode="before")
     @classmethod
     def _gemini_key_fallback(cls, values: object) -> object:
@@ -137,7 +173,31 @@ class CacheSettings(ServerSettings):
             raise ValueError("gemini_vertexai needs gemini_project and gemini_location")
         if self.default_provider == "gemini" and not self.gemini_configured:
             raise ValueError("default_provider is gemini but no Gemini API key or Vertex AI project is configured")
+        self._check_cluster()
         return self
+
+    def _check_cluster(self) -> None:
+        ids = [k.id for k in self.lease_keys]
+        if len(set(ids)) != len(ids):
+            raise ValueError("lease_keys: key ids must be unique")
+        if any(len(k.secret.get_secret_value().encode()) < 32 for k in self.lease_keys):
+            raise ValueError("lease_keys: every secret must be at least 32 bytes")
+        if self.lease_keys and self.active_lease_key_id not in ids:
+            raise ValueError("active_lease_key_id must name one of lease_keys")
+        if self.lease_keys == [] and self.active_lease_key_id is not None:
+            raise ValueError("active_lease_key_id is set but lease_keys is empty")
+        if self.local_shared_state and self.redis_url is None:
+            raise ValueError("local_shared_state needs redis_url")
+        if self.redis_url is None:
+            return
+        if self.redis_encryption_key is None:
+            raise ValueError("redis_url is set but redis_encryption_key is not: resource names would be stored in clear")
+        if not encryption_key_ok(self.redis_encryption_key):
+            raise ValueError("redis_encryption_key must be 32 bytes, base64-encoded")
+        if not self.lease_keys:
+            raise ValueError("redis_url is set but lease_keys is not: leases would be valid on one replica only")
+        if self.replica_dead_after_s <= self.replica_heartbeat_s:
+            raise ValueError("replica_dead_after_s must exceed replica_heartbeat_s")
 
     @property
     def gemini_configured(self) -> bool:
@@ -210,3 +270,9 @@ class CacheSettings(ServerSettings):
         if kind == "openai":
             return self.openai_api_key is not None or self.openai_base_url is not None
         return True
+
+def encryption_key_ok(key: SecretStr) -> bool:
+    try:
+        return len(base64.b64decode(key.get_secret_value(), validate=True)) == 32
+    except (ValueError, binascii.Error):
+        return False

@@ -19,6 +19,12 @@ or another service at ``cache_target``) is FAILED_PRECONDITION
 CACHE_SERVICE_INCOMPATIBLE naming the method; the turn gateway treats a
 missing AcquireLease as "no caching here" and calls uncached.
 
+``cache_target`` may name several cache replicas (``dns:///cache.internal:50052``,
+or ``ipv4:10.0.0.1:50052,10.0.0.2:50052``): calls are balanced over them
+round-robin, and a replica whose health check (grpc.health.v1, the cache
+service's name) fails or goes away leaves the rotation, so it costs at most
+the call in flight on it, which the turn already retries.
+
 A request the cache service could not decode (MALFORMED_REQUEST) was
 built here from the session and the call, not sent by the agent as is: it
 is FAILED_PRECONDITION CACHE_REQUEST_UNDECODABLE for the agent.
@@ -27,6 +33,7 @@ is FAILED_PRECONDITION CACHE_REQUEST_UNDECODABLE for the agent.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -49,6 +56,11 @@ from context_service.settings import ContextSettings
 Stub = cache_service_pb2_grpc.CacheServiceStub
 _INITIAL_RECONNECT_BACKOFF_MS = 100
 _MAX_RECONNECT_BACKOFF_MS = 1000
+# Balance over every address the target resolves to; skip unhealthy replicas.
+SERVICE_CONFIG = json.dumps({
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "healthCheckConfig": {"serviceName": cpb.DESCRIPTOR.services_by_name["CacheService"].full_name},
+})
 
 
 class CacheClient:
@@ -80,6 +92,7 @@ class CacheClient:
                         ("grpc.initial_reconnect_backoff_ms", _INITIAL_RECONNECT_BACKOFF_MS),
                         ("grpc.min_reconnect_backoff_ms", _INITIAL_RECONNECT_BACKOFF_MS),
                         ("grpc.max_reconnect_backoff_ms", _MAX_RECONNECT_BACKOFF_MS),
+                        ("grpc.service_config", SERVICE_CONFIG),
                     ],
                 )
                 # The generated gRPC module has no type stubs.

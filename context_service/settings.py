@@ -39,7 +39,10 @@ class ContextSettings(ServerSettings):
     default_model: str = Field("local-sim-1", description="Model for sessions that name none.")
 
     # The cache service, reached over mTLS.
-    cache_target: str = Field("127.0.0.1:50052", description="host:port of the cache service.")
+    cache_target: str = Field(
+        "127.0.0.1:50052", description="The cache service: host:port, or a set of replicas (dns:///name:port, "
+        "ipv4:host:port,host:port), balanced round-robin over the healthy ones.",
+    )
     cache_ca: pathlib.Path | None = Field(None, description="CA that signs the cache service's certificate.")
     cache_cert: pathlib.Path | None = Field(None, description="This service's client certificate.")
     cache_key: pathlib.Path | None = Field(None, description="This service's client key.")

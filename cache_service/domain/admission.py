@@ -68,17 +68,18 @@ class Admission:
         sfp = scope.fingerprint
         match = await self.match(sfp, view, ttl)
         floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
+        # Every non-empty prefix is recorded, in the same step as the count.
+        agreeing = (await self._store.agreeing_sightings(sfp, view.chain) if view.prefix.is_empty
+                    else await self._store.record_sighting(sfp, view.chain))
         decision = policy.decide(
             empty=view.prefix.is_empty,
             tokens=view.tokens,
             history_len=view.history_len,
             floor=floor,
             match=policy.CachedPrefix(match.tokens, match.history_len, match.uses) if match else None,
-            agreeing_sightings=await self._store.agreeing_sightings(sfp, view.chain),
+            agreeing_sightings=agreeing,
             settings=self._settings.policy,
         )
-        if not view.prefix.is_empty:
-            await self._store.sight(sfp, view.history_len, view.digest)
         return decision, match
 
     async def match(self, scope_fp: str, view: PrefixView, ttl: float) -> Entry | None:

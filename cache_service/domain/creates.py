@@ -35,7 +35,7 @@ from opentelemetry.util.types import AttributeValue
 from cache_service.domain import capabilities, single_flight
 from cache_service.domain.entry import Entry
 from cache_service.domain.failures import Outcome, bypass, classify_create_failure, failure
-from cache_service.domain.flight import Flight
+from cache_service.domain.flight import INSTALLED, Claim, Flight
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.lease_issuer import LeaseIssuer
 from cache_service.domain.lifecycle import Lifecycle
@@ -66,6 +66,8 @@ class Creator:
         # Test seam: runs after a create's result arrived, before it is installed.
         self.after_create_result: Callable[[], Awaitable[None]] | None = None
         self.orphans_deleted = 0
+        # Callers here waiting on another replica's create, by (scope, key): max_waiters holds for them too.
+        self._remote_waiters: dict[tuple[str, tuple[bytes, float]], int] = {}
 
     def _failure(self, reason: BypassReason, base: CacheInfo, retry_after: float | None = None) -> Outcome:
         return failure(self._settings.failure_mode, reason, base, retry_after)
@@ -81,19 +83,86 @@ class Creator:
         flight = self._flights.find(sfp, key)
         if flight is None:
             if not await reserve_slot():
-                return await self._issuer.issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
+                return await self._fallback(match, base)
             flight = Flight(key, scope, sfp, view, ttl, replaces=match,
                             background=match is not None and self._settings.grow_in_background)
-            if not await self._flights.begin(flight):
-                # Another replica runs this create.
-                return await self._issuer.issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
-            self._spawn(self._run(flight))
+            claim = await self._flights.begin(flight)
+            if claim is Claim.FULL and await self._lifecycle.evict_one():
+                claim = await self._flights.begin(flight)
+            if claim is Claim.TAKEN:
+                # Another caller of this process got there meanwhile, or another replica runs it.
+                local = self._flights.find(sfp, key)
+                if local is None:
+                    return await self._join_remote(scope, view, ttl, match, deadline, base, reserve_slot)
+                flight = local
+            elif claim is Claim.FULL:
+                return await self._fallback(match, base)
+            else:
+                installed = await self._installed_meanwhile(flight)
+                if installed is not None:
+                    return installed
+                self._spawn(self._run(flight))
         if match is not None and flight.background:
             return await self._issuer.issue(match, CacheState.HIT)
         if flight.live_waiters() >= self._settings.max_waiters:
-            return await self._issuer.issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
+            return await self._fallback(match, base)
         waiter = single_flight.join(flight, deadline)
         return await single_flight.wait(waiter, self._clock, lambda: self._failure(BypassReason.DEADLINE_EXCEEDED, base))
+
+    async def _installed_meanwhile(self, flight: Flight) -> Outcome | None:
+        """A store shared by replicas (or one that suspends) may have got the
+        key's cache between this caller's match and its claim: then the claim
+        is given back and the cache leased, never created twice."""
+        existing = await self._store.first_match(flight.scope_fp, [flight.key], self._live)
+        if existing is None:
+            return None
+        flight.outcome = INSTALLED
+        await self._flights.end(flight)
+        for waiter in flight.waiters:
+            if waiter.live:
+                waiter.future.set_result(await self._issuer.issue(existing, CacheState.HIT))
+        return await self._issuer.issue(existing, CacheState.HIT)
+
+    def _live(self, entry: Entry) -> bool:
+        return not entry.retiring and self._lifecycle.usable(entry)
+
+    async def _fallback(self, match: Entry | None, base: CacheInfo) -> Outcome:
+        """No create to wait for: the cache we have, else CAPACITY."""
+        return await self._issuer.issue(match, CacheState.HIT) if match else self._failure(BypassReason.CAPACITY, base)
+
+    async def _join_remote(self, scope: Scope, view: PrefixView, ttl: float, match: Entry | None, deadline: float,
+                           base: CacheInfo, reserve_slot: Callable[[], Awaitable[bool]]) -> Outcome:
+        """Waits for the create another replica runs, then leases its cache;
+        claims the create itself when that replica left no result (it died,
+        or nobody there wanted the cache any more)."""
+        sfp = scope.fingerprint
+        key = (view.digest, ttl)
+        waiting = self._remote_waiters.get((sfp, key), 0)
+        if waiting >= self._settings.max_waiters:
+            return await self._fallback(match, base)
+        self._remote_waiters[(sfp, key)] = waiting + 1
+        try:
+            outcome = await self._flights.wait_remote(sfp, key, max(0.0, deadline - self._clock.monotonic()))
+        finally:
+            left = self._remote_waiters.pop((sfp, key)) - 1
+            if left:
+                self._remote_waiters[(sfp, key)] = left
+        if outcome is None:
+            if match is not None:
+                return await self._issuer.issue(match, CacheState.HIT)
+            return self._failure(BypassReason.DEADLINE_EXCEEDED, base)
+        if outcome == INSTALLED:
+            entry = await self._store.first_match(sfp, [key], self._live)
+            if entry is not None:
+                return await self._issuer.issue(entry, CacheState.HIT)
+        elif outcome:
+            reason = _reason(outcome)
+            if match is not None and self._lifecycle.usable(match):
+                return await self._issuer.issue(match, CacheState.HIT)
+            return bypass(base, reason) if reason is BypassReason.BELOW_MIN_TOKENS else self._failure(reason, base)
+        if self._clock.monotonic() >= deadline:
+            return self._failure(BypassReason.DEADLINE_EXCEEDED, base)
+        return await self.join(scope, view, ttl, match, deadline, base, reserve_slot)
 
     # --- the create -----------------------------------------------------------------
 
@@ -154,14 +223,15 @@ class Creator:
             await self._install(flight, entry_id, handle)
 
     async def _install(self, flight: Flight, entry_id: str, handle: CacheHandle) -> None:
-        """One step from the deadline check to the last lease (the in-memory
-        store never suspends), so no waiter can slip past its deadline in
-        between."""
+        """Waiters past their deadline at the moment the result is handled
+        get DEADLINE_EXCEEDED; the flight ends once the entry is stored (so
+        waiters on other replicas find it), and every caller that joined
+        until then gets a lease."""
         now = self._clock.monotonic()
         base = flight.info()
         live = single_flight.split_late(flight, now, lambda: self._failure(BypassReason.DEADLINE_EXCEEDED, base))
-        await self._flights.end(flight)
         if flight.cancelled or not (live or flight.background):
+            await self._flights.end(flight)
             self.orphans_deleted += 1
             log.info("orphan cache deleted", extra={"entry": entry_id, "invalidated": flight.cancelled})
             self._cleanup.delete(flight.scope.provider, entry_id, handle.name, "orphan")
@@ -176,13 +246,17 @@ class Creator:
         old = await self._store.get(flight.replaces.id) if flight.replaces is not None else None
         if old is not None and not old.retiring:
             await self._lifecycle.retire(old)
+        flight.outcome = INSTALLED
+        await self._flights.end(flight)
         first = CacheState.GROWN if flight.replaces is not None else CacheState.CREATED
-        for i, waiter in enumerate(live):
+        waiting = [w for w in flight.waiters if w.live]
+        for i, waiter in enumerate(waiting):
             waiter.future.set_result(await self._issuer.issue(entry, first if i == 0 else CacheState.HIT))
         log.info("cache created", extra={"entry": entry_id, "scope": flight.scope_fp[:16], "tokens": entry.tokens,
-                                         "waiters": len(live), "grown": flight.replaces is not None})
+                                         "waiters": len(waiting), "grown": flight.replaces is not None})
 
     async def _fail(self, flight: Flight, reason: BypassReason, retry_after: float | None = None) -> None:
+        flight.outcome = reason.value
         await self._flights.end(flight)
         base = flight.info()
         replaces = flight.replaces
@@ -214,6 +288,13 @@ class Creator:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _reason(value: str) -> BypassReason:
+    try:
+        return BypassReason(value)
+    except ValueError:
+        return BypassReason.CREATE_FAILED
 
 
 async def _quietly(coro: Awaitable[None]) -> None:

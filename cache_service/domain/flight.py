@@ -9,12 +9,28 @@ runs the create.
 from __future__ import annotations
 
 import asyncio
+import enum
 from dataclasses import dataclass, field
 
 from agentctx_common.errors import AgentCtxError
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.model import AcquireResult, CacheInfo
+
+
+class Claim(enum.Enum):
+    """What ``SingleFlight.begin`` got: the create (WON), or not because
+    another replica runs it (TAKEN) or every slot is in use (FULL)."""
+
+    WON = "WON"
+    TAKEN = "TAKEN"
+    FULL = "FULL"
+
+
+# The outcome a finished flight leaves for waiters on other replicas: this,
+# or the BypassReason value of its failure; "" when it left none (its cache
+# was not installed), so they claim the create themselves.
+INSTALLED = "INSTALLED"
 
 
 @dataclass
@@ -39,6 +55,7 @@ class Flight:
     waiters: list[Waiter] = field(default_factory=list)
     cancelled: bool = False  # its scope was invalidated meanwhile
     background: bool = False  # installed even when nobody waits for it
+    outcome: str = ""  # set before ``SingleFlight.end``: INSTALLED, a BypassReason value, or ""
 
     def live_waiters(self) -> int:
         return sum(1 for w in self.waiters if w.live)

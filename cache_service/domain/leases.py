@@ -11,8 +11,9 @@ secret died with that process.
 Format: ``v1.<base64url payload>.<base64url mac>``. The payload's ``b``
 names the signing key (``LeaseClaims.boot``); keys come from a KeySource
 (domain.ports): ``ProcessKey`` is one random key per process, whose id is
-the boot id. A source shared by replicas, holding retired keys too, makes
-leases verifiable on every replica and across rotation.
+the boot id (only when no key set is configured and no Redis); ``KeySet``
+is the configured set replicas share (``lease_keys``), holding retired keys
+too, so leases verify on every replica and across a rotation.
 """
 
 from __future__ import annotations
@@ -50,6 +51,23 @@ class ProcessKey:
 
     def get(self, key_id: str) -> SigningKey | None:
         return self._key if key_id == self._key.key_id else None
+
+
+class KeySet:
+    """Configured keys: new leases are signed with the active one; a lease
+    signed with any key still in the set verifies."""
+
+    def __init__(self, keys: list[SigningKey], active: str) -> None:
+        self._keys = {k.key_id: k for k in keys}
+        if active not in self._keys:
+            raise ValueError("the active lease key is not in the key set")
+        self._active = self._keys[active]
+
+    def current(self) -> SigningKey:
+        return self._active
+
+    def get(self, key_id: str) -> SigningKey | None:
+        return self._keys.get(key_id)
 
 
 class LeaseSigner:

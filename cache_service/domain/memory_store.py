@@ -149,6 +149,11 @@ class MemoryRegistryStore:
     async def agreeing_sightings(self, scope_fp: str, chain: Sequence[bytes]) -> int:
         return sum(self._sightings.get((scope_fp, n, digest), 0) for n, digest in enumerate(chain))
 
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+        agreeing = await self.agreeing_sightings(scope_fp, chain)
+        await self.sight(scope_fp, len(chain) - 1, chain[-1])
+        return agreeing
+
     async def forget_sightings(self, scope_fp: str) -> None:
         for key in [k for k in self._sightings if k[0] == scope_fp]:
             del self._sightings[key]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cache_service.domain.entry import Entry, EntryKey
-from cache_service.domain.flight import Flight
+from cache_service.domain.flight import Claim, Flight
 from cache_service.domain.model import (
     CacheHandle,
     CacheSpec,
@@ -314,6 +314,12 @@ class RegistryStore(Protocol):
         """How many recorded sightings are a leading part of ``chain``."""
         ...
 
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+        """``agreeing_sightings(chain)``, then ``sight`` of the whole chain,
+        as one step: of concurrent first sightings on several replicas,
+        exactly one is first."""
+        ...
+
     async def forget_sightings(self, scope_fp: str) -> None: ...
 
     async def learned_floor(self, provider: str, model: str) -> int: ...
@@ -322,16 +328,36 @@ class RegistryStore(Protocol):
 
 
 class SingleFlight(Protocol):
-    """One create per (scope, key) at a time; the flights of this process."""
+    """One create per (scope, key) at a time; the flights of this process
+    (and, for a coordinator shared by replicas, a lock per key)."""
 
     def find(self, scope_fp: str, key: EntryKey) -> Flight | None: ...
 
-    async def begin(self, flight: Flight) -> bool:
-        """Claims the create of ``flight``'s key; False when it is taken (a
-        coordinator shared by replicas: another replica runs it)."""
+    async def begin(self, flight: Flight) -> Claim:
+        """Claims the create of ``flight``'s key. A coordinator shared by
+        replicas answers TAKEN when another replica runs it, and FULL when
+        entries plus every replica's creates fill ``max_entries``."""
         ...
 
-    async def end(self, flight: Flight) -> None: ...
+    async def end(self, flight: Flight) -> None:
+        """Lets the key go; ``flight.outcome`` tells remote waiters how it
+        ended. The flight leaves this process's table before the first
+        suspension, so no caller joins it after ``end`` is called."""
+        ...
+
+    async def wait_remote(self, scope_fp: str, key: EntryKey, timeout_s: float) -> str | None:
+        """Waits for the create another replica runs for the key: its
+        outcome (see Flight.outcome), or None when ``timeout_s`` passed
+        first. A lock whose holder died ends at its lease ("")."""
+        ...
+
+    async def invalidated(self, scope_fp: str) -> None:
+        """Tells the other replicas to cancel their creates in the scope."""
+        ...
+
+    def on_invalidated(self, cancel: Callable[[str], Awaitable[None]]) -> None:
+        """``cancel(scope_fp)`` runs when another replica invalidated a scope."""
+        ...
 
     def in_scope(self, scope_fp: str) -> list[Flight]: ...
 

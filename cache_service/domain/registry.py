@@ -80,6 +80,7 @@ class Registry:
         self.release = self.leases.release
         self.drop_missing = self.lifecycle.drop_missing
         self.sweep = self.lifecycle.sweep
+        self.flights.on_invalidated(self._cancel_remote)
 
     # --- queries ------------------------------------------------------------------
 
@@ -173,19 +174,29 @@ class Registry:
     # --- lifecycle ----------------------------------------------------------------
 
     async def invalidate(self, scope: Scope) -> tuple[int, int]:
-        """Removes every entry and in-flight create of the scope; returns
-        (entries removed, creates cancelled)."""
+        """Removes every entry and in-flight create of the scope (other
+        replicas cancel theirs); returns (entries removed, creates cancelled
+        here)."""
         sfp = scope.fingerprint
         entries = await self.lifecycle.remove_scope(sfp)
+        cancelled = await self._cancel_flights(sfp)
+        await self.flights.invalidated(sfp)
+        if entries or cancelled:
+            log.info("scope invalidated", extra={"scope": sfp[:16], "entries": len(entries), "inflight": cancelled})
+        return len(entries), cancelled
+
+    async def _cancel_remote(self, sfp: str) -> None:
+        await self._cancel_flights(sfp)
+
+    async def _cancel_flights(self, sfp: str) -> int:
         flights = self.flights.in_scope(sfp)
         for flight in flights:
             flight.cancelled = True
+            flight.outcome = BypassReason.INVALIDATED.value
             await self.flights.end(flight)
             single_flight.hand_over(flight, partial(failure, self.settings.failure_mode, BypassReason.INVALIDATED,
                                                     flight.info()))
-        if entries or flights:
-            log.info("scope invalidated", extra={"scope": sfp[:16], "entries": len(entries), "inflight": len(flights)})
-        return len(entries), len(flights)
+        return len(flights)
 
     # --- tasks --------------------------------------------------------------------
 

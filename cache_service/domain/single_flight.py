@@ -2,9 +2,9 @@
 docs/ARCHITECTURE.md, "Cache service").
 
 ``LocalSingleFlight`` is the SingleFlight port for one process: the table of
-in-flight creates by scope and key. A coordinator shared by replicas would
-keep this table for its own waiters and add a lock per key (taken in
-``begin``, let go in ``end``).
+in-flight creates by scope and key. The coordinator shared by replicas
+(cache_service.cluster.single_flight) keeps this table for its own waiters
+and adds a lock per key (taken in ``begin``, let go in ``end``).
 
 Each waiter has an absolute deadline. ``wait`` returns when the create's
 outcome is handed over or the deadline passes; ``split_late`` rechecks every
@@ -15,11 +15,11 @@ arrived in time but is handled late still counts as late).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from cache_service.domain.entry import EntryKey
 from cache_service.domain.failures import Outcome
-from cache_service.domain.flight import Flight, Waiter
+from cache_service.domain.flight import Claim, Flight, Waiter
 from cache_service.domain.ports import Clock
 
 
@@ -32,7 +32,22 @@ class LocalSingleFlight:
         table = self._scopes.get(scope_fp)
         return table.get(key) if table is not None else None
 
-    async def begin(self, flight: Flight) -> bool:
+    async def begin(self, flight: Flight) -> Claim:
+        return Claim.WON if self.add(flight) else Claim.TAKEN
+
+    async def end(self, flight: Flight) -> None:
+        self.discard(flight)
+
+    async def wait_remote(self, scope_fp: str, key: EntryKey, timeout_s: float) -> str | None:
+        return ""  # no other replica: nothing to wait for
+
+    async def invalidated(self, scope_fp: str) -> None:
+        return None
+
+    def on_invalidated(self, cancel: Callable[[str], Awaitable[None]]) -> None:
+        return None
+
+    def add(self, flight: Flight) -> bool:
         table = self._scopes.setdefault(flight.scope_fp, {})
         if flight.key in table:
             return False
@@ -40,7 +55,7 @@ class LocalSingleFlight:
         self._count += 1
         return True
 
-    async def end(self, flight: Flight) -> None:
+    def discard(self, flight: Flight) -> None:
         table = self._scopes.get(flight.scope_fp)
         if table is not None and table.get(flight.key) is flight:
             del table[flight.key]

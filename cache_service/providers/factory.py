@@ -1,6 +1,7 @@
 """Builds the configured providers and the routing table from settings:
 the local simulator in its three shapes (``local``, ``local-anthropic``,
-``local-openai``) always; ``gemini``, ``anthropic`` and ``openai`` when
+``local-openai``) always (``local``'s state shared in Redis with
+``local_shared_state``, for cluster mode); ``gemini``, ``anthropic`` and ``openai`` when
 their credentials are configured; and one more instance per named route
 (e.g. a vLLM server as ``vllm``), or per route of a kind that has no
 settings of its own. Adding a provider means an adapter, one entry in
@@ -11,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from cache_service.domain.ports import Clock, Provider
 from cache_service.providers.local import SHAPES, LocalProvider
 from cache_service.providers.routes import ProviderRoute, ProviderRouter, make_router
+from cache_service.providers.shared_local import SharedLocalProvider
 from cache_service.settings import CacheSettings
 
 VENDORS = ("gemini", "anthropic", "openai")
@@ -69,17 +73,16 @@ def _openai(settings: CacheSettings, route: ProviderRoute | None, name: str) -> 
     )
 
 
-def _local(settings: CacheSettings, clock: Clock, name: str, shape: str | None = None) -> Provider:
+def _local(settings: CacheSettings, clock: Clock, name: str, shape: str | None = None,
+           redis: aioredis.Redis | None = None) -> Provider:
     kind, pricing, _ = SHAPES[shape or name]
-    return LocalProvider(
-        name=name,
-        kind=kind,
-        pricing=pricing,
-        clock=clock,
-        min_cache_tokens=settings.local_min_cache_tokens,
-        context_window=settings.local_context_window,
-        bytes_per_token=settings.bytes_per_token,
+    options: dict[str, Any] = dict(
+        name=name, kind=kind, pricing=pricing, clock=clock, min_cache_tokens=settings.local_min_cache_tokens,
+        context_window=settings.local_context_window, bytes_per_token=settings.bytes_per_token,
     )
+    if name == "local" and settings.local_shared_state and redis is not None:
+        return SharedLocalProvider(redis, settings.local_state_prefix, **options)
+    return LocalProvider(**options)
 
 
 _BUILDERS: dict[str, Callable[[CacheSettings, ProviderRoute | None, str], Provider]] = {
@@ -89,9 +92,10 @@ _BUILDERS: dict[str, Callable[[CacheSettings, ProviderRoute | None, str], Provid
 }
 
 
-def build_providers(settings: CacheSettings, clock: Clock) -> dict[str, Provider]:
+def build_providers(settings: CacheSettings, clock: Clock, redis: aioredis.Redis | None = None) -> dict[str, Provider]:
+    """``redis``: the cluster's client, for a simulator with shared state."""
     providers: dict[str, Provider] = {
-        name: _local(settings, clock, name) for name in ("local", "local-anthropic", "local-openai")
+        name: _local(settings, clock, name, redis=redis) for name in ("local", "local-anthropic", "local-openai")
     }
     for vendor in VENDORS:
         if settings.vendor_configured(vendor):

@@ -4,6 +4,7 @@ mTLS certificates, and span capture that cooperates with other modules."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -51,11 +52,33 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def registry_state(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """Where the registry keeps its state: this process (None), or a
+    private key prefix on the real Redis (the store and single flight that
+    replicas share); every registry test runs on both."""
+    if request.param == "memory":
+        yield None
+        return
+    from tests.cluster import support
+
+    if not support.available():
+        if os.environ.get("AGENTCTX_REQUIRE_REDIS"):
+            pytest.fail("Redis is required (AGENTCTX_REQUIRE_REDIS) but not reachable on 127.0.0.1:6379")
+        pytest.skip("Redis is not reachable on 127.0.0.1:6379")
+    prefix = support.new_prefix()
+    yield prefix
+    support.delete_prefix(prefix)
+
+
 @pytest.fixture
-async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock) -> AsyncIterator[Callable[..., Any]]:
+async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock,
+                          registry_state: str | None) -> AsyncIterator[Callable[..., Any]]:
     """``await harness_factory(**registry settings)``: a registry over a
-    local simulator (minimum cache size 64 tokens) and a journal in tmp_path."""
+    local simulator (minimum cache size 64 tokens) and a journal in tmp_path;
+    its state in memory or on Redis (``registry_state``)."""
     made: list[Harness] = []
+    clients: list[Any] = []
 
     async def make(*, min_cache_tokens: int = 64, policy: PolicySettings | None = None, provider: Any = None,
                    live: Callable[[], set[str]] | None = None, harness_clock: ManualClock | None = None,
@@ -67,7 +90,10 @@ async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock) -> AsyncIt
         janitor = Janitor(providers, journal, workers=2, delete_timeout_s=1.0, attempts=2, backoff_s=0.01)
         janitor.start()
         settings = RegistrySettings(policy=policy or PolicySettings(min_prefix_tokens=64), **overrides)
-        registry = Registry(providers, journal, janitor, c, settings)
+        state: dict[str, Any] = {}
+        if registry_state is not None:
+            state = _redis_state(registry_state, settings, clients)
+        registry = Registry(providers, journal, janitor, c, settings, **state)
         h = Harness(registry, provider, journal, janitor, c, live)
         made.append(h)
         return h
@@ -75,6 +101,27 @@ async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock) -> AsyncIt
     yield make
     for h in made:
         await h.close()
+    for flights, client in clients:
+        await flights.close()
+        await client.aclose()
+
+
+def _redis_state(prefix: str, settings: RegistrySettings, clients: list[Any]) -> dict[str, Any]:
+    from cache_service.cluster.cipher import NameCipher
+    from cache_service.cluster.names import Names
+    from cache_service.cluster.single_flight import RedisSingleFlight
+    from cache_service.cluster.store import RedisRegistryStore
+    from cache_service.registry_backend import redis_client
+    from tests.cluster import support
+
+    client = redis_client(support.REDIS_URL)
+    names = Names(prefix)
+    flights = RedisSingleFlight(client, names, max_entries=settings.max_entries,
+                                lock_s=settings.create_timeout_s + 2.0)
+    clients.append((flights, client))
+    store = RedisRegistryStore(client, names, NameCipher.from_base64(support.ENCRYPTION_KEY),
+                               max_sightings=settings.max_sightings)
+    return {"store": store, "flights": flights}
 
 
 @pytest.fixture

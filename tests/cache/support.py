@@ -93,3 +93,13 @@ class Harness:
         await self.registry.close()
         await self.janitor.close(1.0)
         await self.journal.close()
+
+
+async def until_waiting(registry: Registry, s: Scope, n: int) -> None:
+    """Until ``n`` callers wait on creates of ``s`` (a store on Redis takes
+    a few round trips to get them there)."""
+    for _ in range(2000):
+        if (await registry.status(s)).waiter_count >= n:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"{n} waiters never arrived")

@@ -14,7 +14,7 @@ from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import BypassReason, CacheState
 from cache_service.domain.policy import PolicySettings
 from cache_service.domain.ports import ProviderUnavailable, RateLimited
-from tests.cache.support import prefix, scope, view
+from tests.cache.support import prefix, scope, until_waiting, view
 
 EAGER = PolicySettings(min_prefix_tokens=64, sightings_before_create=0)
 
@@ -102,14 +102,15 @@ async def test_deadline_is_rechecked_when_the_result_arrived_in_time_but_is_hand
 
 
 async def test_late_and_timely_waiters_of_one_create(harness_factory) -> None:
-    h = await harness_factory(policy=EAGER)
+    h = await harness_factory(policy=EAGER, create_timeout_s=60)
     h.provider.create_gate = asyncio.Event()
     now = h.clock.monotonic()
-    early = asyncio.create_task(h.acquire(view(3), deadline=now + 2))
-    late = asyncio.create_task(h.acquire(view(3), deadline=now + 5))
-    await asyncio.sleep(0.01)
+    # Deadlines are also real seconds away for the waits: long enough for a loaded machine.
+    early = asyncio.create_task(h.acquire(view(3), deadline=now + 20))
+    late = asyncio.create_task(h.acquire(view(3), deadline=now + 50))
+    await until_waiting(h.registry, scope(), 2)
     assert (await h.registry.status(scope())).waiter_count == 2
-    h.clock.advance(3)  # past the first waiter's deadline, before the second's
+    h.clock.advance(30)  # past the first waiter's deadline, before the second's
     h.provider.create_gate.set()
     r_early, r_late = await early, await late
     assert r_early.info.bypass_reason is BypassReason.DEADLINE_EXCEEDED
@@ -137,7 +138,7 @@ async def test_invalidate_during_an_in_flight_create(harness_factory) -> None:
     h = await harness_factory(policy=EAGER)
     h.provider.create_gate = asyncio.Event()
     waiters = [asyncio.create_task(h.acquire(view(3))) for _ in range(3)]
-    await asyncio.sleep(0.01)
+    await until_waiting(h.registry, scope(), 3)
     status = await h.registry.status(scope())
     assert (status.inflight_count, status.waiter_count) == (1, 3)
     assert (await h.registry.invalidate(scope())) == (0, 1)
@@ -312,7 +313,7 @@ async def test_a_cancelled_caller_leaves_no_cache_behind(harness_factory) -> Non
     h = await harness_factory(policy=EAGER)
     h.provider.create_gate = asyncio.Event()
     caller = asyncio.create_task(h.acquire(view(3)))
-    await asyncio.sleep(0.01)
+    await until_waiting(h.registry, scope(), 1)
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller

@@ -1,0 +1,142 @@
+"""Lua scripts: each store or flight step that reads and writes several
+keys runs as one script, so replicas never see it half done."""
+
+# KEYS: entry, leases, key index, scope set, all, lru, seq, use seq
+# ARGV: entry id, key field, then the entry's field/value pairs
+PUT = """
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('DEL', KEYS[2])
+if redis.call('HGET', KEYS[1], 'ret') == '0' then redis.call('HSET', KEYS[3], ARGV[2], ARGV[1]) end
+redis.call('SADD', KEYS[4], ARGV[1])
+redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[7]), ARGV[1])
+redis.call('ZADD', KEYS[6], redis.call('INCR', KEYS[8]), ARGV[1])
+return 1
+"""
+
+_RETURN_ENTRY = """
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+"""
+
+# KEYS: entry, leases, key index. ARGV: entry id
+RETIRE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSET', KEYS[1], 'ret', '1')
+local kf = redis.call('HGET', KEYS[1], 'kf')
+if redis.call('HGET', KEYS[3], kf) == ARGV[1] then redis.call('HDEL', KEYS[3], kf) end
+""" + _RETURN_ENTRY
+
+# KEYS: entry, leases, key index, scope set, all, lru, tombstone. ARGV: id, reason, tombstone ttl
+REMOVE = """
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 then return false end
+local l = redis.call('HGETALL', KEYS[2])
+local kf = redis.call('HGET', KEYS[1], 'kf')
+if redis.call('HGET', KEYS[3], kf) == ARGV[1] then redis.call('HDEL', KEYS[3], kf) end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
+redis.call('SET', KEYS[7], ARGV[2], 'EX', ARGV[3])
+return {h, l}
+"""
+
+# KEYS: entry, leases, lru, use seq. ARGV: id, lease id, expiry, now
+ADD_LEASE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'uses', 1)
+redis.call('HSET', KEYS[1], 'lu', ARGV[4])
+redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), ARGV[1])
+""" + _RETURN_ENTRY
+
+# KEYS: entry, leases. ARGV: lease id
+DROP_LEASE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HDEL', KEYS[2], ARGV[1])
+""" + _RETURN_ENTRY
+
+# KEYS: entry, leases. ARGV: wall time
+DROP_EXPIRED = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local l = redis.call('HGETALL', KEYS[2])
+for i = 1, #l, 2 do
+  if tonumber(l[i + 1]) <= tonumber(ARGV[1]) then redis.call('HDEL', KEYS[2], l[i]) end
+end
+""" + _RETURN_ENTRY
+
+# KEYS: entry, leases. ARGV: expire time
+SET_EXPIRY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSET', KEYS[1], 'exp', ARGV[1])
+""" + _RETURN_ENTRY
+
+# KEYS: scope sightings, order, seq. ARGV: field, member, max, key prefix of sightings
+SIGHT = """
+redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[2])
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
+if over > 0 then
+  for _, m in ipairs(redis.call('ZPOPMIN', KEYS[2], over)) do
+    local bar = string.find(m, '|', 1, true)
+    if bar then redis.call('HDEL', ARGV[4] .. string.sub(m, 1, bar - 1), string.sub(m, bar + 1)) end
+  end
+end
+return 1
+"""
+
+# KEYS: scope sightings, order, seq. ARGV: max, key prefix of sightings, scope fp, then the chain's fields
+RECORD_SIGHTING = """
+local agreeing = 0
+for i = 4, #ARGV do agreeing = agreeing + tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0') end
+local field = ARGV[#ARGV]
+redis.call('HINCRBY', KEYS[1], field, 1)
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. field)
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[1])
+if over > 0 then
+  for _, m in ipairs(redis.call('ZPOPMIN', KEYS[2], over)) do
+    local bar = string.find(m, '|', 1, true)
+    if bar then redis.call('HDEL', ARGV[2] .. string.sub(m, 1, bar - 1), string.sub(m, bar + 1)) end
+  end
+end
+return agreeing
+"""
+
+# KEYS: scope sightings, order. ARGV: scope fingerprint
+FORGET_SIGHTINGS = """
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do redis.call('ZREM', KEYS[2], ARGV[1] .. '|' .. f) end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# KEYS: floors. ARGV: field, tokens
+LEARN_FLOOR = """
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+"""
+
+# KEYS: lock, flights, all, result. ARGV: token, lease ms, max entries
+# Reserves the slot and takes the lock in one step: entries plus live
+# creates of every replica stay within max_entries.
+CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'TAKEN' end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 'FULL' end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), KEYS[1])
+redis.call('DEL', KEYS[4])
+return 'WON'
+"""
+
+# KEYS: lock, flights, result. ARGV: token, outcome, result ttl ms, channel
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  if ARGV[2] ~= '' then redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3]) end
+end
+redis.call('ZREM', KEYS[2], KEYS[1])
+redis.call('PUBLISH', ARGV[4], ARGV[2])
+return 1
+"""

@@ -1,0 +1,181 @@
+"""Single flight across replicas (the SingleFlight port on Redis).
+
+This process's flights and their waiters stay in a LocalSingleFlight; the
+create of a key is claimed with a lock ``f:<scope>:<key>`` (SET NX PX, in
+one script with the slot reservation, cluster.scripts.CLAIM) whose lease
+outlives the create's deadline: a replica that dies mid-create blocks the
+key no longer than that. ``end`` releases the lock, leaves the outcome in
+``<lock>:r`` for a short while and publishes it on ``done:<key>``.
+
+Waiters on other replicas listen on that channel (one pattern
+subscription per process) and re-read the lock at most every
+``poll_s``, so a lost message or a dead holder costs them a poll, never
+their deadline. Invalidations are published on ``inv`` so every replica
+cancels its creates in the scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from cache_service.cluster import scripts
+from cache_service.cluster.codec import text
+from cache_service.cluster.names import Names
+from cache_service.domain.entry import EntryKey
+from cache_service.domain.flight import Claim, Flight
+from cache_service.domain.single_flight import LocalSingleFlight
+
+log = logging.getLogger("agentctx.cache.cluster")
+_RESULT_TTL_MS = 10_000
+
+
+class RedisSingleFlight:
+    def __init__(self, client: aioredis.Redis, names: Names, *, max_entries: int, lock_s: float,
+                 poll_s: float = 0.25) -> None:
+        self._r = client
+        self._n = names
+        self._max_entries = max_entries
+        self._lock_ms = int(lock_s * 1000)
+        self._poll_s = poll_s
+        self._local = LocalSingleFlight()
+        self._tokens: dict[int, str] = {}  # id(flight) -> its lock token
+        self._claim = client.register_script(scripts.CLAIM)
+        self._release = client.register_script(scripts.RELEASE)
+        self._claiming: dict[str, asyncio.Lock] = {}  # lock -> this process's claim in progress
+        self._woken: dict[str, asyncio.Event] = {}  # lock -> set when its done message arrives
+        self._cancel: Callable[[str], Awaitable[None]] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+
+    # --- SingleFlight ---------------------------------------------------------------
+
+    def find(self, scope_fp: str, key: EntryKey) -> Flight | None:
+        return self._local.find(scope_fp, key)
+
+    async def begin(self, flight: Flight) -> Claim:
+        # One claim per key at a time in this process, so its concurrent
+        # callers join the local flight; into the local table only once the
+        # lock is ours (a caller that joined a flight whose claim then
+        # failed would never be answered).
+        lock = self._n.lock(flight.scope_fp, flight.key)
+        guard = self._claiming.setdefault(lock, asyncio.Lock())
+        try:
+            async with guard:
+                if self._local.find(flight.scope_fp, flight.key) is not None:
+                    return Claim.TAKEN
+                token = secrets.token_hex(8)
+                claim = Claim(text(await self._claim(keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
+                                                     args=[token, self._lock_ms, self._max_entries])))
+                if claim is Claim.WON:
+                    self._local.add(flight)
+                    self._tokens[id(flight)] = token
+                return claim
+        finally:
+            if not guard.locked():
+                self._claiming.pop(lock, None)
+
+    async def end(self, flight: Flight) -> None:
+        # Out of the local table before the first suspension (see the port).
+        if self._local.find(flight.scope_fp, flight.key) is not flight:
+            return
+        self._local.discard(flight)
+        token = self._tokens.pop(id(flight), None)
+        if token is None:
+            return
+        lock = self._n.lock(flight.scope_fp, flight.key)
+        try:
+            await self._release(keys=[lock, self._n.flights, self._n.result(lock)],
+                                args=[token, flight.outcome, _RESULT_TTL_MS, self._n.done_channel(lock)])
+        except RedisError as exc:
+            # The lock's lease frees the key; waiters elsewhere poll it.
+            log.warning("flight release failed", extra={"error_type": type(exc).__name__})
+
+    async def wait_remote(self, scope_fp: str, key: EntryKey, timeout_s: float) -> str | None:
+        await self._listen()
+        lock = self._n.lock(scope_fp, key)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout_s
+        while True:
+            woken = self._woken.setdefault(lock, asyncio.Event())
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.get(self._n.result(lock))
+                pipe.exists(lock)
+                result, held = await pipe.execute()
+            if result is not None:
+                return text(result)
+            if not held:
+                return ""
+            left = until - loop.time()
+            if left <= 0:
+                return None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), min(left, self._poll_s))
+
+    async def invalidated(self, scope_fp: str) -> None:
+        await self._r.publish(self._n.invalidations, scope_fp)
+
+    def on_invalidated(self, cancel: Callable[[str], Awaitable[None]]) -> None:
+        self._cancel = cancel
+
+    def in_scope(self, scope_fp: str) -> list[Flight]:
+        return self._local.in_scope(scope_fp)
+
+    def count(self) -> int:
+        return self._local.count()
+
+    # --- messages -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._listen()
+
+    async def _listen(self) -> None:
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._run_listener(), name="cache-flight-listener")
+        with contextlib.suppress(TimeoutError):
+            # Polling covers the time until the subscription is in place.
+            await asyncio.wait_for(self._subscribed.wait(), self._poll_s)
+
+    async def _run_listener(self) -> None:
+        done_prefix = self._n.done_channel(self._n.prefix)
+        while True:
+            pubsub = self._r.pubsub()
+            try:
+                await pubsub.psubscribe(f"{done_prefix}*")
+                await pubsub.subscribe(self._n.invalidations)
+                self._subscribed.set()
+                async for message in pubsub.listen():
+                    await self._on_message(message, done_prefix)
+            except RedisError as exc:
+                log.warning("flight listener reconnecting", extra={"error_type": type(exc).__name__})
+                await asyncio.sleep(self._poll_s)
+            finally:
+                with contextlib.suppress(RedisError):
+                    await pubsub.aclose()
+
+    async def _on_message(self, message: dict[str, object], done_prefix: str) -> None:
+        kind, channel = message.get("type"), message.get("channel")
+        if not isinstance(channel, bytes):
+            return
+        name = channel.decode()
+        if kind == "pmessage" and name.startswith(done_prefix):
+            woken = self._woken.pop(self._n.prefix + name[len(done_prefix):], None)
+            if woken is not None:
+                woken.set()
+        elif kind == "message" and name == self._n.invalidations and self._cancel is not None:
+            data = message.get("data")
+            if isinstance(data, bytes):
+                await self._cancel(data.decode())
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None

@@ -1,0 +1,170 @@
+"""The RegistryStore (domain.ports) on Redis: one registry for every
+replica. Each method is one round trip: a read, a MULTI pipeline, or a Lua
+script (cluster.scripts) for a step that must be atomic across replicas.
+
+- Entries: ``e:<id>`` (hash, cluster.codec) and ``l:<id>`` (its leases);
+  ``k:<scope>`` maps a key to its entry id, ``s:<scope>`` holds the scope's
+  ids, ``all`` orders every entry by creation and ``lru`` by last use (a
+  shared counter, since replicas' monotonic clocks differ).
+- Tombstones: ``t:<id>`` with a TTL well past the longest lease.
+- Sightings: ``sg:<scope>`` counts, ``sgo`` their recency, bounded by
+  ``max_sightings`` over all scopes. Learned floors: ``floors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from cache_service.cluster import scripts
+from cache_service.cluster.cipher import NameCipher
+from cache_service.cluster.codec import decode_entry, entry_fields, pairs, text
+from cache_service.cluster.names import Names, key_field
+from cache_service.domain.entry import Entry, EntryKey
+
+
+class RedisRegistryStore:
+    def __init__(self, client: aioredis.Redis, names: Names, cipher: NameCipher, *, max_sightings: int = 4096,
+                 tombstone_ttl_s: int = 3600) -> None:
+        self._r = client
+        self._n = names
+        self._cipher = cipher
+        self._max_sightings = max_sightings
+        self._tombstone_ttl = tombstone_ttl_s
+        self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
+            "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "DROP_EXPIRED", "SET_EXPIRY", "SIGHT",
+            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
+
+    # --- entries --------------------------------------------------------------------
+
+    async def get(self, entry_id: str) -> Entry | None:
+        return (await self._many([entry_id]))[0]
+
+    async def first_match(self, scope_fp: str, keys: Sequence[EntryKey],
+                          usable: Callable[[Entry], bool]) -> Entry | None:
+        if not keys:
+            return None
+        ids = await self._r.hmget(self._n.key_index(scope_fp), [key_field(k) for k in keys])
+        found = [text(i) for i in ids if i is not None]
+        for entry in await self._many(found):
+            if entry is not None and usable(entry):
+                return entry
+        return None
+
+    async def scope_entries(self, scope_fp: str) -> list[Entry]:
+        ids = sorted(text(i) for i in await self._r.smembers(self._n.scope(scope_fp)))
+        return [e for e in await self._many(ids) if e is not None]
+
+    async def all_entries(self) -> list[Entry]:
+        ids = [text(i) for i in await self._r.zrange(self._n.all, 0, -1)]
+        return [e for e in await self._many(ids) if e is not None]
+
+    async def count(self) -> int:
+        return int(await self._r.zcard(self._n.all))
+
+    async def next_generation(self) -> int:
+        return int(await self._r.incr(self._n.generation))
+
+    async def put(self, entry: Entry) -> None:
+        fields = entry_fields(entry, self._cipher)
+        flat = [v for kv in fields.items() for v in kv]
+        n = self._n
+        await self._scripts["PUT"](
+            keys=[n.entry(entry.id), n.leases(entry.id), n.key_index(entry.scope_fp), n.scope(entry.scope_fp),
+                  n.all, n.lru, n.seq, n.uses],
+            args=[entry.id, fields["kf"], *flat])
+
+    async def retire(self, entry_id: str) -> Entry | None:
+        entry = await self.get(entry_id)
+        if entry is None:
+            return None
+        return await self._run("RETIRE", entry_id, [self._n.key_index(entry.scope_fp)], [entry_id])
+
+    async def remove(self, entry_id: str, invalid_reason: str) -> Entry | None:
+        entry = await self.get(entry_id)
+        if entry is None:
+            return None
+        n = self._n
+        # Only the replica whose script removed it gets the entry back, so
+        # its provider delete is queued once.
+        return await self._run("REMOVE", entry_id, [
+            n.key_index(entry.scope_fp), n.scope(entry.scope_fp), n.all, n.lru, n.tombstone(entry_id)],
+            [entry_id, invalid_reason, self._tombstone_ttl])
+
+    async def tombstone(self, entry_id: str) -> str | None:
+        value = await self._r.get(self._n.tombstone(entry_id))
+        return text(value) if value is not None else None
+
+    # --- leases and use ---------------------------------------------------------------
+
+    async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
+        return await self._run("ADD_LEASE", entry_id, [self._n.lru, self._n.uses],
+                               [entry_id, lease_id, repr(expires), repr(now)])
+
+    async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
+        return await self._run("DROP_LEASE", entry_id, [], [lease_id])
+
+    async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None:
+        return await self._run("DROP_EXPIRED", entry_id, [], [repr(wall)])
+
+    async def set_expiry(self, entry_id: str, expire_time: float) -> Entry | None:
+        return await self._run("SET_EXPIRY", entry_id, [], [repr(expire_time)])
+
+    async def least_recently_used_idle(self, wall: float) -> Entry | None:
+        ranked: list[tuple[bytes, float]] = await self._r.zrange(self._n.lru, 0, -1, withscores=True)  # type: ignore[assignment]  # redis-py types withscores replies loosely
+        order = {text(m): s for m, s in ranked}
+        idle = [e for e in await self.all_entries() if not e.leased_at(wall)]
+        return min(idle, key=lambda e: (not e.retiring, order.get(e.id, 0.0))) if idle else None
+
+    # --- sightings and floors -----------------------------------------------------------
+
+    async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
+        field = f"{history_len}:{digest.hex()}"
+        n = self._n
+        await self._scripts["SIGHT"](keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq],
+                                     args=[field, f"{scope_fp}|{field}", self._max_sightings, n.sightings("")])
+
+    async def agreeing_sightings(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+        if not chain:
+            return 0
+        counts = await self._r.hmget(self._n.sightings(scope_fp), [f"{i}:{d.hex()}" for i, d in enumerate(chain)])
+        return sum(int(c) for c in counts if c is not None)
+
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+        n = self._n
+        fields = [f"{i}:{d.hex()}" for i, d in enumerate(chain)]
+        return int(await self._scripts["RECORD_SIGHTING"](
+            keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq],
+            args=[self._max_sightings, n.sightings(""), scope_fp, *fields]))
+
+    async def forget_sightings(self, scope_fp: str) -> None:
+        await self._scripts["FORGET_SIGHTINGS"](keys=[self._n.sightings(scope_fp), self._n.sighting_order],
+                                                args=[scope_fp])
+
+    async def learned_floor(self, provider: str, model: str) -> int:
+        value = await self._r.hget(self._n.floors, f"{provider}|{model}")
+        return int(value) if value is not None else 0
+
+    async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
+        await self._scripts["LEARN_FLOOR"](keys=[self._n.floors], args=[f"{provider}|{model}", tokens])
+
+    # --- helpers ----------------------------------------------------------------------
+
+    async def _many(self, ids: Sequence[str]) -> list[Entry | None]:
+        if not ids:
+            return []
+        async with self._r.pipeline(transaction=True) as pipe:
+            for entry_id in ids:
+                pipe.hgetall(self._n.entry(entry_id))
+                pipe.hgetall(self._n.leases(entry_id))
+            raw: list[Any] = await pipe.execute()
+        return [decode_entry(entry_id, raw[2 * i], raw[2 * i + 1], self._cipher) for i, entry_id in enumerate(ids)]
+
+    async def _run(self, script: str, entry_id: str, extra_keys: list[str], args: list[Any]) -> Entry | None:
+        reply = await self._scripts[script](
+            keys=[self._n.entry(entry_id), self._n.leases(entry_id), *extra_keys], args=args)
+        if not reply:
+            return None
+        return decode_entry(entry_id, pairs(reply[0]), pairs(reply[1]), self._cipher)

@@ -1,0 +1,82 @@
+"""Redis for the cluster tests: reachability, a private key prefix per test
+(and one for the simulator's shared state) and its cleanup (never FLUSHALL),
+and cache settings for a replica of the tier."""
+
+from __future__ import annotations
+
+import base64
+import os
+import pathlib
+import secrets
+from typing import Any
+
+import redis
+
+from cache_service.settings import CacheSettings
+from tests.support.servers import cache_settings
+
+REDIS_URL = os.environ.get("AGENTCTX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+ENCRYPTION_KEY = base64.b64encode(b"k" * 32).decode()
+LEASE_KEYS = [{"id": "k1", "secret": "s" * 40}]
+
+
+def available() -> bool:
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+def new_prefix() -> str:
+    return f"agentctx-test-{secrets.token_hex(4)}:"
+
+
+def delete_prefix(prefix: str) -> int:
+    """Deletes every key under ``prefix`` (SCAN, never FLUSHALL)."""
+    client = redis.Redis.from_url(REDIS_URL)
+    deleted = 0
+    for key in client.scan_iter(match=f"{prefix}*", count=500):
+        deleted += client.delete(key)
+    client.close()
+    return deleted
+
+
+def dump_prefix(prefix: str) -> list[bytes]:
+    """Every key and value under ``prefix``, as raw bytes."""
+    client = redis.Redis.from_url(REDIS_URL)
+    out: list[bytes] = []
+    for key in client.scan_iter(match=f"{prefix}*", count=500):
+        out.append(key)
+        kind = client.type(key)
+        if kind == b"string":
+            out.append(client.get(key) or b"")
+        elif kind == b"hash":
+            for k, v in client.hgetall(key).items():
+                out += [k, v]
+        elif kind == b"set":
+            out += list(client.smembers(key))
+        elif kind == b"zset":
+            out += [m for m, _ in client.zrange(key, 0, -1, withscores=True)]
+        elif kind == b"list":
+            out += list(client.lrange(key, 0, -1))
+    client.close()
+    return out
+
+
+def replica_settings(certs: pathlib.Path, tmp: pathlib.Path, prefix: str, **overrides: Any) -> CacheSettings:
+    values: dict[str, Any] = dict(
+        redis_url=REDIS_URL, redis_key_prefix=prefix, redis_encryption_key=ENCRYPTION_KEY,
+        lease_keys=LEASE_KEYS, active_lease_key_id="k1", local_shared_state=True, local_state_prefix=sim_prefix(prefix),
+        sightings_before_create=0, min_prefix_tokens=64, local_min_cache_tokens=64,
+        replica_heartbeat_s=0.2, replica_dead_after_s=0.8, tier_sweep_interval_s=0.2, sweep_interval_s=0.2,
+    )
+    values.update(overrides)
+    return cache_settings(certs, tmp, **values)
+
+
+def sim_prefix(prefix: str) -> str:
+    return prefix.rstrip(":") + "-sim:"
+
+
+def sync_client() -> redis.Redis:
+    return redis.Redis.from_url(REDIS_URL)
