@@ -123,8 +123,10 @@ async def test_compaction_position_is_tracked(store: SqlSessionStore) -> None:
     await store.append_event(KEY, Event(id="c", author="compactor", kind=c.kind, compaction=c.compaction))
     cache = HistoryCache(store, render)
     view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
-    assert view.compaction_index == 3 and view.records[3].is_compaction
-    assert view.records[3].body.rendered.proto.parts[0].text.endswith("summary")
+    # The record before the compaction's first kept sequence (2) is let go.
+    assert [r.sequence for r in view.records] == [2, 3, 4]
+    assert view.compaction_index == 2 and view.records[2].is_compaction
+    assert view.records[2].body.rendered.proto.parts[0].text.endswith("summary")
 
 
 async def test_session_heads_read_the_same_as_the_store(store: SqlSessionStore) -> None:
