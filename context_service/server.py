@@ -21,8 +21,8 @@ from agentctx_common.tls import channel_credentials
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp, limits_of, session_defaults
-from context_service.building.builder import ContextBuilder
 from context_service.building.appends import ObservedSessions
+from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
 from context_service.cache_client import CacheClient
 from context_service.compaction.runtime import CompactionRuntime, start_compaction

@@ -41,8 +41,11 @@ def children_of(pid: int) -> list[int]:
     return sorted(found)
 
 
-def established_on(pid: int, port: int) -> int:
-    """TCP connections in ``pid`` established on local ``port``."""
+ESTABLISHED, LISTEN = "01", "0A"
+
+
+def sockets_on(pid: int, port: int, state: str) -> int:
+    """TCP sockets of ``pid`` on local ``port`` in ``state``."""
     inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -58,7 +61,7 @@ def established_on(pid: int, port: int) -> int:
         for line in pathlib.Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            if local_port == port and fields[3] == "01" and fields[9] in inodes:
+            if local_port == port and fields[3] == state and fields[9] in inodes:
                 count += 1
     return count
 
@@ -96,14 +99,14 @@ def test_two_workers_serve_one_port_and_stop_together(tmp_path: pathlib.Path, ce
         while len(workers := children_of(supervisor.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(workers) == 2, (tmp_path / "serve.log").read_text()
-        for worker in workers:  # both up before the load, or the kernel could only pick one
-            wait_healthy(port, certs_dir, "agent-client", supervisor, timeout=60)
-        time.sleep(1.0)
+        # Both listening before the load, or the kernel could only pick one.
+        while not all(sockets_on(w, port, LISTEN) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             done = list(pool.map(lambda i: session_work(port, certs_dir, i), range(CONNECTIONS)))
         channels = [c for _, c in done]
         # Every connection is still open: each worker holds some of them.
-        per_worker = {w: established_on(w, port) for w in workers}
+        per_worker = {w: sockets_on(w, port, ESTABLISHED) for w in workers}
         assert all(count > 0 for count in per_worker.values()), per_worker
         assert sum(per_worker.values()) >= CONNECTIONS
         # Writes from both processes into one SQLite file: all there, gapless.
