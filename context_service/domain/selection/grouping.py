@@ -38,12 +38,19 @@ class _Layout:
     order; extended by copying (a layout in use is never changed)."""
 
     __slots__ = ("count", "digests", "joined", "offsets", "pruned")
+    count: int
+    digests: bytes
+    joined: bytes
+    offsets: list[int]
+    pruned: list[int]
 
     def __init__(self, bodies: Sequence[ContentRecord], base: _Layout | None = None) -> None:
         canonical = [b.canonical for b in bodies]
         if base is None:
             offsets: list[int] = []
-            at, pruned, running, head, digests = 0, [0], 0, [], b""
+            at, running, digests = 0, 0, b""
+            pruned: list[int] = [0]
+            head: list[bytes] = []
         else:
             offsets = base.offsets.copy()
             at = len(base.joined) + 1 if base.count else 0
