@@ -163,3 +163,31 @@ async def test_session_heads_fall_back_to_the_store_elsewhere(store: SqlSessionS
     heads = StoreSessionHeads(Plain())
     assert await heads.get(KEY) == head_of(await store.get_session(KEY))
     await heads.close()
+
+
+async def test_appends_through_the_app_extend_the_cache_without_a_read(store: SqlSessionStore) -> None:
+    """An append made here is taken as is; one made elsewhere (another
+    replica or process, here the raw store) leaves a gap that the next load
+    reads from the last cached sequence, and the appended one after it is
+    not taken out of order."""
+    from context_service.building.appends import ObservedSessions
+
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    await append(store, KEY, 3)
+    spy = CountingStore(store)
+    cache = HistoryCache(spy, render)
+    sessions = ObservedSessions(store, cache)
+    await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    await sessions.append_event(KEY, Event(id="here", author="user", content=text("user", "mine")))
+    view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    assert spy.fetches == [0] and [r.event_id for r in view.records][-1] == "here"
+
+    await store.append_event(KEY, Event(id="elsewhere", author="user", content=text("user", "theirs")))
+    await sessions.append_event(KEY, Event(id="here-2", author="user", content=text("user", "mine again")))
+    view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    assert spy.fetches == [0, 4]
+    assert [r.sequence for r in view.records] == [1, 2, 3, 4, 5, 6]
+    assert [r.event_id for r in view.records][-2:] == ["elsewhere", "here-2"]
+    dedup = await sessions.append_event(KEY, Event(id="here-2", author="user", content=text("user", "mine again")))
+    assert dedup.deduplicated and len((await cache.load(head_of(await store.get_session(KEY)),
+                                                         DEFAULT_SECRET_KEYS)).records) == 6

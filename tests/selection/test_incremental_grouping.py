@@ -147,3 +147,17 @@ def test_a_call_and_its_result_in_separate_appends_stay_one_unit() -> None:
     memo = carried(memo)
     grown = grouping(records[:4], 0, None, (), memo)
     assert grown.units.bounds == [(0, 0), (1, 3)] and first.units.bounds == [(0, 0), (1, 1)]  # the old one unchanged
+
+
+def test_a_turns_input_at_the_end_is_left_out_as_a_prefix_sharing_the_memo() -> None:
+    from context_service.building.builder import _without
+    from context_service.building.history import HistoryView
+    from tests.selection.builders import text
+
+    records = [event_record(event(i, text("user", f"m{i}")), DEFAULT_SECRET_KEYS) for i in range(1, 6)]
+    view = HistoryView(records, None, {})
+    tail = _without(view, frozenset({"e4", "e5"}))
+    assert [r.sequence for r in tail.records] == [1, 2, 3] and tail.memo is view.memo
+    # Someone appended after the input: a filtered list with its own memo.
+    middle = _without(view, frozenset({"e3"}))
+    assert [r.sequence for r in middle.records] == [1, 2, 4, 5] and middle.memo is not view.memo
