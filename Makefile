@@ -45,4 +45,4 @@ lint: venv $(TOOLS)/buf
 	cd clients/python && ../../$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .venv-client .venv-apart tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx
+	rm -rf $(VENV) .venv-client .venv-adk .venv-apart tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx

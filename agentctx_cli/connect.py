@@ -1,7 +1,8 @@
 """How client commands (inspect, context-cache, demo) reach the context
 service: flags whose defaults match ``agentctx up`` (127.0.0.1:50051, the
 dev certificates under .agentctx/certs, the sample agent's client
-certificate), a TLS channel, and RPC failures as one-line errors."""
+certificate), an agentctx_client ContextClient over mutual TLS, and its
+errors as one-line command errors."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import argparse
 import json
 import os
 import pathlib
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-import grpc
 from google.protobuf import json_format
 
-from agentctx_common.errors import AgentCtxError, Unavailable
-from agentctx_common.status import error_from_rpc, status_from_rpc
-from agentctx_common.tls import channel_credentials
+import agentctx_client
+from agentctx_common.errors import AgentCtxError, Code, Unavailable, error_class
+from agentctx_common.reasons import Reason
+from agentctx_common.tls import read_certificates, read_key_pair
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 DEFAULT_CERTS = pathlib.Path(".agentctx/certs")
+T = TypeVar("T")
 
 
 def add_session_args(parser: argparse.ArgumentParser, *, model_help: str) -> None:
@@ -43,36 +46,43 @@ def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=15.0, help="deadline of each call in seconds (default 15)")
 
 
-def open_channel(args: argparse.Namespace) -> grpc.aio.Channel:
-    """A TLS channel with the client certificate (ConfigError naming a
-    missing file)."""
+def client_tls(args: argparse.Namespace) -> agentctx_client.TlsConfig:
+    """The client's TLS settings, every file checked first (a ConfigError
+    naming a missing or wrong file, which gRPC would only report as a failed
+    handshake)."""
     certs: pathlib.Path = args.certs
-    creds = channel_credentials(certs / "ca.pem", certs / f"{args.client}.pem", certs / f"{args.client}.key")
-    return grpc.aio.secure_channel(args.target, creds, options=[("grpc.ssl_target_name_override", args.server_name)])
+    ca, cert, key = certs / "ca.pem", certs / f"{args.client}.pem", certs / f"{args.client}.key"
+    read_certificates(ca, "CA")
+    read_key_pair(cert, key, "TLS certificate", "TLS key")
+    return agentctx_client.TlsConfig(ca=ca, cert=cert, key=key, server_name=args.server_name)
 
 
-async def call_context_service(args: argparse.Namespace, method: str, request: Any) -> Any:
-    """One unary ContextService call over a fresh channel; failures become
-    one-line AgentCtxErrors."""
-    from agentctx.context.v1 import context_service_pb2_grpc
+def open_client(args: argparse.Namespace, *, timeout: float | None = None) -> agentctx_client.ContextClient:
+    """A ContextClient for ``args.target`` with the client certificate; each
+    call's deadline (retries included) is ``timeout``, else ``args.timeout``."""
+    return agentctx_client.connect(args.target, tls=client_tls(args),
+                                   timeout=timeout if timeout is not None else args.timeout)
 
-    async with open_channel(args) as channel:
-        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+
+async def with_client(args: argparse.Namespace, use: Callable[[agentctx_client.ContextClient], Awaitable[T]]) -> T:
+    """``use(client)`` over a fresh client; failures become one-line
+    AgentCtxErrors."""
+    async with open_client(args) as client:
         try:
-            return await getattr(stub, method)(request, timeout=args.timeout)
-        except grpc.aio.AioRpcError as err:
+            return await use(client)
+        except agentctx_client.AgentCtxError as err:
             raise rpc_failure(err, args.target) from None
 
 
-def rpc_failure(err: grpc.aio.AioRpcError, target: str) -> AgentCtxError:
+def rpc_failure(err: agentctx_client.AgentCtxError, target: str) -> AgentCtxError:
     """The server's error with its reason in the message, or a plain
-    "cannot reach" for a transport failure."""
-    if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
+    "cannot reach" for a transport failure (UNAVAILABLE without a status)."""
+    if isinstance(err, agentctx_client.UnavailableError) and err.status is None:
         return Unavailable(f"cannot reach the context service at {target} (is `agentctx up` running?)")
-    failure = error_from_rpc(err)
-    failure.message = f"{failure.message} [{failure.reason}]"
-    failure.args = (failure.message,)
-    return failure
+    name = err.reason_name
+    reason = Reason.__members__.get(name)  # None for a reason this build does not know: the code's generic one
+    return error_class(Code(err.code.name))(f"{err.message} [{name}]", reason=reason, metadata=err.metadata,
+                                            retry_after=err.retry_delay)
 
 
 def message_json(message: Any) -> str:
@@ -81,7 +91,3 @@ def message_json(message: Any) -> str:
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     return json.dumps(data, indent=2, sort_keys=True)
-
-
-def session_name(app: str, user: str, session: str) -> str:
-    return f"apps/{app}/users/{user}/sessions/{session}"

@@ -209,8 +209,18 @@ class Reason(str, enum.Enum):
     # call may be retried after the RetryInfo delay.
     SERVER_OVERLOADED = "SERVER_OVERLOADED"
     # DEADLINE_EXCEEDED: the call's deadline had passed, or left less than the
-    # server's minimum, when it was admitted; nothing was done.
+    # server's minimum, when it was admitted; nothing was done. Also a turn
+    # whose deadline passed before its model call: its input is stored, no model
+    # call was started.
     DEADLINE_TOO_SHORT = "DEADLINE_TOO_SHORT"
+    # FAILED_PRECONDITION: the cache service answered UNIMPLEMENTED for a method
+    # this call needs ("method": GenerateContent, StreamGenerateContent,
+    # GetScopeStatus or InvalidateScope): a cache service without it, or
+    # cache_target names another service. No model call was made (a turn's input
+    # stays stored); fix the deployment, then retry with the same ids. A cache
+    # service without AcquireLease or ReleaseLease is no error: the call goes
+    # uncached (BYPASS UNSUPPORTED).
+    CACHE_SERVICE_INCOMPATIBLE = "CACHE_SERVICE_INCOMPATIBLE"
 
     def __str__(self) -> str:
         return self.value
@@ -254,4 +264,5 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),
+    Reason.CACHE_SERVICE_INCOMPATIBLE: ('method',),
 }

@@ -183,7 +183,7 @@ async def main() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         certs = pathlib.Path(tmp) / "certs"
         init_dev_certs(certs)
-        settings = cache_settings(certs, pathlib.Path(tmp), max_waiters=256, sightings_before_create=0,
+        settings = cache_settings(certs, pathlib.Path(tmp), max_waiters=256, sightings_before_create=0, max_inflight_rpcs=512,
                                   min_prefix_tokens=64, local_min_cache_tokens=64, log_level="WARNING")
         app = await CacheApp.create(settings)
         server = await build_server(settings, app=app)

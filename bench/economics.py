@@ -42,8 +42,9 @@ from typing import Any
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
-from agentctx.type.v1 import cache_pb2, content_pb2
+from agentctx.type.v1 import cache_pb2, generation_pb2
 from agentctx_cli.demo import script
+from agentctx_client import Event, FunctionCall
 from agentctx_common.certs import init_dev_certs
 from cache_service.app import CacheApp
 from cache_service.domain.clock import ManualClock
@@ -143,13 +144,15 @@ async def run_mode(mode: str, certs: pathlib.Path, tmp: pathlib.Path, adk_interv
             parent="apps/bench/users/economics", session_id=mode,
             session=session_pb2.Session(config=session_config(mode)),
         ))
-        system, tools = script.system_instruction(), script.tools()
+        # The demo's script, as messages for the raw stub.
+        system = script.system_instruction().to_proto()
+        tools = [generation_pb2.Tool(function_declarations=[d.to_proto() for d in script.tools()])]
         tasks = iter(script.TASKS * (CALLS // len(script.TASKS) + 1))
-        pending: list[content_pb2.FunctionCall] = []
+        pending: tuple[FunctionCall, ...] = ()
         for n in range(1, CALLS + 1):
             event_id = f"{mode}-{n}"
             event = (script.tool_results_event(event_id, pending, n) if pending
-                     else script.user_event(event_id, next(tasks)))
+                     else script.user_event(event_id, next(tasks))).to_proto()
             response = await stub.Generate(pb.GenerateRequest(
                 session=session.name, input=[event], system_instruction=system, tools=tools,
             ), timeout=30)
@@ -162,7 +165,7 @@ async def run_mode(mode: str, certs: pathlib.Path, tmp: pathlib.Path, adk_interv
             if meta.bypass_reason == cache_pb2.CACHE_BYPASS_REASON_DISABLED:
                 name = "off"
             states[name] = states.get(name, 0) + 1
-            pending = [p.function_call for p in response.reply.content.parts if p.HasField("function_call")]
+            pending = Event.from_proto(response.reply).function_calls
             clock.advance(SECONDS_PER_CALL)
         # Whatever is still cached is billed until it expires.
         clock.advance(4 * 3600)

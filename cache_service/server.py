@@ -29,7 +29,7 @@ async def build_server(settings: CacheSettings, *, app: CacheApp | None = None) 
             settings,
             service_names=[SERVICE_NAME],
             # Generated gRPC registration code carries no annotations.
-            register=lambda s: cache_service_pb2_grpc.add_CacheServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+            register=lambda s: cache_service_pb2_grpc.add_CacheServiceServicer_to_server(servicer, s),
             interceptors=[AllowlistInterceptor(settings.allowed_identities)],
             telemetry_name="cache-service",
         )

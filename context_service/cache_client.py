@@ -14,6 +14,11 @@ channel's reconnect backoff is capped at ``_MAX_RECONNECT_BACKOFF_MS``, so a
 restarted cache service is used again within about a second, without
 operator action (gRPC's default cap is two minutes).
 
+A method the cache service does not implement (an older or newer version,
+or another service at ``cache_target``) is FAILED_PRECONDITION
+CACHE_SERVICE_INCOMPATIBLE naming the method; the turn gateway treats a
+missing AcquireLease as "no caching here" and calls uncached.
+
 A request the cache service could not decode (MALFORMED_REQUEST) was
 built here from the session and the call, not sent by the agent as is: it
 is FAILED_PRECONDITION CACHE_REQUEST_UNDECODABLE for the agent.
@@ -22,14 +27,14 @@ is FAILED_PRECONDITION CACHE_REQUEST_UNDECODABLE for the agent.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
 from agentctx.cache.v1 import cache_service_pb2 as cpb
 from agentctx.cache.v1 import cache_service_pb2_grpc
-from agentctx_common.errors import DeadlineExceeded, FailedPrecondition, Unavailable
+from agentctx_common.errors import Code, DeadlineExceeded, FailedPrecondition, Unavailable
 from agentctx_common.reasons import Reason
 from agentctx_common.status import error_from_rpc, status_from_rpc
 from agentctx_common.telemetry import outgoing_metadata
@@ -41,7 +46,6 @@ from context_service.mapping.cache_calls import cache_prefix, reply_from_proto, 
 from context_service.mapping.convert import cache_from_proto
 from context_service.settings import ContextSettings
 
-T = TypeVar("T")
 Stub = cache_service_pb2_grpc.CacheServiceStub
 _INITIAL_RECONNECT_BACKOFF_MS = 100
 _MAX_RECONNECT_BACKOFF_MS = 1000
@@ -79,7 +83,7 @@ class CacheClient:
                     ],
                 )
                 # The generated gRPC module has no type stubs.
-                self._stub = Stub(self._channel)  # type: ignore[no-untyped-call]
+                self._stub = Stub(self._channel)
         return self._stub
 
     def timeout(self, remaining: float | None) -> float:
@@ -88,15 +92,16 @@ class CacheClient:
         cap = self._settings.cache_timeout_s
         return cap if remaining is None else max(0.0, min(cap, remaining))
 
-    async def _call(self, method: Callable[[Stub], Callable[..., Awaitable[T]]], request: Any, remaining: float | None) -> T:
+    async def _call(self, method: str, request: Any, remaining: float | None) -> Any:
+        """``method`` of the cache service (its name in the proto)."""
         stub = await self._get_stub()
         timeout = self.timeout(remaining)
         if timeout <= 0:
             raise DeadlineExceeded("no time left to call the cache service", reason=Reason.DEADLINE_EXCEEDED)
         try:
-            return await method(stub)(request, timeout=timeout, metadata=outgoing_metadata())
+            return await getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
         except grpc.aio.AioRpcError as err:
-            raise _rebuilt(err) from None
+            raise _rebuilt(err, method) from None
 
     async def _stream(self, request: cpb.StreamGenerateContentRequest, remaining: float | None) -> AsyncIterator[cpb.StreamGenerateContentResponse]:
         stub = await self._get_stub()
@@ -108,7 +113,7 @@ class CacheClient:
             async for item in call:
                 yield item
         except grpc.aio.AioRpcError as err:
-            raise _rebuilt(err) from None
+            raise _rebuilt(err, "StreamGenerateContent") from None
         finally:
             # A consumer that stops early (the agent went away) ends the RPC.
             call.cancel()
@@ -122,12 +127,12 @@ class CacheClient:
         call = cpb.AcquireLeaseRequest(scope=scope_to_proto(scope), prefix=cache_prefix(request, input_count))
         if ttl_s is not None:
             call.ttl.FromNanoseconds(int(ttl_s * 1e9))
-        answer: cpb.AcquireLeaseResponse = await self._call(lambda s: s.AcquireLease, call, remaining)
+        answer: cpb.AcquireLeaseResponse = await self._call("AcquireLease", call, remaining)
         return LeaseGrant(answer.lease, cache_from_proto(answer.metadata))
 
     async def release_lease(self, lease: str, *, remaining: float | None = None) -> bool:
         response: cpb.ReleaseLeaseResponse = await self._call(
-            lambda s: s.ReleaseLease, cpb.ReleaseLeaseRequest(lease=lease), remaining
+            "ReleaseLease", cpb.ReleaseLeaseRequest(lease=lease), remaining
         )
         return response.released
 
@@ -147,13 +152,13 @@ class CacheClient:
 
     async def scope_status(self, scope: CacheScope, *, remaining: float | None = None) -> ScopeStatus:
         status: cpb.GetScopeStatusResponse = await self._call(
-            lambda s: s.GetScopeStatus, cpb.GetScopeStatusRequest(scope=scope_to_proto(scope)), remaining
+            "GetScopeStatus", cpb.GetScopeStatusRequest(scope=scope_to_proto(scope)), remaining
         )
         return ScopeStatus(status.scope_fingerprint, status.entry_count, status.inflight_count, status.waiter_count)
 
     async def invalidate_scope(self, scope: CacheScope, *, remaining: float | None = None) -> ScopeInvalidation:
         done: cpb.InvalidateScopeResponse = await self._call(
-            lambda s: s.InvalidateScope, cpb.InvalidateScopeRequest(scope=scope_to_proto(scope)), remaining
+            "InvalidateScope", cpb.InvalidateScopeRequest(scope=scope_to_proto(scope)), remaining
         )
         return ScopeInvalidation(done.scope_fingerprint, done.entries_removed, done.inflight_cancelled)
 
@@ -162,7 +167,7 @@ class CacheClient:
     async def generate_content(
         self, request: cpb.GenerateContentRequest, *, remaining: float | None = None
     ) -> cpb.GenerateContentResponse:
-        return await self._call(lambda s: s.GenerateContent, request, remaining)
+        return await self._call("GenerateContent", request, remaining)
 
     async def close(self) -> None:
         if self._channel is not None:
@@ -171,11 +176,19 @@ class CacheClient:
             self._stub = None
 
 
-def _rebuilt(err: grpc.aio.AioRpcError) -> Exception:
+def _rebuilt(err: grpc.aio.AioRpcError, method: str) -> Exception:
     if err.code() is grpc.StatusCode.UNAVAILABLE and status_from_rpc(err) is None:
         # Transport failure, not an answer from the service.
         return Unavailable("the cache service is unreachable", reason=Reason.CACHE_SERVICE_UNAVAILABLE, retry_after=1.0)
     error = error_from_rpc(err)
+    if error.code is Code.UNIMPLEMENTED and error.reason is Reason.UNIMPLEMENTED:
+        # gRPC's answer for a method the server does not have: a cache
+        # service of another version (or another service at cache_target).
+        return FailedPrecondition(
+            f"the cache service does not implement {method}: it runs a version without it, "
+            "or cache_target names another service",
+            reason=Reason.CACHE_SERVICE_INCOMPATIBLE, metadata={"method": method},
+        )
     if error.reason is Reason.MALFORMED_REQUEST:
         return FailedPrecondition(
             "the cache service could not decode the model request built from this session and call: "

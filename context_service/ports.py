@@ -12,7 +12,8 @@ current etag in metadata; COMPACTION_CONFLICT), Unavailable
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+import datetime as dt
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Protocol
 
 from context_service.building.types import BuiltContext
@@ -24,7 +25,14 @@ from context_service.domain.config import ContextConfig
 from context_service.domain.diagnostics import LifecycleFacts
 from context_service.domain.model import CompactionTrigger, Event, JsonObject, SessionKey
 from context_service.domain.selection import Compressor
-from context_service.domain.sessions import AppendResult, SessionHead, SessionPage, SessionQuery, SessionRecord
+from context_service.domain.sessions import (
+    AppendResult,
+    SessionHead,
+    SessionPage,
+    SessionQuery,
+    SessionRecord,
+    StateDelta,
+)
 
 # --- storage ----------------------------------------------------------------
 
@@ -38,8 +46,14 @@ class EventSource(Protocol):
 
 
 class SessionStore(Protocol):
-    async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig) -> SessionRecord:
-        """Stores a new, empty session (ALREADY_EXISTS when the key is taken)."""
+    async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig,
+                             app_state: JsonObject | None = None, user_state: JsonObject | None = None) -> SessionRecord:
+        """Stores a new, empty session (ALREADY_EXISTS when the key is taken),
+        merging ``app_state``/``user_state`` by key into the shared states."""
+        ...
+
+    async def get_shared_state(self, app: str, user: str) -> tuple[JsonObject, JsonObject]:
+        """(the app's shared state, the user's in the app); empty when unset."""
         ...
 
     async def get_session(self, key: SessionKey) -> SessionRecord: ...
@@ -66,7 +80,8 @@ class SessionStore(Protocol):
         """Removes the session and all of its events."""
         ...
 
-    async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None) -> AppendResult:
+    async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None,
+                           state_delta: StateDelta | None = None) -> AppendResult:
         """Stores ``event`` with the next sequence; on disk when it returns.
 
         ``event.id`` must be set (domain.sessions.prepare_event). An id that
@@ -75,8 +90,17 @@ class SessionStore(Protocol):
         is ALREADY_EXISTS, reason EVENT_ID_CONFLICT. ``create_time`` is
         set to the commit time when None. The store does not check who may
         append what: COMPACTION events are ordinary rows (kind COMPACTION,
-        body as JSON).
+        body as JSON). A ``state_delta`` is merged by key into the session's
+        and the shared states in the event's transaction (not on a retry).
         """
+        ...
+
+    async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
+        """Stores ``events`` all or nothing, in one transaction: the first
+        error ``append_event`` would give one of them (EVENT_ID_CONFLICT,
+        NOT_FOUND) is raised and nothing is stored. An id already stored
+        with the same content is deduplicated as by ``append_event``, so a
+        retry is idempotent; the others get consecutive sequences."""
         ...
 
     async def get_event(self, key: SessionKey, event_id: str) -> Event | None: ...
@@ -88,8 +112,12 @@ class SessionStore(Protocol):
         after_sequence: int = 0,
         limit: int | None = None,
         include_compactions: bool = True,
+        after_time: dt.datetime | None = None,
+        most_recent: int = 0,
     ) -> list[Event]:
-        """Events with a sequence above ``after_sequence``, in sequence order."""
+        """Events with a sequence above ``after_sequence`` (created at or
+        after ``after_time``; only the ``most_recent`` newest when
+        positive), in sequence order."""
         ...
 
     async def close(self) -> None: ...

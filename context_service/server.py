@@ -37,7 +37,7 @@ SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"]
 
 def register_servicer(server: grpc.aio.Server, servicer: ContextServicer) -> None:
     # The generated gRPC module has no type stubs.
-    context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)
     register_raw_build_context(server, servicer)
 
 

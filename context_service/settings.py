@@ -102,6 +102,11 @@ class ContextSettings(ServerSettings):
         True, description="Create the schema in a brand-new embedded SQLite database at start (never PostgreSQL)."
     )
     append_batch_max: int = Field(256, ge=1, le=10000, description="Most appends committed in one transaction.")
+    max_turn_inputs: int = Field(
+        256, ge=1, le=10000,
+        description="Most input events one Generate or StreamGenerate turn takes (stored in one transaction); "
+        "more is INVALID_ARGUMENT on input.",
+    )
 
     # Authorization: which apps each caller may use ("*" = every app).
     app_grants: dict[str, list[str]] = Field(

@@ -13,7 +13,8 @@ import sys
 from google.protobuf import json_format
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx_cli.connect import add_session_args, call_context_service, message_json, session_name
+from agentctx_cli.connect import add_session_args, message_json, with_client
+from agentctx_client import InvalidationConfirmation, session_name
 from agentctx_common.errors import ConfigError
 
 
@@ -27,25 +28,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     invalidate.set_defaults(func=run_invalidate)
 
 
-def parse_confirmation(text: str) -> pb.InvalidationConfirmation:
-    """Strict: unknown fields and wrong types are refused here, before any
-    call."""
+def parse_confirmation(text: str) -> InvalidationConfirmation:
+    """Strict (by the message's own JSON mapping): unknown fields and wrong
+    types are refused here, before any call."""
     if text == "-":
         text = sys.stdin.read()
     try:
-        return json_format.Parse(text, pb.InvalidationConfirmation())
+        return InvalidationConfirmation.from_proto(json_format.Parse(text, pb.InvalidationConfirmation()))
     except json_format.ParseError as exc:
         raise ConfigError(f"--confirm-json is not a valid confirmation: {str(exc).splitlines()[0]}") from None
 
 
 def run_invalidate(args: argparse.Namespace) -> int:
-    request = pb.InvalidateContextCacheRequest(
-        session=session_name(args.app, args.user, args.session), model=args.model,
-        confirmation=parse_confirmation(args.confirm_json),
-    )
-    done = asyncio.run(call_context_service(args, "InvalidateContextCache", request))
+    name, confirmation = session_name(args.app, args.user, args.session), parse_confirmation(args.confirm_json)
+    done = asyncio.run(with_client(args, lambda client: client.invalidate_context_cache(
+        name, model=args.model, confirmation=confirmation)))
     if args.json:
-        print(message_json(done))
+        print(message_json(done.proto))
     else:
         print(f"Invalidated cache scope {done.scope_fingerprint}: {done.entries_removed} cache(s) deleted, "
               f"{done.inflight_cancelled} creation(s) cancelled.")

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shlex
 
-from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.type.v1 import cache_pb2, event_pb2
-from agentctx_cli.connect import (
-    DEFAULT_CERTS,
-    DEFAULT_TARGET,
-    add_session_args,
-    call_context_service,
-    message_json,
-    session_name,
-)
+from agentctx_cli.connect import DEFAULT_CERTS, DEFAULT_TARGET, add_session_args, message_json, with_client
 from agentctx_cli.invocation import agentctx
+from agentctx_client import CacheBypassReason, CacheState, CompactionTrigger, ContextLifecycle, session_name
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,9 +24,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_lifecycle(args: argparse.Namespace) -> int:
-    request = pb.GetContextLifecycleRequest(session=session_name(args.app, args.user, args.session), model=args.model)
-    view = asyncio.run(call_context_service(args, "GetContextLifecycle", request))
-    print(message_json(view) if args.json else render(view, args))
+    name = session_name(args.app, args.user, args.session)
+    view = asyncio.run(with_client(args, lambda client: client.get_context_lifecycle(name, model=args.model)))
+    print(message_json(view.proto) if args.json else render(view, args))
     return 0
 
 
@@ -41,9 +34,8 @@ def _short(fingerprint: str) -> str:
     return fingerprint[:16] + "…" if fingerprint else "-"
 
 
-def invalidate_command(view: pb.ContextLifecycle, args: argparse.Namespace) -> str:
-    confirm = {"app": args.app, "user": args.user, "session": args.session, "model": view.model,
-               "scope_fingerprint": view.scope_fingerprint}
+def invalidate_command(view: ContextLifecycle, args: argparse.Namespace) -> str:
+    confirm = dataclasses.asdict(view.confirmation())
     words = [
         f"{agentctx()} context-cache invalidate", shlex.quote(args.app), shlex.quote(args.user), shlex.quote(args.session),
         "--model", shlex.quote(view.model), "--confirm-json", shlex.quote(json.dumps(confirm, separators=(",", ":"))),
@@ -55,8 +47,8 @@ def invalidate_command(view: pb.ContextLifecycle, args: argparse.Namespace) -> s
     return " ".join(words)
 
 
-def render(view: pb.ContextLifecycle, args: argparse.Namespace) -> str:
-    trigger = event_pb2.CompactionTrigger.Name(view.latest_trigger).removeprefix("COMPACTION_TRIGGER_")
+def render(view: ContextLifecycle, args: argparse.Namespace) -> str:
+    trigger = CompactionTrigger.Name(view.latest_trigger).removeprefix("COMPACTION_TRIGGER_")
     lines = [
         f"Context lifecycle of {view.session}",
         f"  model                {view.model}",
@@ -78,11 +70,11 @@ def render(view: pb.ContextLifecycle, args: argparse.Namespace) -> str:
         ]
     else:
         lines.append("  cache scope          cache service unreachable: counts unknown")
-    if view.HasField("latest_cache"):
+    if view.latest_cache is not None:
         c = view.latest_cache
-        state = cache_pb2.CacheState.Name(c.state).removeprefix("CACHE_STATE_").lower()
-        if c.state == cache_pb2.CACHE_STATE_BYPASS:
-            state += " (" + cache_pb2.CacheBypassReason.Name(c.bypass_reason).removeprefix(
+        state = CacheState.Name(c.state).removeprefix("CACHE_STATE_").lower()
+        if c.state == CacheState.CACHE_STATE_BYPASS:
+            state += " (" + CacheBypassReason.Name(c.bypass_reason).removeprefix(
                 "CACHE_BYPASS_REASON_").lower().replace("_", " ") + ")"
         lines.append(f"  latest reply cache   {state}, prefix {c.prefix_tokens:,} tokens {_short(c.prefix_fingerprint)}, "
                      f"{c.uses} use(s)")

@@ -10,11 +10,19 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
-from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2
+from agentctx.context.v1 import policy_pb2
 from agentctx_cli.demo import script
 from agentctx_cli.demo.pricing import TurnCost, turn_cost
+from agentctx_client import (
+    CacheBypassReason,
+    CacheMetadata,
+    CacheState,
+    CompactionTrigger,
+    ContextClient,
+    Event,
+    FunctionCall,
+    Usage,
+)
 
 APP = "demo"
 USER = "newcomer"
@@ -89,25 +97,23 @@ def session_config() -> policy_pb2.ContextConfig:
     return config
 
 
-def _state(meta: cache_pb2.CacheMetadata) -> tuple[str, str]:
-    state = cache_pb2.CacheState.Name(meta.state).removeprefix("CACHE_STATE_").lower()
-    reason = cache_pb2.CacheBypassReason.Name(meta.bypass_reason).removeprefix("CACHE_BYPASS_REASON_").lower()
+def _state(meta: CacheMetadata | None) -> tuple[str, str]:
+    if meta is None:
+        return "off", ""
+    state = CacheState.Name(meta.state).removeprefix("CACHE_STATE_").lower()
+    reason = CacheBypassReason.Name(meta.bypass_reason).removeprefix("CACHE_BYPASS_REASON_").lower()
     if state == "unspecified" or reason == "disabled":
         return "off", ""
     return state, reason.replace("_", " ") if state == "bypass" else ""
 
 
-def _calls(reply: event_pb2.Event) -> list[content_pb2.FunctionCall]:
-    return [p.function_call for p in reply.content.parts if p.HasField("function_call")]
-
-
-def _trigger(event: event_pb2.Event) -> str:
-    return event_pb2.CompactionTrigger.Name(event.compaction.checkpoint.trigger).removeprefix(
-        "COMPACTION_TRIGGER_").lower()
+def _trigger(event: Event) -> str:
+    trigger = event.compaction_trigger or CompactionTrigger.COMPACTION_TRIGGER_UNSPECIFIED
+    return CompactionTrigger.Name(trigger).removeprefix("COMPACTION_TRIGGER_").lower()
 
 
 async def run_demo(
-    stub: context_service_pb2_grpc.ContextServiceStub,
+    client: ContextClient,
     *,
     turns: int = 30,
     on_turn: Callable[[TurnRecord], None] | None = None,
@@ -117,43 +123,39 @@ async def run_demo(
     """Creates a fresh session and runs ``turns`` model calls in it,
     ``pace_s`` apart (so a person can follow along)."""
     session_id = "demo-" + time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    created = await stub.CreateSession(pb.CreateSessionRequest(
-        parent=f"apps/{APP}/users/{USER}", session_id=session_id, session=session_pb2.Session(config=session_config()),
-    ), timeout=timeout_s)
+    created = await client.create_session(APP, USER, session_id=session_id, config=session_config(), timeout=timeout_s)
     result = DemoResult(created.name, session_id)
     system, tools = script.system_instruction(), script.tools()
     tasks = iter(script.TASKS * (turns // len(script.TASKS) + 1))
-    pending: list[content_pb2.FunctionCall] = []
+    pending: tuple[FunctionCall, ...] = ()
     started = time.monotonic()
     for n in range(1, turns + 1):
         event_id = f"{session_id}-{n}"
         if pending:
             event = script.tool_results_event(event_id, pending, n)
-            kind, label = "tool", ",".join(c.name for c in pending) + f" {event.ByteSize() / 1024:.1f}KB"
+            kind, label = "tool", ",".join(c.name for c in pending) + f" {event.to_proto().ByteSize() / 1024:.1f}KB"
         else:
             text = next(tasks)
             event, kind, label = script.user_event(event_id, text), "user", text
-        response = await stub.Generate(pb.GenerateRequest(
-            session=created.name, input=[event], system_instruction=system, tools=tools,
-        ), timeout=timeout_s)
-        reply = response.reply
-        state, reason = _state(reply.cache_metadata)
-        usage = reply.usage
-        written = reply.cache_metadata.prefix_tokens if state in ("created", "grown") else 0
+        turn = await client.generate(created.name, event, system_instruction=system, tools=tools, timeout=timeout_s)
+        meta = turn.cache_metadata
+        state, reason = _state(meta)
+        usage = turn.usage or Usage()
+        written = meta.prefix_tokens if meta is not None and state in ("created", "grown") else 0
         record = TurnRecord(
             number=n, input_kind=kind, input_label=label,
             prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_prompt_tokens,
             output_tokens=usage.output_tokens, cache_state=state, bypass_reason=reason,
-            compactions=tuple(_trigger(e) for e in response.compactions),
-            background_compaction=response.background_compaction_scheduled,
-            secrets_pruned=response.accounting.secrets_pruned,
+            compactions=tuple(_trigger(e) for e in turn.compactions),
+            background_compaction=turn.background_compaction_scheduled,
+            secrets_pruned=turn.accounting.secrets_pruned,
             cost=turn_cost(prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_prompt_tokens,
                            output_tokens=usage.output_tokens, written_tokens=written, cache_ttl_s=CACHE_TTL_S),
         )
         result.turns.append(record)
         if on_turn is not None:
             on_turn(record)
-        pending = _calls(reply)
+        pending = turn.function_calls
         if pace_s and n < turns:
             await asyncio.sleep(pace_s)
     result.elapsed_s = time.monotonic() - started

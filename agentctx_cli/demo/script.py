@@ -13,11 +13,10 @@ the model sees it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf import struct_pb2
-
-from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
+from agentctx_client import Content, Event, FunctionCall, FunctionDeclaration
 
 MODEL = "local-sim-1"
 
@@ -76,22 +75,13 @@ TASKS: list[str] = [
 ]
 
 
-def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
+def system_instruction() -> Content:
+    return Content.user(SYSTEM_TEXT)
 
 
-def system_instruction() -> content_pb2.Content:
-    return content_pb2.Content(role="user", parts=[content_pb2.Part(text=SYSTEM_TEXT)])
-
-
-def tools() -> list[generation_pb2.Tool]:
-    params = _struct({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
-    return [generation_pb2.Tool(function_declarations=[
-        generation_pb2.FunctionDeclaration(name=name, description=text, parameters=params)
-        for name, text in TOOL_SPECS.items()
-    ])]
+def tools() -> list[FunctionDeclaration]:
+    params = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    return [FunctionDeclaration(name, text, params) for name, text in TOOL_SPECS.items()]
 
 
 def _lines(seed: str, count: int, width: int) -> list[str]:
@@ -125,16 +115,12 @@ def seed_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def user_event(event_id: str, text: str) -> event_pb2.Event:
-    return event_pb2.Event(id=event_id, author="user",
-                           content=content_pb2.Content(role="user", parts=[content_pb2.Part(text=text)]))
+def user_event(event_id: str, text: str) -> Event:
+    """The user's message, with a stable id (the demo's own idempotency key)."""
+    return Event(Content.user(text), id=event_id)
 
 
-def tool_results_event(event_id: str, calls: list[content_pb2.FunctionCall], step: int) -> event_pb2.Event:
-    parts = [
-        content_pb2.Part(function_response=content_pb2.FunctionResponse(
-            id=c.id, name=c.name, response=_struct(tool_output(c.name, str(c.args["query"]) if "query" in c.args else "", step)),
-        ))
-        for c in calls
-    ]
-    return event_pb2.Event(id=event_id, author="user", content=content_pb2.Content(role="user", parts=parts))
+def tool_results_event(event_id: str, calls: Sequence[FunctionCall], step: int) -> Event:
+    """Every call's result, in one user event."""
+    results = [c.result(tool_output(c.name, str(c.args["query"]) if "query" in c.args else "", step)) for c in calls]
+    return Event(Content.user(*results), id=event_id)

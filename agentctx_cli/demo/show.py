@@ -12,8 +12,8 @@ from typing import TextIO
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentctx.context.v1 import context_service_pb2_grpc
-from agentctx_cli.connect import DEFAULT_TARGET, open_channel, rpc_failure
+import agentctx_client
+from agentctx_cli.connect import DEFAULT_TARGET, open_client, rpc_failure
 from agentctx_cli.demo.display import Screen
 from agentctx_cli.demo.runner import APP, USER, DemoResult, run_demo
 from agentctx_cli.invocation import agentctx
@@ -22,6 +22,8 @@ from agentctx_common.errors import AgentCtxError
 # A 30-call demo takes about a second; on a terminal it is paced so that a
 # person can watch the cache warm up (about 5 s in all).
 TTY_PACE_S = 0.15
+# Each call's deadline, retries included.
+CALL_TIMEOUT_S = 30.0
 
 
 def connection(target: str, certs: pathlib.Path, client: str = "agent-client",
@@ -30,9 +32,12 @@ def connection(target: str, certs: pathlib.Path, client: str = "agent-client",
 
 
 async def serving(conn: argparse.Namespace) -> bool:
-    async with open_channel(conn) as channel:
+    """Whether the context service at ``conn.target`` reports SERVING. The
+    standard gRPC health service is not agentctx's API, so it is asked over
+    the client's channel rather than through a client method."""
+    async with open_client(conn, timeout=2) as client:
         try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+            reply = await health_pb2_grpc.HealthStub(client.channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
         except grpc.aio.AioRpcError:
             return False
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
@@ -55,11 +60,10 @@ async def show_demo(
     printing as it goes."""
     screen = Screen(out, color=color, progress=progress, total=turns)
     screen.intro(conn.target)
-    async with open_channel(conn) as channel:
-        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+    async with open_client(conn, timeout=CALL_TIMEOUT_S) as client:
         try:
-            result = await run_demo(stub, turns=turns, on_turn=screen.row, pace_s=pace_s)
-        except grpc.aio.AioRpcError as err:
+            result = await run_demo(client, turns=turns, on_turn=screen.row, pace_s=pace_s, timeout_s=CALL_TIMEOUT_S)
+        except agentctx_client.AgentCtxError as err:
             raise rpc_failure(err, conn.target) from None
     screen.summary(result, inspect_hint(conn, result.session_id))
     return result

@@ -28,6 +28,7 @@ from context_service.domain.sessions import (
     ALL,
     SessionQuery,
     SessionRecord,
+    StateDelta,
     check_event,
     check_session_id,
     decode_page_token,
@@ -36,6 +37,7 @@ from context_service.domain.sessions import (
     only_config_fields,
     page_size,
     parse_session_name,
+    parse_session_order,
     parse_update_mask,
     parse_user_parent,
     prepare_event,
@@ -50,6 +52,7 @@ from context_service.mapping.convert import (
     dt_to_ts,
     event_from_proto,
     event_to_proto,
+    ts_to_dt,
 )
 
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 
 # Room left in a ListEvents response for framing and the page token.
 _RESPONSE_MARGIN_BYTES = 64 * 1024
+MAX_MOST_RECENT = 1_000_000
 
 
 def session_to_proto(record: SessionRecord, out: session_pb2.Session | None = None) -> session_pb2.Session:
@@ -69,6 +73,8 @@ def session_to_proto(record: SessionRecord, out: session_pb2.Session | None = No
     dt_to_ts(record.update_time, out.update_time)
     out.event_count = record.event_count
     out.last_sequence = record.last_sequence
+    dict_to_struct(record.app_state, out.app_state)
+    dict_to_struct(record.user_state, out.user_state)
     return out
 
 
@@ -90,6 +96,13 @@ class SessionRpcs:
         check_config(value if fields is None else only_config_fields(value, fields), path)
         return value
 
+    def _delta(self, delta: session_pb2.StateDelta) -> StateDelta:
+        return StateDelta(
+            session=self._state(delta.session, "state_delta.session"),
+            user=self._state(delta.user, "state_delta.user"),
+            app=self._state(delta.app, "state_delta.app"),
+        )
+
     # --- sessions ----------------------------------------------------------------------
 
     async def CreateSession(self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]) -> session_pb2.Session:
@@ -102,8 +115,22 @@ class SessionRpcs:
         key = SessionKey(app, user, request.session_id or new_id())
         state = self._state(request.session.state, "session.state")
         config = self._config(request.session.config, "session.config")
-        record = await self.app.sessions.create_session(key, state=state, config=config)
+        app_state = self._state(request.session.app_state, "session.app_state")
+        user_state = self._state(request.session.user_state, "session.user_state")
+        record = await self.app.sessions.create_session(
+            key, state=state, config=config, app_state=app_state, user_state=user_state
+        )
         return session_to_proto(record)
+
+    async def GetSharedState(self, request: pb.GetSharedStateRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.SharedState:
+        caller = self.app.caller(context)
+        app, user = parse_user_parent(request.parent, self.app.limits, "parent")
+        caller.require(app)
+        app_state, user_state = await self.app.sessions.get_shared_state(app, user)
+        response = pb.SharedState()
+        dict_to_struct(app_state, response.app_state)
+        dict_to_struct(user_state, response.user_state)
+        return response
 
     async def GetSession(self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]) -> session_pb2.Session:
         caller = self.app.caller(context)
@@ -116,7 +143,8 @@ class SessionRpcs:
         limits = self.app.limits
         app, user = parse_user_parent(request.parent, limits, "parent", wildcards=True)
         # "apps/-" lists only the apps this caller may use.
-        query = SessionQuery(caller.visible_apps(None if app == ALL else app), None if user == ALL else user)
+        query = SessionQuery(caller.visible_apps(None if app == ALL else app), None if user == ALL else user,
+                             parse_session_order(request.order_by))
         size = page_size(request.page_size, limits.default_session_page_size, limits)
         page = await self.app.sessions.list_sessions(query, page_size=size, page_token=request.page_token)
         response = pb.ListSessionsResponse(next_page_token=page.next_page_token)
@@ -159,9 +187,14 @@ class SessionRpcs:
         raise_if(value_violations(raw, "event"), Reason.INVALID_EVENT)
         event = event_from_proto(raw)
         check_event(event, limits, size_bytes=raw.ByteSize(), now=dt.datetime.now(dt.UTC))
+        delta = self._delta(request.state_delta) if request.HasField("state_delta") else None
         prepared = prepare_event(event)
-        result = await self.app.sessions.append_event(key, prepared, expected_etag=request.expected_etag or None)
+        result = await self.app.sessions.append_event(
+            key, prepared, expected_etag=request.expected_etag or None, state_delta=delta
+        )
         response = pb.AppendEventResponse(session_etag=result.session_etag, deduplicated=result.deduplicated)
+        if result.session_update_time is not None:
+            dt_to_ts(result.session_update_time, response.session_update_time)
         stored = result.event
         if result.deduplicated or prepared.content is not event.content:
             event_to_proto(stored, key, response.event)
@@ -184,12 +217,25 @@ class SessionRpcs:
         key = parse_session_name(request.parent, limits, "parent")
         caller.require(key.app)
         size = page_size(request.page_size, limits.default_event_page_size, limits)
+        violations = []
         if request.after_sequence < 0:
-            raise_if([FieldViolation("after_sequence", "must not be negative")], Reason.INVALID_ARGUMENT)
+            violations.append(FieldViolation("after_sequence", "must not be negative"))
+        if not 0 <= request.most_recent <= MAX_MOST_RECENT:
+            violations.append(FieldViolation("most_recent", f"must be 0 to {MAX_MOST_RECENT}"))
+        if request.HasField("after_time"):
+            violations += value_violations(request.after_time, "after_time")
+        raise_if(violations, Reason.INVALID_ARGUMENT)
+        after_time = ts_to_dt(request.after_time) if request.HasField("after_time") else None
         scope = f"{key.name}|{request.include_compactions}|{request.after_sequence}"
-        after = max(request.after_sequence, decode_page_token(request.page_token, scope))
+        if after_time is not None or request.most_recent:
+            scope += f"|{after_time.isoformat() if after_time else ''}|{request.most_recent}"
+        token_after = decode_page_token(request.page_token, scope)
+        after = max(request.after_sequence, token_after)
         events = await self.app.sessions.list_events(
-            key, after_sequence=after, limit=size + 1, include_compactions=request.include_compactions
+            key, after_sequence=after, limit=size + 1, include_compactions=request.include_compactions,
+            after_time=after_time,
+            # Later pages resume after the first page's newest: already inside the window.
+            most_recent=request.most_recent if not token_after else 0,
         )
         response = pb.ListEventsResponse()
         budget = self.app.settings.max_message_bytes - _RESPONSE_MARGIN_BYTES

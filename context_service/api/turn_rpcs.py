@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx_common.errors import InvalidArgument
+from agentctx_common.errors import FieldViolation, InvalidArgument, Unimplemented
 from agentctx_common.protos import value_violations
 from agentctx_common.reasons import Reason
 from context_service.domain import turns
@@ -37,6 +37,16 @@ class TurnRpcs:
         caller = app.caller(context)
         key = parse_session_name(request.session, app.limits, f"{prefix}session")
         caller.require(key.app)
+        if request.storage == pb.TURN_STORAGE_NONE:
+            # Declared for ADK's runner (it appends its own events); until the
+            # turn path serves it, refused rather than stored twice.
+            raise Unimplemented("storage TURN_STORAGE_NONE is not served yet", reason=Reason.UNIMPLEMENTED)
+        if len(request.input) > app.settings.max_turn_inputs:
+            # Before anything is decoded: the turn's inputs are stored in one transaction.
+            raise InvalidArgument.fields([FieldViolation(
+                f"{prefix}input", f"has {len(request.input)} events; a turn takes at most "
+                f"{app.settings.max_turn_inputs} (max_turn_inputs): append the earlier ones with AppendEvent",
+            )], reason=Reason.INVALID_GENERATE_REQUEST)
         violations = [v for i, raw in enumerate(request.input) for v in value_violations(raw, f"{prefix}input[{i}]")]
         if violations:
             raise InvalidArgument.fields(violations, reason=Reason.INVALID_GENERATE_REQUEST)

@@ -104,6 +104,9 @@ class SessionRecord:
     update_time: dt.datetime
     event_count: int
     last_sequence: int
+    # The state every session of the app shares, and of the user in the app.
+    app_state: JsonObject = field(default_factory=dict)
+    user_state: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +128,45 @@ def head_of(record: SessionRecord) -> SessionHead:
 @dataclass(frozen=True)
 class AppendResult:
     """The stored event (sequence and create_time set), the session's etag
-    after the append, and whether the event id was already stored."""
+    after the append, whether the event id was already stored, and the
+    session's update time after the append (None for a deduplicated one)."""
 
     event: Event
     session_etag: str
     deduplicated: bool = False
+    session_update_time: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class StateDelta:
+    """Keys merged into the session's, the user's and the app's state with
+    an event, in its transaction."""
+
+    session: JsonObject = field(default_factory=dict)
+    user: JsonObject = field(default_factory=dict)
+    app: JsonObject = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.session or self.user or self.app)
+
+
+def session_update_time(now: dt.datetime, event_time: dt.datetime | None) -> dt.datetime:
+    """A session's update time after an append: the commit time, or the
+    event's own time when the client set it later (so a session reads as
+    updated no earlier than its newest event, as ADK expects)."""
+    return max(now, event_time) if event_time is not None else now
+
+
+# ListSessions orders.
+ORDER_CREATE = "create_time"
+ORDER_UPDATE = "update_time"
+
+
+def parse_session_order(order_by: str, path: str = "order_by") -> str:
+    order = order_by.strip() or ORDER_CREATE
+    if order not in (ORDER_CREATE, ORDER_UPDATE):
+        raise InvalidArgument.fields([FieldViolation(path, "must be '', 'create_time' or 'update_time'")])
+    return order
 
 
 @dataclass(frozen=True)
@@ -139,11 +176,13 @@ class SessionQuery:
 
     apps: frozenset[str] | None
     user: str | None
+    order: str = "create_time"
 
     @property
     def scope(self) -> str:
         apps = ",".join(sorted(self.apps)) if self.apps is not None else "*"
-        return f"{apps}/{self.user or ALL}"
+        suffix = "" if self.order == ORDER_CREATE else f"|{self.order}"
+        return f"{apps}/{self.user or ALL}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -265,9 +304,9 @@ def event_violations(
             v.append(FieldViolation(f"{path}.create_time", "must not be before 1970"))
         elif event.create_time > now + dt.timedelta(seconds=limits.max_clock_skew_s):
             v.append(FieldViolation(f"{path}.create_time", "must not be in the future"))
-    if event.content is None:
-        v.append(FieldViolation(f"{path}.content", "is required"))
-    else:
+    # No content: an action-only event (state change, transfer, end-of-turn
+    # marker), stored and listed but never sent to a model.
+    if event.content is not None:
         v += content_violations(event.content, limits, f"{path}.content")
     if event.usage is not None:
         for name in ("prompt_tokens", "cached_prompt_tokens", "output_tokens", "thoughts_tokens", "total_tokens"):
@@ -413,6 +452,30 @@ def decode_page_token(token: str, scope: str, path: str = "page_token") -> int:
             reason=Reason.INVALID_PAGE_TOKEN,
         )
     return after
+
+
+def encode_session_cursor(scope: str, update_time: dt.datetime, pk: int) -> str:
+    """A token resuming a listing ordered by update time after (time, pk)."""
+    stamp = update_time.astimezone(dt.UTC).isoformat()
+    payload = {"s": _scope_tag(scope), "t": stamp, "a": pk}
+    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_session_cursor(token: str, scope: str, path: str = "page_token") -> tuple[dt.datetime, int] | None:
+    if not token:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        tag, after, stamp = payload["s"], payload["a"], dt.datetime.fromisoformat(payload["t"])
+    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise InvalidArgument.fields([FieldViolation(path, "is not a token this server issued")],
+                                     reason=Reason.INVALID_PAGE_TOKEN) from None
+    if tag != _scope_tag(scope) or not isinstance(after, int) or isinstance(after, bool) or stamp.tzinfo is None:
+        raise InvalidArgument.fields(
+            [FieldViolation(path, "does not belong to this request; other fields must not change between pages")],
+            reason=Reason.INVALID_PAGE_TOKEN,
+        )
+    return stamp, after
 
 
 def _scope_tag(scope: str) -> str:

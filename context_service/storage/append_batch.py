@@ -19,7 +19,7 @@ from typing import Any
 from agentctx_common.errors import Aborted, AlreadyExists, NotFound
 from agentctx_common.reasons import Reason
 from context_service.domain.model import Event, SessionKey
-from context_service.domain.sessions import AppendResult
+from context_service.domain.sessions import AppendResult, session_update_time
 from context_service.storage import codec
 
 
@@ -42,6 +42,7 @@ class Live:
     last_sequence: int
     event_count: int
     touched: bool = False
+    update_time: dt.datetime | None = None
 
     @property
     def etag(self) -> str:
@@ -144,16 +145,20 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         s.touched = True
         create_time = item.event.create_time or now
         event = dataclasses.replace(item.event, sequence=s.last_sequence, create_time=create_time)
+        updated = session_update_time(now, create_time)
+        s.update_time = updated if s.update_time is None else max(s.update_time, updated)
         rows.append(codec.event_row(
             event, session_pk=s.pk, sequence=s.last_sequence, create_time=create_time,
             body=item.body, fingerprint=item.fingerprint,
         ))
         pending[ident] = (item.fingerprint, event)
-        results.append(AppendResult(event, s.etag))
+        results.append(AppendResult(event, s.etag, session_update_time=s.update_time))
 
     if rows:
         yield InsertEvents(rows)
-        yield UpdateSessions([(s.version, s.last_sequence, s.event_count, now, s.pk) for s in live.values() if s.touched])
+        yield UpdateSessions([
+            (s.version, s.last_sequence, s.event_count, s.update_time or now, s.pk) for s in live.values() if s.touched
+        ])
     for index, key, event_id in replays:
         ident = (live[key].pk, event_id)
         event = pending[ident][1] if ident in pending else codec.event_from_row((yield LoadEvent(*ident)))

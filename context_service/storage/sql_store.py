@@ -34,16 +34,21 @@ from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, EventKind, JsonObject, SessionKey
 from context_service.domain.sessions import (
+    ORDER_UPDATE,
     AppendResult,
     SessionPage,
     SessionQuery,
     SessionRecord,
+    StateDelta,
     apply_config_fields,
     decode_page_token,
+    decode_session_cursor,
     encode_page_token,
+    encode_session_cursor,
     new_id,
 )
 from context_service.storage import codec, schema
+from context_service.storage.append_all import append_all
 from context_service.storage.append_batch import Append, Live
 from context_service.storage.append_batch import etag_mismatch as _etag_mismatch
 from context_service.storage.append_batch import not_found as session_not_found
@@ -58,6 +63,7 @@ from context_service.storage.engine import (
     unavailable,
 )
 from context_service.storage.group_commit import GroupCommitter
+from context_service.storage.shared_state import append_with_state, load_shared, merge_shared
 from context_service.storage.tables import events, sessions
 
 if TYPE_CHECKING:
@@ -94,6 +100,8 @@ def _record(row: Any, **changes: Any) -> SessionRecord:
         update_time=values["update_time"],
         event_count=values["event_count"],
         last_sequence=values["last_sequence"],
+        app_state=values.get("app_state", {}),
+        user_state=values.get("user_state", {}),
     )
 
 
@@ -163,7 +171,8 @@ class SqlSessionStore:
 
     # --- sessions -------------------------------------------------------------
 
-    async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig) -> SessionRecord:
+    async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig,
+                             app_state: JsonObject | None = None, user_state: JsonObject | None = None) -> SessionRecord:
         now = self._clock()
         incarnation = secrets.token_hex(6)
         values = {
@@ -175,35 +184,65 @@ class SqlSessionStore:
         try:
             async with self.write_transaction() as conn:
                 await conn.execute(sa.insert(sessions).values(values))
+                if app_state or user_state:
+                    await merge_shared(conn, key.app, key.user, app_delta=app_state, user_delta=user_state, now=now)
+                apps, users = await load_shared(conn, [(key.app, key.user)])
         except IntegrityError:
             raise AlreadyExists(f"session {key.name} already exists", reason=Reason.SESSION_ALREADY_EXISTS) from None
         return SessionRecord(
             key=key, state=state, config=config, etag=codec.etag(incarnation, 1),
             create_time=now, update_time=now, event_count=0, last_sequence=0,
+            app_state=apps.get(key.app, {}), user_state=users.get((key.app, key.user), {}),
         )
 
     async def get_session(self, key: SessionKey) -> SessionRecord:
         async with self.read_connection() as conn:
             row = (await conn.execute(sa.select(sessions).where(key_clause(key)))).first()
-        if row is None:
-            raise session_not_found(key)
-        return _record(row)
+            if row is None:
+                raise session_not_found(key)
+            apps, users = await load_shared(conn, [(key.app, key.user)])
+        return _record(row, app_state=apps.get(key.app, {}), user_state=users.get((key.app, key.user), {}))
+
+    async def get_shared_state(self, app: str, user: str) -> tuple[JsonObject, JsonObject]:
+        """(the app's state, the user's state in the app); empty when unset."""
+        async with self.read_connection() as conn:
+            apps, users = await load_shared(conn, [(app, user)])
+        return apps.get(app, {}), users.get((app, user), {})
 
     async def list_sessions(self, query: SessionQuery, *, page_size: int, page_token: str = "") -> SessionPage:
-        after = decode_page_token(page_token, query.scope)
+        by_update = query.order == ORDER_UPDATE
+        cursor = decode_session_cursor(page_token, query.scope) if by_update else None
+        after = 0 if by_update else decode_page_token(page_token, query.scope)
         if query.apps is not None and not query.apps:
             return SessionPage([], "")
-        stmt = sa.select(sessions).where(sessions.c.pk > after).order_by(sessions.c.pk).limit(page_size + 1)
+        stmt = sa.select(sessions).limit(page_size + 1)
+        if by_update:
+            # Keyset on (update_time, pk): a session updated while paging
+            # moves behind the cursor and shows again on a later page.
+            stmt = stmt.order_by(sessions.c.update_time, sessions.c.pk)
+            if cursor is not None:
+                stamp, pk = cursor
+                stmt = stmt.where(sa.or_(sessions.c.update_time > stamp,
+                                         sa.and_(sessions.c.update_time == stamp, sessions.c.pk > pk)))
+        else:
+            stmt = stmt.where(sessions.c.pk > after).order_by(sessions.c.pk)
         if query.apps is not None:
             stmt = stmt.where(sessions.c.app.in_(sorted(query.apps)))
         if query.user is not None:
             stmt = stmt.where(sessions.c.user_id == query.user)
         async with self.read_connection() as conn:
             rows = (await conn.execute(stmt)).all()
-        more = len(rows) > page_size
-        rows = rows[:page_size]
-        token = encode_page_token(query.scope, rows[-1].pk) if more else ""
-        return SessionPage([_record(r) for r in rows], token)
+            more = len(rows) > page_size
+            rows = rows[:page_size]
+            apps, users = await load_shared(conn, [(r.app, r.user_id) for r in rows])
+        token = ""
+        if more:
+            last = rows[-1]
+            token = encode_session_cursor(query.scope, last.update_time, last.pk) if by_update else \
+                encode_page_token(query.scope, last.pk)
+        return SessionPage([
+            _record(r, app_state=apps.get(r.app, {}), user_state=users.get((r.app, r.user_id), {})) for r in rows
+        ], token)
 
     async def update_session(
         self,
@@ -240,13 +279,27 @@ class SqlSessionStore:
 
     # --- events -------------------------------------------------------------------
 
-    async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None) -> AppendResult:
+    async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None,
+                           state_delta: StateDelta | None = None) -> AppendResult:
         if not event.id:
             event = dataclasses.replace(event, id=new_id())
         body = codec.event_body(event)
-        return await self._appends.submit(
-            Append(key, event, expected_etag, body, codec.event_fingerprint(event, body))
-        )
+        fingerprint = codec.event_fingerprint(event, body)
+        if state_delta:
+            return await append_with_state(self, key, event, body=body, fingerprint=fingerprint,
+                                           expected_etag=expected_etag, delta=state_delta)
+        return await self._appends.submit(Append(key, event, expected_etag, body, fingerprint))
+
+    async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
+        """ports.SessionStore.append_events: one transaction of its own (append_all)."""
+        items = []
+        for event in events:
+            if not event.id:
+                event = dataclasses.replace(event, id=new_id())
+            body = codec.event_body(event)
+            items.append(Append(key, event, None, body, codec.event_fingerprint(event, body)))
+        async with self.write_transaction() as conn:
+            return await append_all(conn, items, self._clock(), self.lock_sessions)
 
     async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
         async with self._write_lock:
@@ -295,15 +348,24 @@ class SqlSessionStore:
         after_sequence: int = 0,
         limit: int | None = None,
         include_compactions: bool = True,
+        after_time: dt.datetime | None = None,
+        most_recent: int = 0,
     ) -> list[Event]:
-        stmt = (
-            sa.select(events)
-            .join(sessions, events.c.session_pk == sessions.c.pk)
-            .where(key_clause(key), events.c.sequence > after_sequence)
-            .order_by(events.c.sequence)
-        )
-        if not include_compactions:
-            stmt = stmt.where(events.c.kind == EventKind.MESSAGE.value)
+        """``after_time``: created at or after it; ``most_recent``: of the
+        events passing the other filters, only that many newest."""
+        def filtered(stmt: sa.Select[Any]) -> sa.Select[Any]:
+            stmt = stmt.join(sessions, events.c.session_pk == sessions.c.pk).where(
+                key_clause(key), events.c.sequence > after_sequence)
+            if not include_compactions:
+                stmt = stmt.where(events.c.kind == EventKind.MESSAGE.value)
+            if after_time is not None:
+                stmt = stmt.where(events.c.create_time >= after_time)
+            return stmt
+
+        stmt = filtered(sa.select(events)).order_by(events.c.sequence)
+        if most_recent > 0:
+            newest = filtered(sa.select(events.c.sequence)).order_by(events.c.sequence.desc()).limit(most_recent)
+            stmt = stmt.where(events.c.sequence >= sa.select(sa.func.min(newest.subquery().c.sequence)).scalar_subquery())
         if limit is not None:
             stmt = stmt.limit(limit)
         async with self.read_connection() as conn:

@@ -68,6 +68,8 @@ sessions = sa.Table(
     sa.UniqueConstraint("app", "user_id", "session_id"),
     sa.Index(None, "app", "pk"),
     sa.Index(None, "app", "user_id", "pk"),
+    # ListSessions order_by "update_time".
+    sa.Index(None, "app", "update_time"),
     sqlite_autoincrement=True,
 )
 
@@ -91,4 +93,24 @@ events = sa.Table(
     sa.Column("fingerprint", sa.String(64), nullable=False),
     sa.Column("body_json", sa.Text, nullable=False),
     sa.UniqueConstraint("session_pk", "event_id"),
+)
+
+# State shared by every session of an app, and by every session of a user in
+# an app; merged by key by appends that carry a StateDelta. Deleting a
+# session leaves them.
+app_states = sa.Table(
+    "app_states",
+    metadata,
+    sa.Column("app", sa.String(128), primary_key=True),
+    sa.Column("state_json", sa.Text, nullable=False),
+    sa.Column("update_time", UtcDateTime, nullable=False),
+)
+
+user_states = sa.Table(
+    "user_states",
+    metadata,
+    sa.Column("app", sa.String(128), primary_key=True),
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("state_json", sa.Text, nullable=False),
+    sa.Column("update_time", UtcDateTime, nullable=False),
 )

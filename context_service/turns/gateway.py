@@ -9,9 +9,14 @@ Degrade, never lose:
 - a lease the cache service refuses at call time (expired, invalidated,
   prefix or scope mismatch) is a cache failure too: the call is sent once
   more without it and recorded as BYPASS;
+- a cache service without AcquireLease (another version) cannot cache:
+  the call goes uncached, recorded as BYPASS UNSUPPORTED; one without
+  ReleaseLease lets its leases expire (release is best effort anyway);
 - the cache service itself unreachable, or silent past the call's
   deadline, is UNAVAILABLE CACHE_SERVICE_UNAVAILABLE with RetryInfo:
-  without it there is no model call at all.
+  without it there is no model call at all; one without GenerateContent
+  is FAILED_PRECONDITION CACHE_SERVICE_INCOMPATIBLE (a deployment to fix,
+  not a moment to wait out).
 
 Provider resource names never reach this process: leases are opaque tokens
 and the records are public metadata.
@@ -25,11 +30,12 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from agentctx_common.errors import AgentCtxError
+from agentctx_common.reasons import Reason
 from context_service.building.types import BuiltContext
 from context_service.domain import turns
 from context_service.domain.cache_calls import CacheScope, ModelReply
 from context_service.domain.config import CachePolicy
-from context_service.domain.model import CacheInfo, Content, SessionKey
+from context_service.domain.model import CacheInfo, CacheState, Content, SessionKey
 from context_service.ports import CachePort
 
 log = logging.getLogger("agentctx.context.turns")
@@ -37,6 +43,8 @@ T = TypeVar("T")
 
 # ReleaseLease only lets a replaced cache go sooner: never wait long for it.
 RELEASE_TIMEOUT_S = 2.0
+# The record of a call a cache service without AcquireLease served uncached.
+UNSUPPORTED = CacheInfo(state=CacheState.BYPASS, bypass_reason="UNSUPPORTED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +87,19 @@ class ModelGateway:
     ) -> Lease:
         if not policy.enabled:
             return Lease("", turns.disabled_record(), enabled=False)
-        grant = await self._guard(
-            self._client.acquire_lease(
-                scope, request, input_count=input_count, ttl_s=policy.ttl_s, remaining=deadline.remaining()
-            ),
-            deadline,
-        )
+        try:
+            grant = await self._guard(
+                self._client.acquire_lease(
+                    scope, request, input_count=input_count, ttl_s=policy.ttl_s, remaining=deadline.remaining()
+                ),
+                deadline,
+            )
+        except AgentCtxError as err:
+            if err.reason is not Reason.CACHE_SERVICE_INCOMPATIBLE:
+                raise
+            # A cache service without leases can still call the model.
+            log.info("the cache service has no AcquireLease; calling uncached", extra={"reason": err.reason})
+            return Lease("", UNSUPPORTED)
         return Lease(grant.token, grant.info)
 
     async def release(self, lease: Lease, deadline: turns.Deadline) -> None:

@@ -2,8 +2,9 @@
 
 1. A stored reply with the turn's reply id means an earlier attempt
    finished: it is returned (deduplicated) and nothing else happens.
-2. The input events are appended (idempotent by id): from here on the
-   input is durable, whatever fails later.
+2. The input events are appended in one transaction, all or nothing
+   (idempotent by id; their number is bounded, ``max_turn_inputs``): from
+   here on the input is durable, whatever fails later.
 3. The context is built as BuildContext builds it, with the input events
    left out of the history and sent as the current input, so a retry
    builds the view its first attempt would have.
@@ -15,7 +16,8 @@
 6. Threshold / background compaction runs at the turn boundary. It never
    fails a turn whose reply is stored: the next boundary tries again.
 
-Every downstream call gets what is left of the agent's deadline.
+Every downstream call gets what is left of the agent's deadline, and no
+model call starts once it has passed (DEADLINE_TOO_SHORT).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from agentctx_common.errors import AgentCtxError, AlreadyExists
+from agentctx_common.errors import AgentCtxError, AlreadyExists, DeadlineExceeded
 from agentctx_common.reasons import Reason
 from context_service.building.builder import ContextBuilder
 from context_service.building.types import BuiltContext
@@ -91,6 +93,7 @@ class TurnRunner:
         return scope, await self.gateway.acquire(scope, built, len(turn.inputs), built.config.cache, deadline)
 
     async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline) -> tuple[Event, bool]:
+        _require_time(deadline)
         scope, lease = await self._lease(key, turn, built, deadline)
         try:
             answer = await self.gateway.generate(scope, built, lease, deadline)
@@ -101,7 +104,10 @@ class TurnRunner:
     # --- StreamGenerate ---------------------------------------------------------
 
     async def stream(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> AsyncIterator[Event | TurnResult]:
-        """Partial chunk events as the model produces them, then the result."""
+        """Partial chunk events as the model produces them, then the result.
+        The chunks are never stored: the reply holds them all, so a stream
+        stores what a unary turn would (and a broken one nothing of its
+        output: the retry calls the model again)."""
         with telemetry.turn_span(stream=True, inputs=len(turn.inputs)) as span:
             built = await self._open(key, turn, deadline)
             if isinstance(built, TurnResult):
@@ -113,6 +119,7 @@ class TurnRunner:
             reply: Event | None = None
             deduplicated = False
             while True:
+                _require_time(deadline)
                 scope, lease = await self._lease(key, turn, built, deadline)
                 partials: list[Event] = []
                 overflow: AgentCtxError | None = None
@@ -120,7 +127,7 @@ class TurnRunner:
                     try:
                         async for item in self.gateway.stream(scope, built, lease, deadline):
                             if isinstance(item, turns.ModelAnswer):
-                                reply, deduplicated = await self._store_stream(key, turn, partials, item)
+                                reply, deduplicated = await self._store_reply(key, turn, item)
                             else:
                                 chunk = turns.chunk_event(
                                     item, turn.ids, len(partials), author=turn.author, branch=turn.branch
@@ -143,20 +150,6 @@ class TurnRunner:
             telemetry.completed(span, result, stream=True, overflow_recovered=first is not None, chunks=len(partials))
             yield result
 
-    async def _store_stream(
-        self, key: SessionKey, turn: Turn, partials: list[Event], answer: turns.ModelAnswer
-    ) -> tuple[Event, bool]:
-        """The chunks as partial events, then the final reply. A chunk id
-        already stored with other content is left from an attempt that
-        never finished (its reply was never stored): it is kept as it is."""
-        for chunk in partials:
-            try:
-                await self._sessions.append_event(key, chunk)
-            except AlreadyExists as err:
-                if err.reason != Reason.EVENT_ID_CONFLICT:
-                    raise
-        return await self._store_reply(key, turn, answer)
-
     # --- shared steps -----------------------------------------------------------
 
     async def _open(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult | BuiltContext:
@@ -167,8 +160,8 @@ class TurnRunner:
             if not turns.is_reply(stored):
                 raise turns.reply_id_conflict()
             return TurnResult(stored, deduplicated=True)
-        for event in turn.inputs:
-            await self._sessions.append_event(key, event)
+        # All or nothing: a turn that fails while storing its input leaves none of it.
+        await self._sessions.append_events(key, turn.inputs)
         return await self._build(key, turn, deadline)
 
     async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> BuiltContext:
@@ -231,3 +224,15 @@ class TurnRunner:
                     boundary.append(outcome.event)
                 background = outcome.background_scheduled
         return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated)
+
+
+def _require_time(deadline: turns.Deadline) -> None:
+    """Load shedding: a model call whose answer nobody waits for any more
+    is not started. The input stays stored; a retry with the same ids and
+    a longer deadline completes the turn once."""
+    if deadline.expired:
+        raise DeadlineExceeded(
+            "the turn's deadline passed before the model call; the input is stored, "
+            "retry with the same event ids and a longer deadline",
+            reason=Reason.DEADLINE_TOO_SHORT, metadata={"remaining_ms": 0},
+        )

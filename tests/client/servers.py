@@ -119,3 +119,22 @@ async def start(service: ScriptedContextService) -> tuple[grpc.aio.Server, str]:
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"
+
+
+class ScriptedDiagnostics(ScriptedContextService):
+    """The scripted service with the diagnostics RPCs: a fixed lifecycle
+    view, and an invalidation that echoes the confirmed scope."""
+
+    async def GetContextLifecycle(
+        self, request: pb.GetContextLifecycleRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ContextLifecycle:
+        await self._enter("GetContextLifecycle", request, context)
+        return pb.ContextLifecycle(session=request.session, model=request.model or "m", scope_fingerprint="f" * 64,
+                                   cache_service_reachable=True, cache_entry_count=2)
+
+    async def InvalidateContextCache(
+        self, request: pb.InvalidateContextCacheRequest, context: grpc.aio.ServicerContext
+    ) -> pb.InvalidateContextCacheResponse:
+        await self._enter("InvalidateContextCache", request, context)
+        return pb.InvalidateContextCacheResponse(entries_removed=2,
+                                                 scope_fingerprint=request.confirmation.scope_fingerprint)

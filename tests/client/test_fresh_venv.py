@@ -65,8 +65,8 @@ def test_a_conversation_with_only_the_client_installed(python, certs_dir, tmp_pa
     assert report["stream"]["chunks"] >= 1
     assert report["repeat"] == {"deduplicated": True, "same_reply": True}
     # 1 note + (input, reply) for the tool call, the tool result, the stream and the repeated turn;
-    # the streamed chunks are stored too, as partial events.
-    assert report["events"] == 9 and report["partial_events"] == report["stream"]["chunks"]
+    # the streamed chunks are not stored (the stored reply holds them).
+    assert report["events"] == 9 and report["partial_events"] == 0
     assert report["sequences_in_order"] is True
     assert report["sessions"] is True
     assert report["errors"] == {

@@ -19,6 +19,7 @@ from agentctx_cli.demo.display import Screen, story
 from agentctx_cli.demo.pricing import TurnCost
 from agentctx_cli.demo.runner import DemoResult, TurnRecord, run_demo
 from agentctx_cli.demo.show import show_demo
+from agentctx_client import ContextClient
 from cache_service.domain.pricing import Bill, Pricing
 from tests.support.pair import ServicePair, start_pair
 
@@ -54,7 +55,7 @@ async def test_a_short_demo_prints_every_call_and_a_summary(pair: ServicePair) -
 
 
 async def test_the_default_demo_caches_most_tokens_compacts_and_halves_the_bill(pair: ServicePair) -> None:
-    result = await run_demo(pair.stub, turns=30)
+    result = await run_demo(ContextClient(pair.channel), turns=30)
     states = [t.cache_state for t in result.turns]
     assert len(states) == 30
     assert states[0] == "bypass" and result.turns[0].bypass_reason == "first sighting"
@@ -68,7 +69,7 @@ async def test_the_default_demo_caches_most_tokens_compacts_and_halves_the_bill(
 
 
 async def test_the_demo_accounting_matches_the_simulator_bill(pair: ServicePair) -> None:
-    result = await run_demo(pair.stub, turns=12)
+    result = await run_demo(ContextClient(pair.channel), turns=12)
     bill = pair.provider.bill()
     assert bill.calls == 12
     assert bill.cached_tokens == result.cached_tokens

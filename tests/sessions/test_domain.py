@@ -116,7 +116,7 @@ def _with_parts(*parts: Part, role: str = "user") -> Event:
     (dataclasses.replace(text_event("e"), branch="root/child"), ["event.branch"]),
     (dataclasses.replace(text_event("e"), create_time=dt.datetime(1969, 1, 1, tzinfo=dt.UTC)), ["event.create_time"]),
     (dataclasses.replace(text_event("e"), create_time=NOW + dt.timedelta(days=2)), ["event.create_time"]),
-    (Event(id="e", author="user"), ["event.content"]),
+    (Event(id="e", author="user", long_running_tool_ids=("c1",)), ["event.long_running_tool_ids[0]"]),
     (dataclasses.replace(text_event("e"), content=Content("system", (Part(text="x"),))), ["event.content.role"]),
     (dataclasses.replace(text_event("e"), content=Content("user", ())), ["event.content.parts"]),
     (_with_parts(Part()), ["event.content.parts[0]"]),

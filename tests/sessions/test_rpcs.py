@@ -178,7 +178,7 @@ def _event(mutate) -> event_pb2.Event:  # type: ignore[no-untyped-def]
         "event.content.parts[1].function_response.name", "event.content.parts[1].function_response.id",
         "event.content.parts[1].function_response.response.x",
     ]),
-    (_event(lambda e: e.ClearField("content")), ["event.content"]),
+    (_event(lambda e: e.content.ClearField("parts")), ["event.content.parts"]),
     (_event(lambda e: setattr(e.usage, "output_tokens", -3)), ["event.usage.output_tokens"]),
     (_event(lambda e: e.long_running_tool_ids.append("c9")), ["event.long_running_tool_ids[0]"]),
 ])

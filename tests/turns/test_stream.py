@@ -1,6 +1,7 @@
 """StreamGenerate: chunks reach the agent before the result, the stored
-reply is what a unary turn would have stored, and a retry after a broken
-or a finished stream completes the turn exactly once."""
+reply is what a unary turn would have stored (and the only event the
+stream stores: chunks are not), and a retry after a broken or a finished
+stream completes the turn exactly once."""
 
 from __future__ import annotations
 
@@ -35,15 +36,20 @@ async def test_chunks_arrive_first_and_the_reply_matches_a_unary_turn(pair) -> N
         assert a.reply.usage.prompt_tokens == b.reply.usage.prompt_tokens
     assert streamed.turns == 4 and calls_of(streamed.chunks[1][-1])  # the tool call came as a chunk
 
+    # Chunks are not stored (the proto: "not yet stored"; the reply holds
+    # them): the history is what the unary turns stored, in count and ids.
     events = await _events(pair.stub, streamed.session)
-    partial = [e for e in events if e.partial]
-    assert len(partial) == sum(len(c) for c in streamed.chunks)
-    # Partial chunks are stored but left out of later contexts.
+    assert not any(e.partial for e in events)
+    unary_events = await _events(pair.stub, unary.session)
+    assert [e.id for e in events] == [e.id for e in unary_events]
+    assert [e.sequence for e in events] == list(range(1, 2 * len(texts) + 1))
+    session = await pair.stub.GetSession(pb.GetSessionRequest(name=streamed.session))
+    assert session.event_count == len(events) == 2 * len(texts)
     built = await pair.stub.BuildContext(pb.BuildContextRequest(
         session=streamed.session, system_instruction=SYSTEM, tools=TOOLS,
         input=[content_pb2.Content(role="user", parts=[content_pb2.Part(text="next")])],
     ))
-    assert len(built.request.contents) == len(events) - len(partial) + 1
+    assert len(built.request.contents) == len(events) + 1
 
 
 async def test_retry_after_a_finished_stream_returns_the_stored_reply(pair) -> None:
@@ -77,5 +83,4 @@ async def test_a_stream_broken_midway_stores_nothing_but_the_input_and_a_retry_c
     done = await agent.send(request)
     assert not done.deduplicated
     events = await _events(pair.stub, agent.session)
-    assert [e.id for e in events if not e.partial] == ["agent-0", first.reply.id, "agent-1", done.reply.id]
-    assert sum(1 for e in events if e.id == done.reply.id) == 1
+    assert [e.id for e in events] == ["agent-0", first.reply.id, "agent-1", done.reply.id]

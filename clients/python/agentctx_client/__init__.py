@@ -69,7 +69,10 @@ reason this client does not know: then decide by the class), ``metadata``,
 ``error_from_rpc`` decodes a grpc.aio.AioRpcError of a raw stub the same way.
 """
 
+from agentctx.context.v1.context_service_pb2 import TURN_STORAGE_APPEND, TURN_STORAGE_NONE, TurnStorage
 from agentctx.error.v1.error_reason_pb2 import ErrorReason
+from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
+from agentctx.type.v1.event_pb2 import CompactionTrigger
 from agentctx_client._client import ContextClient, GenerateStream, connect, session_name
 from agentctx_client._config import RetryPolicy, TlsConfig
 from agentctx_client._errors import (
@@ -101,13 +104,17 @@ from agentctx_client._types import (
     Accounting,
     AppendResult,
     BuiltContext,
+    CacheInvalidation,
+    CacheMetadata,
     CompactResult,
     Content,
+    ContextLifecycle,
     Event,
     FunctionCall,
     FunctionDeclaration,
     FunctionResponse,
     GenerateResult,
+    InvalidationConfirmation,
     Page,
     Part,
     Session,
@@ -119,17 +126,25 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ERROR_DOMAIN",
+    "TURN_STORAGE_APPEND",
+    "TURN_STORAGE_NONE",
     "Accounting",
     "AgentCtxError",
     "AlreadyExistsError",
     "AppendResult",
     "BudgetExceededError",
     "BuiltContext",
+    "CacheBypassReason",
+    "CacheInvalidation",
+    "CacheMetadata",
+    "CacheState",
     "CallCancelledError",
     "CompactResult",
+    "CompactionTrigger",
     "ConflictError",
     "Content",
     "ContextClient",
+    "ContextLifecycle",
     "DataLossError",
     "DeadlineExceededError",
     "ErrorReason",
@@ -143,6 +158,7 @@ __all__ = [
     "GenerateStream",
     "InternalError",
     "InvalidArgumentError",
+    "InvalidationConfirmation",
     "NotFoundError",
     "OutOfRangeError",
     "Page",
@@ -153,6 +169,7 @@ __all__ = [
     "RetryPolicy",
     "Session",
     "TlsConfig",
+    "TurnStorage",
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -12,7 +13,7 @@ from google.protobuf import field_mask_pb2
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
-from agentctx.type.v1 import content_pb2, generation_pb2
+from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
 from agentctx_client._config import RetryPolicy, TlsConfig
 from agentctx_client._errors import InternalError, error_from_rpc
 from agentctx_client._retry import Deadline, Retrier
@@ -20,15 +21,21 @@ from agentctx_client._types import (
     JSON,
     AppendResult,
     BuiltContext,
+    CacheInvalidation,
     CompactResult,
     Content,
+    ContextLifecycle,
     Event,
     GenerateResult,
     InputLike,
+    InvalidationConfirmation,
     Page,
     Session,
     ToolLike,
+    _dict,
     _struct,
+    _time,
+    _timestamp,
     content_proto,
     input_events,
     new_id,
@@ -132,11 +139,13 @@ class ContextClient:
 
     async def create_session(
         self, app: str, user: str, *, session_id: str = "", state: JSON | None = None, model: str = "",
-        config: policy_pb2.ContextConfig | None = None, timeout: float | None = None,
+        config: policy_pb2.ContextConfig | None = None, app_state: JSON | None = None,
+        user_state: JSON | None = None, timeout: float | None = None,
     ) -> Session:
         """A new session of ``user`` in ``app``; ``model`` sets
-        ``config.model``. Not retried: a retry could meet its own first
-        attempt as ALREADY_EXISTS."""
+        ``config.model``. ``app_state``/``user_state`` are merged by key into
+        the state the app's (the user's) sessions share. Not retried: a
+        retry could meet its own first attempt as ALREADY_EXISTS."""
         cfg = policy_pb2.ContextConfig()
         if config is not None:
             cfg.CopyFrom(config)
@@ -144,7 +153,8 @@ class ContextClient:
             cfg.model = model
         request = pb.CreateSessionRequest(
             parent=f"apps/{app}/users/{user}", session_id=session_id,
-            session=session_pb2.Session(state=_struct(state), config=cfg),
+            session=session_pb2.Session(state=_struct(state), config=cfg, app_state=_struct(app_state),
+                                        user_state=_struct(user_state)),
         )
         return Session.from_proto(await self._call(self.stub.CreateSession, request, timeout, retry=False))
 
@@ -153,17 +163,20 @@ class ContextClient:
         return Session.from_proto(await self._call(self.stub.GetSession, request, timeout))
 
     async def list_sessions(self, app: str, user: str = "-", *, page_size: int = 0, page_token: str = "",
-                            timeout: float | None = None) -> Page[Session]:
-        """One page of sessions, oldest first; ``user="-"`` lists every user of the app."""
-        request = pb.ListSessionsRequest(parent=f"apps/{app}/users/{user}", page_size=page_size, page_token=page_token)
+                            order_by: str = "", timeout: float | None = None) -> Page[Session]:
+        """One page of sessions, oldest first (``order_by="update_time"``:
+        least recently updated first); ``user="-"`` lists every user of the app."""
+        request = pb.ListSessionsRequest(parent=f"apps/{app}/users/{user}", page_size=page_size, page_token=page_token,
+                                         order_by=order_by)
         response = await self._call(self.stub.ListSessions, request, timeout)
         return Page(tuple(Session.from_proto(s) for s in response.sessions), response.next_page_token)
 
-    async def iter_sessions(self, app: str, user: str = "-", *, page_size: int = 0) -> AsyncIterator[Session]:
+    async def iter_sessions(self, app: str, user: str = "-", *, page_size: int = 0,
+                            order_by: str = "") -> AsyncIterator[Session]:
         """Every session, page by page."""
         token = ""
         while True:
-            page = await self.list_sessions(app, user, page_size=page_size, page_token=token)
+            page = await self.list_sessions(app, user, page_size=page_size, page_token=token, order_by=order_by)
             for item in page.items:
                 yield item
             token = page.next_page_token
@@ -191,34 +204,59 @@ class ContextClient:
         await self._call(self.stub.DeleteSession, pb.DeleteSessionRequest(name=session, etag=etag), timeout,
                          retry=False)
 
+    async def get_shared_state(self, app: str, user: str, *,
+                               timeout: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(app_state, user_state): what the app's sessions share, and what
+        the user's sessions in the app share."""
+        response = await self._call(self.stub.GetSharedState,
+                                    pb.GetSharedStateRequest(parent=f"apps/{app}/users/{user}"), timeout)
+        return _dict(response.app_state), _dict(response.user_state)
+
     # --- events
 
-    async def append_event(self, session: str, event: Event | Content | str, *, expected_etag: str = "",
+    async def append_event(self, session: str, event: Event | Content | str | event_pb2.Event, *,
+                           expected_etag: str = "", state_delta: JSON | None = None,
+                           user_state_delta: JSON | None = None, app_state_delta: JSON | None = None,
                            timeout: float | None = None) -> AppendResult:
         """Appends one event (a str or Content becomes a user event). It gets
-        an id when it has none, so a retry stores it once."""
+        an id when it has none, so a retry stores it once. The deltas are
+        merged by key into the session's, the user's and the app's state in
+        the event's transaction (a retry of a stored id applies nothing)."""
         (proto,) = input_events(event, invocation_id="")
-        request = pb.AppendEventRequest(parent=session, event=proto, expected_etag=expected_etag)
+        delta = None
+        if state_delta is not None or user_state_delta is not None or app_state_delta is not None:
+            delta = session_pb2.StateDelta(session=_struct(state_delta), user=_struct(user_state_delta),
+                                           app=_struct(app_state_delta))
+        request = pb.AppendEventRequest(parent=session, event=proto, expected_etag=expected_etag, state_delta=delta)
         response = await self._call(self.stub.AppendEvent, request, timeout)
-        return AppendResult(Event.from_proto(response.event), response.session_etag, response.deduplicated)
+        return AppendResult(
+            Event.from_proto(response.event), response.session_etag, response.deduplicated,
+            _time(response.session_update_time, response.HasField("session_update_time")),
+        )
 
     async def list_events(
         self, session: str, *, page_size: int = 0, page_token: str = "", include_compactions: bool = False,
-        after_sequence: int = 0, timeout: float | None = None,
+        after_sequence: int = 0, after_time: datetime.datetime | None = None, most_recent: int = 0,
+        timeout: float | None = None,
     ) -> Page[Event]:
-        """One page of events in sequence order."""
+        """One page of events in sequence order: those after
+        ``after_sequence``, created at or after ``after_time``, and of those
+        only the ``most_recent`` newest when it is positive."""
         request = pb.ListEventsRequest(parent=session, page_size=page_size, page_token=page_token,
-                                       include_compactions=include_compactions, after_sequence=after_sequence)
+                                       include_compactions=include_compactions, after_sequence=after_sequence,
+                                       after_time=_timestamp(after_time), most_recent=most_recent)
         response = await self._call(self.stub.ListEvents, request, timeout)
         return Page(tuple(Event.from_proto(e) for e in response.events), response.next_page_token)
 
     async def iter_events(self, session: str, *, page_size: int = 0, include_compactions: bool = False,
-                          after_sequence: int = 0) -> AsyncIterator[Event]:
-        """Every event (after ``after_sequence``), page by page."""
+                          after_sequence: int = 0, after_time: datetime.datetime | None = None,
+                          most_recent: int = 0) -> AsyncIterator[Event]:
+        """Every event passing the filters of ``list_events``, page by page."""
         token = ""
         while True:
             page = await self.list_events(session, page_size=page_size, page_token=token,
-                                          include_compactions=include_compactions, after_sequence=after_sequence)
+                                          include_compactions=include_compactions, after_sequence=after_sequence,
+                                          after_time=after_time, most_recent=most_recent)
             for item in page.items:
                 yield item
             token = page.next_page_token
@@ -255,6 +293,7 @@ class ContextClient:
         tool_config: generation_pb2.ToolConfig | None = None,
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
+        storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED,
     ) -> pb.GenerateRequest:
         """The GenerateRequest for a turn, every id assigned: pass it to
         ``generate``/``stream_generate`` again to retry the turn yourself."""
@@ -263,7 +302,7 @@ class ContextClient:
             session=session, input=input_events(input, invocation_id), invocation_id=invocation_id,
             reply_event_id=reply_event_id or new_id("reply"), system_instruction=content_proto(system_instruction),
             tools=tools_proto(tools), tool_config=tool_config, generation_config=generation_config,
-            memory=[_content(c) for c in memory], policy=policy, model=model, agent=agent,
+            memory=[_content(c) for c in memory], policy=policy, model=model, agent=agent, storage=storage,
         )
 
     async def generate(
@@ -272,16 +311,19 @@ class ContextClient:
         tools: Sequence[ToolLike] = (), tool_config: generation_pb2.ToolConfig | None = None,
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
-        timeout: float | None = None,
+        storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, timeout: float | None = None,
     ) -> GenerateResult:
         """Runs one turn: ``input`` (text, Content, Events or tool results)
         is stored, the model answers, the reply is stored and returned.
         Retried with the same ids on UNAVAILABLE within the RetryPolicy.
-        ``session`` may also be a request from ``turn_request``."""
+        ``session`` may also be a request from ``turn_request``. With
+        ``storage=TURN_STORAGE_NONE`` nothing is stored: the caller appends
+        its events itself (as an ADK Runner does)."""
         request = session if isinstance(session, pb.GenerateRequest) else self.turn_request(
             session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
             system_instruction=system_instruction, tools=tools, tool_config=tool_config,
             generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
+            storage=storage,
         )
         return GenerateResult.from_proto(await self._call(self.stub.Generate, request, timeout))
 
@@ -291,7 +333,7 @@ class ContextClient:
         tools: Sequence[ToolLike] = (), tool_config: generation_pb2.ToolConfig | None = None,
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
-        timeout: float | None = None,
+        storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, timeout: float | None = None,
     ) -> GenerateStream:
         """Like ``generate``, streaming the reply: iterate the chunks, then
         read ``stream.result``. Retried like ``generate`` until the first
@@ -301,8 +343,30 @@ class ContextClient:
             session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
             system_instruction=system_instruction, tools=tools, tool_config=tool_config,
             generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
+            storage=storage,
         )
         return GenerateStream(self, request, Deadline(self.timeout if timeout is None else timeout))
+
+    # --- diagnostics
+
+    async def get_context_lifecycle(self, session: str, *, model: str = "",
+                                    timeout: float | None = None) -> ContextLifecycle:
+        """The session's content-free lifecycle view and the cache scope of
+        ``model`` (default: the session's model)."""
+        request = pb.GetContextLifecycleRequest(session=session, model=model)
+        return ContextLifecycle.from_proto(await self._call(self.stub.GetContextLifecycle, request, timeout))
+
+    async def invalidate_context_cache(self, session: str, *, confirmation: InvalidationConfirmation,
+                                       model: str = "", timeout: float | None = None) -> CacheInvalidation:
+        """Drops every provider cache of the session's cache scope (every
+        session of its app, user and model). ``confirmation`` must repeat
+        them and the current scope fingerprint (from
+        ``get_context_lifecycle(...).confirmation()``), or the call fails
+        with FailedPreconditionError (INVALIDATION_CONFIRMATION_MISMATCH) and
+        nothing changes. Not retried: a retry would report what is left."""
+        request = pb.InvalidateContextCacheRequest(session=session, model=model, confirmation=confirmation.to_proto())
+        return CacheInvalidation.from_proto(
+            await self._call(self.stub.InvalidateContextCache, request, timeout, retry=False))
 
     # --- plumbing
 

@@ -16,7 +16,9 @@ from typing import Any, Generic, TypeVar
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from agentctx.context.v1 import context_service_pb2, session_pb2
-from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
+from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
+from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
+from agentctx.type.v1.event_pb2 import CompactionTrigger
 
 T = TypeVar("T")
 JSON = Mapping[str, Any]
@@ -42,6 +44,15 @@ def _dict(value: struct_pb2.Struct) -> dict[str, Any]:
 
 def _time(value: timestamp_pb2.Timestamp, present: bool) -> datetime.datetime | None:
     return value.ToDatetime(tzinfo=datetime.UTC) if present else None
+
+
+def _timestamp(value: datetime.datetime | None) -> timestamp_pb2.Timestamp | None:
+    """A Timestamp of an aware datetime (a naive one is taken as UTC)."""
+    if value is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value if value.tzinfo else value.replace(tzinfo=datetime.UTC))
+    return out
 
 
 @dataclass(frozen=True)
@@ -246,10 +257,27 @@ class Event:
             long_running_tool_ids=self.long_running_tool_ids,
         )
 
+    @property
+    def cache_metadata(self) -> CacheMetadata | None:
+        """How the cache served the model call of a stored reply (None on
+        other events)."""
+        if self.proto is None or not self.proto.HasField("cache_metadata"):
+            return None
+        return CacheMetadata.from_proto(self.proto.cache_metadata)
+
+    @property
+    def compaction_trigger(self) -> CompactionTrigger | None:
+        """What started the compaction of a compaction entry (None on other events)."""
+        if not self.is_compaction or self.proto is None:
+            return None
+        return self.proto.compaction.checkpoint.trigger
+
 
 @dataclass(frozen=True)
 class Session:
-    """A session. Its context configuration (policies) is ``proto.config``."""
+    """A session. Its context configuration (policies) is ``proto.config``;
+    ``app_state`` and ``user_state`` are the states its app's (its user's)
+    sessions share."""
 
     name: str
     state: JSON
@@ -260,6 +288,8 @@ class Session:
     create_time: datetime.datetime | None
     update_time: datetime.datetime | None
     proto: session_pb2.Session = field(compare=False, repr=False)
+    app_state: JSON = field(default_factory=dict)
+    user_state: JSON = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -273,7 +303,7 @@ class Session:
             event_count=session.event_count, last_sequence=session.last_sequence,
             create_time=_time(session.create_time, session.HasField("create_time")),
             update_time=_time(session.update_time, session.HasField("update_time")),
-            proto=session,
+            proto=session, app_state=_dict(session.app_state), user_state=_dict(session.user_state),
         )
 
 
@@ -311,12 +341,14 @@ class Accounting:
 
 @dataclass(frozen=True)
 class AppendResult:
-    """The stored event, the session's etag after the append, and whether
-    the event id was already stored (then nothing changed)."""
+    """The stored event, the session's etag after the append, whether the
+    event id was already stored (then nothing changed), and the session's
+    update time after the append."""
 
     event: Event
     session_etag: str
     deduplicated: bool
+    session_update_time: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -391,6 +423,10 @@ class GenerateResult:
             proto=r,
         )
 
+    @property
+    def cache_metadata(self) -> CacheMetadata | None:
+        return self.reply.cache_metadata
+
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
@@ -400,16 +436,21 @@ class Page(Generic[T]):
     next_page_token: str
 
 
-InputLike = str | Content | Event | FunctionResponse
+InputLike = str | Content | Event | FunctionResponse | event_pb2.Event
 
 
 def input_events(value: InputLike | Sequence[InputLike], invocation_id: str) -> tuple[event_pb2.Event, ...]:
     """A turn's input as events, each with an id (kept when given, assigned
-    otherwise) so that every attempt of the turn sends the same ids."""
-    items: Sequence[InputLike] = [value] if isinstance(value, (str, Content, Event, FunctionResponse)) else value
+    otherwise) so that every attempt of the turn sends the same ids. An
+    Event message is sent as it is (copied, then given those ids)."""
+    single = (str, Content, Event, FunctionResponse, event_pb2.Event)
+    items: Sequence[InputLike] = [value] if isinstance(value, single) else value
     out = []
     for item in items:
-        if isinstance(item, Event):
+        if isinstance(item, event_pb2.Event):
+            event = event_pb2.Event()
+            event.CopyFrom(item)
+        elif isinstance(item, Event):
             event = item.to_proto()
         else:
             content = Content.user(item) if isinstance(item, (str, FunctionResponse)) else item
@@ -438,3 +479,112 @@ def tools_proto(tools: Sequence[ToolLike]) -> list[generation_pb2.Tool]:
     if declarations:
         out.insert(0, generation_pb2.Tool(function_declarations=declarations))
     return out
+
+
+@dataclass(frozen=True)
+class CacheMetadata:
+    """How the provider prefix cache served one model call: ``state``
+    (CacheState: CREATED, HIT, GROWN or BYPASS, with ``bypass_reason``),
+    the cached prefix's tokens and fingerprint, its scope and uses."""
+
+    state: CacheState
+    bypass_reason: CacheBypassReason
+    prefix_fingerprint: str
+    prefix_tokens: int
+    expire_time: datetime.datetime | None
+    scope_fingerprint: str
+    uses: int
+    proto: cache_pb2.CacheMetadata = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(m: cache_pb2.CacheMetadata) -> CacheMetadata:
+        return CacheMetadata(
+            state=m.state, bypass_reason=m.bypass_reason, prefix_fingerprint=m.prefix_fingerprint,
+            prefix_tokens=m.prefix_tokens, expire_time=_time(m.expire_time, m.HasField("expire_time")),
+            scope_fingerprint=m.scope_fingerprint, uses=m.uses, proto=m,
+        )
+
+
+@dataclass(frozen=True)
+class InvalidationConfirmation:
+    """What ``invalidate_context_cache`` is to drop, repeated exactly: the
+    session's app, user and id, the model and the current scope fingerprint
+    (``ContextLifecycle.confirmation()`` builds it)."""
+
+    app: str
+    user: str
+    session: str
+    model: str
+    scope_fingerprint: str
+
+    @staticmethod
+    def from_proto(c: context_service_pb2.InvalidationConfirmation) -> InvalidationConfirmation:
+        return InvalidationConfirmation(c.app, c.user, c.session, c.model, c.scope_fingerprint)
+
+    def to_proto(self) -> context_service_pb2.InvalidationConfirmation:
+        return context_service_pb2.InvalidationConfirmation(
+            app=self.app, user=self.user, session=self.session, model=self.model,
+            scope_fingerprint=self.scope_fingerprint,
+        )
+
+
+@dataclass(frozen=True)
+class ContextLifecycle:
+    """The content-free diagnostic view of one session (GetContextLifecycle):
+    counts, the latest compaction, and the cache scope of ``model``. The
+    cache counts are 0 when ``cache_service_reachable`` is False."""
+
+    session: str
+    model: str
+    event_count: int
+    compaction_count: int
+    visible_event_count: int
+    visible_tokens: int
+    latest_checkpoint_id: str
+    latest_compaction_event_id: str
+    latest_trigger: CompactionTrigger
+    latest_source_fingerprint: str
+    pending_compaction_jobs: int
+    scope_fingerprint: str
+    cache_entry_count: int
+    cache_inflight_count: int
+    cache_waiter_count: int
+    cache_service_reachable: bool
+    latest_cache: CacheMetadata | None
+    proto: context_service_pb2.ContextLifecycle = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(v: context_service_pb2.ContextLifecycle) -> ContextLifecycle:
+        return ContextLifecycle(
+            session=v.session, model=v.model, event_count=v.event_count, compaction_count=v.compaction_count,
+            visible_event_count=v.visible_event_count, visible_tokens=v.visible_tokens,
+            latest_checkpoint_id=v.latest_checkpoint_id, latest_compaction_event_id=v.latest_compaction_event_id,
+            latest_trigger=v.latest_trigger, latest_source_fingerprint=v.latest_source_fingerprint,
+            pending_compaction_jobs=v.pending_compaction_jobs, scope_fingerprint=v.scope_fingerprint,
+            cache_entry_count=v.cache_entry_count, cache_inflight_count=v.cache_inflight_count,
+            cache_waiter_count=v.cache_waiter_count, cache_service_reachable=v.cache_service_reachable,
+            latest_cache=CacheMetadata.from_proto(v.latest_cache) if v.HasField("latest_cache") else None, proto=v,
+        )
+
+    def confirmation(self) -> InvalidationConfirmation:
+        """The confirmation that invalidates this view's cache scope (valid
+        while the scope fingerprint stays the same)."""
+        parts = self.session.split("/")
+        if len(parts) != 6 or parts[0::2] != ["apps", "users", "sessions"]:
+            raise ValueError(f"not a session name: {self.session!r}")
+        return InvalidationConfirmation(parts[1], parts[3], parts[5], self.model, self.scope_fingerprint)
+
+
+@dataclass(frozen=True)
+class CacheInvalidation:
+    """InvalidateContextCache's result: caches deleted and creations
+    cancelled in the scope with ``scope_fingerprint``."""
+
+    entries_removed: int
+    inflight_cancelled: int
+    scope_fingerprint: str
+    proto: context_service_pb2.InvalidateContextCacheResponse = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(r: context_service_pb2.InvalidateContextCacheResponse) -> CacheInvalidation:
+        return CacheInvalidation(r.entries_removed, r.inflight_cancelled, r.scope_fingerprint, proto=r)

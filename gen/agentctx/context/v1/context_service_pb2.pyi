@@ -1,3 +1,5 @@
+import datetime
+
 from agentctx.context.v1 import policy_pb2 as _policy_pb2
 from agentctx.context.v1 import session_pb2 as _session_pb2
 from agentctx.type.v1 import cache_pb2 as _cache_pb2
@@ -6,13 +8,25 @@ from agentctx.type.v1 import event_pb2 as _event_pb2
 from agentctx.type.v1 import generation_pb2 as _generation_pb2
 from google.protobuf import empty_pb2 as _empty_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class TurnStorage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TURN_STORAGE_UNSPECIFIED: _ClassVar[TurnStorage]
+    TURN_STORAGE_APPEND: _ClassVar[TurnStorage]
+    TURN_STORAGE_NONE: _ClassVar[TurnStorage]
+TURN_STORAGE_UNSPECIFIED: TurnStorage
+TURN_STORAGE_APPEND: TurnStorage
+TURN_STORAGE_NONE: TurnStorage
 
 class CreateSessionRequest(_message.Message):
     __slots__ = ("parent", "session_id", "session")
@@ -31,14 +45,16 @@ class GetSessionRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
-    __slots__ = ("parent", "page_size", "page_token")
+    __slots__ = ("parent", "page_size", "page_token", "order_by")
     PARENT_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
     parent: str
     page_size: int
     page_token: str
-    def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    order_by: str
+    def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order_by: _Optional[str] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ("sessions", "next_page_token")
@@ -64,39 +80,61 @@ class DeleteSessionRequest(_message.Message):
     etag: str
     def __init__(self, name: _Optional[str] = ..., etag: _Optional[str] = ...) -> None: ...
 
+class GetSharedStateRequest(_message.Message):
+    __slots__ = ("parent",)
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    def __init__(self, parent: _Optional[str] = ...) -> None: ...
+
+class SharedState(_message.Message):
+    __slots__ = ("app_state", "user_state")
+    APP_STATE_FIELD_NUMBER: _ClassVar[int]
+    USER_STATE_FIELD_NUMBER: _ClassVar[int]
+    app_state: _struct_pb2.Struct
+    user_state: _struct_pb2.Struct
+    def __init__(self, app_state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., user_state: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
 class AppendEventRequest(_message.Message):
-    __slots__ = ("parent", "event", "expected_etag")
+    __slots__ = ("parent", "event", "expected_etag", "state_delta")
     PARENT_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_ETAG_FIELD_NUMBER: _ClassVar[int]
+    STATE_DELTA_FIELD_NUMBER: _ClassVar[int]
     parent: str
     event: _event_pb2.Event
     expected_etag: str
-    def __init__(self, parent: _Optional[str] = ..., event: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., expected_etag: _Optional[str] = ...) -> None: ...
+    state_delta: _session_pb2.StateDelta
+    def __init__(self, parent: _Optional[str] = ..., event: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., expected_etag: _Optional[str] = ..., state_delta: _Optional[_Union[_session_pb2.StateDelta, _Mapping]] = ...) -> None: ...
 
 class AppendEventResponse(_message.Message):
-    __slots__ = ("event", "session_etag", "deduplicated")
+    __slots__ = ("event", "session_etag", "deduplicated", "session_update_time")
     EVENT_FIELD_NUMBER: _ClassVar[int]
     SESSION_ETAG_FIELD_NUMBER: _ClassVar[int]
     DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     event: _event_pb2.Event
     session_etag: str
     deduplicated: bool
-    def __init__(self, event: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., session_etag: _Optional[str] = ..., deduplicated: _Optional[bool] = ...) -> None: ...
+    session_update_time: _timestamp_pb2.Timestamp
+    def __init__(self, event: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., session_etag: _Optional[str] = ..., deduplicated: _Optional[bool] = ..., session_update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListEventsRequest(_message.Message):
-    __slots__ = ("parent", "page_size", "page_token", "include_compactions", "after_sequence")
+    __slots__ = ("parent", "page_size", "page_token", "include_compactions", "after_sequence", "after_time", "most_recent")
     PARENT_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_TIME_FIELD_NUMBER: _ClassVar[int]
+    MOST_RECENT_FIELD_NUMBER: _ClassVar[int]
     parent: str
     page_size: int
     page_token: str
     include_compactions: bool
     after_sequence: int
-    def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_compactions: _Optional[bool] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+    after_time: _timestamp_pb2.Timestamp
+    most_recent: int
+    def __init__(self, parent: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_compactions: _Optional[bool] = ..., after_sequence: _Optional[int] = ..., after_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., most_recent: _Optional[int] = ...) -> None: ...
 
 class ListEventsResponse(_message.Message):
     __slots__ = ("events", "next_page_token")
@@ -217,7 +255,7 @@ class CompactSessionResponse(_message.Message):
     def __init__(self, compacted: _Optional[bool] = ..., compaction: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., kept_events: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., kept_over_budget: _Optional[bool] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("session", "input", "invocation_id", "reply_event_id", "system_instruction", "tools", "tool_config", "generation_config", "memory", "policy", "model", "agent")
+    __slots__ = ("session", "input", "invocation_id", "reply_event_id", "system_instruction", "tools", "tool_config", "generation_config", "memory", "policy", "model", "agent", "storage")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     INVOCATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +268,7 @@ class GenerateRequest(_message.Message):
     POLICY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
     session: str
     input: _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]
     invocation_id: str
@@ -242,7 +281,8 @@ class GenerateRequest(_message.Message):
     policy: _policy_pb2.SelectionPolicy
     model: str
     agent: str
-    def __init__(self, session: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., invocation_id: _Optional[str] = ..., reply_event_id: _Optional[str] = ..., system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., generation_config: _Optional[_Union[_generation_pb2.GenerationConfig, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., policy: _Optional[_Union[_policy_pb2.SelectionPolicy, _Mapping]] = ..., model: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
+    storage: TurnStorage
+    def __init__(self, session: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., invocation_id: _Optional[str] = ..., reply_event_id: _Optional[str] = ..., system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., generation_config: _Optional[_Union[_generation_pb2.GenerationConfig, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., policy: _Optional[_Union[_policy_pb2.SelectionPolicy, _Mapping]] = ..., model: _Optional[str] = ..., agent: _Optional[str] = ..., storage: _Optional[_Union[TurnStorage, str]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("reply", "accounting", "compactions", "background_compaction_scheduled", "deduplicated")

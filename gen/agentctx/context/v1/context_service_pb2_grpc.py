@@ -68,6 +68,11 @@ class ContextServiceStub:
                 request_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.GetSharedState = channel.unary_unary(
+                '/agentctx.context.v1.ContextService/GetSharedState',
+                request_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.GetSharedStateRequest.SerializeToString,
+                response_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.SharedState.FromString,
+                _registered_method=True)
         self.AppendEvent = channel.unary_unary(
                 '/agentctx.context.v1.ContextService/AppendEvent',
                 request_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.AppendEventRequest.SerializeToString,
@@ -150,6 +155,14 @@ class ContextServiceServicer:
 
     def DeleteSession(self, request, context):
         """Deletes a session and its events.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSharedState(self, request, context):
+        """Gets the state an app's sessions share and the state a user's sessions
+        in the app share, without a session.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -243,6 +256,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.DeleteSessionRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'GetSharedState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSharedState,
+                    request_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.GetSharedStateRequest.FromString,
+                    response_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.SharedState.SerializeToString,
             ),
             'AppendEvent': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendEvent,
@@ -427,6 +445,33 @@ class ContextService:
             '/agentctx.context.v1.ContextService/DeleteSession',
             agentctx_dot_context_dot_v1_dot_context__service__pb2.DeleteSessionRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSharedState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentctx.context.v1.ContextService/GetSharedState',
+            agentctx_dot_context_dot_v1_dot_context__service__pb2.GetSharedStateRequest.SerializeToString,
+            agentctx_dot_context_dot_v1_dot_context__service__pb2.SharedState.FromString,
             options,
             channel_credentials,
             insecure,

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentctx/context/v1/session.proto\x12\x13\x61gentctx.context.v1\x1a agentctx/context/v1/policy.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x02\n\x07Session\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x32\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\".agentctx.context.v1.ContextConfig\x12\x0c\n\x04\x65tag\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x65vent_count\x18\x07 \x01(\x03\x12\x15\n\rlast_sequence\x18\x08 \x01(\x03\x42\xa8\x01\n\x17\x64\x65v.agentctx.context.v1B\x0cSessionProtoP\x01Z3agentctx.dev/genproto/agentctx/context/v1;contextv1\xa2\x02\x03\x41\x43X\xaa\x02\x13\x41gentCtx.Context.V1\xca\x02\x13\x41gentCtx\\Context\\V1\xea\x02\x15\x41gentCtx::Context::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!agentctx/context/v1/session.proto\x12\x13\x61gentctx.context.v1\x1a agentctx/context/v1/policy.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x02\n\x07Session\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x32\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\".agentctx.context.v1.ContextConfig\x12\x0c\n\x04\x65tag\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x65vent_count\x18\x07 \x01(\x03\x12\x15\n\rlast_sequence\x18\x08 \x01(\x03\x12*\n\tapp_state\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\nuser_state\x18\n \x01(\x0b\x32\x17.google.protobuf.Struct\"\x83\x01\n\nStateDelta\x12(\n\x07session\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12%\n\x04user\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12$\n\x03\x61pp\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\xa8\x01\n\x17\x64\x65v.agentctx.context.v1B\x0cSessionProtoP\x01Z3agentctx.dev/genproto/agentctx/context/v1;contextv1\xa2\x02\x03\x41\x43X\xaa\x02\x13\x41gentCtx.Context.V1\xca\x02\x13\x41gentCtx\\Context\\V1\xea\x02\x15\x41gentCtx::Context::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,5 +36,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\027dev.agentctx.context.v1B\014SessionProtoP\001Z3agentctx.dev/genproto/agentctx/context/v1;contextv1\242\002\003ACX\252\002\023AgentCtx.Context.V1\312\002\023AgentCtx\\Context\\V1\352\002\025AgentCtx::Context::V1'
   _globals['_SESSION']._serialized_start=156
-  _globals['_SESSION']._serialized_end=427
+  _globals['_SESSION']._serialized_end=516
+  _globals['_STATEDELTA']._serialized_start=519
+  _globals['_STATEDELTA']._serialized_end=650
 # @@protoc_insertion_point(module_scope)

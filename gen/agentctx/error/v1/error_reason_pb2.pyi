@@ -95,6 +95,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CACHE_REQUEST_UNDECODABLE: _ClassVar[ErrorReason]
     SERVER_OVERLOADED: _ClassVar[ErrorReason]
     DEADLINE_TOO_SHORT: _ClassVar[ErrorReason]
+    CACHE_SERVICE_INCOMPATIBLE: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_ARGUMENT: ErrorReason
 NOT_FOUND: ErrorReason
@@ -183,6 +184,7 @@ MALFORMED_REQUEST: ErrorReason
 CACHE_REQUEST_UNDECODABLE: ErrorReason
 SERVER_OVERLOADED: ErrorReason
 DEADLINE_TOO_SHORT: ErrorReason
+CACHE_SERVICE_INCOMPATIBLE: ErrorReason
 ERROR_DOMAIN_FIELD_NUMBER: _ClassVar[int]
 error_domain: _descriptor.FieldDescriptor
 METADATA_KEYS_FIELD_NUMBER: _ClassVar[int]

@@ -2,11 +2,11 @@
 // @generated from file agentctx/context/v1/context_service.proto (package agentctx.context.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { CompactionPolicy, SelectionPolicy } from "./policy_pb.js";
 import { file_agentctx_context_v1_policy } from "./policy_pb.js";
-import type { Session, SessionSchema } from "./session_pb.js";
+import type { Session, SessionSchema, StateDelta } from "./session_pb.js";
 import { file_agentctx_context_v1_session } from "./session_pb.js";
 import type { CacheMetadata } from "../../type/v1/cache_pb.js";
 import { file_agentctx_type_v1_cache } from "../../type/v1/cache_pb.js";
@@ -16,15 +16,15 @@ import type { CompactionTrigger, Event } from "../../type/v1/event_pb.js";
 import { file_agentctx_type_v1_event } from "../../type/v1/event_pb.js";
 import type { GenerationConfig, ModelRequest, Tool, ToolConfig } from "../../type/v1/generation_pb.js";
 import { file_agentctx_type_v1_generation } from "../../type/v1/generation_pb.js";
-import type { EmptySchema, FieldMask } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_empty, file_google_protobuf_field_mask } from "@bufbuild/protobuf/wkt";
-import type { Message } from "@bufbuild/protobuf";
+import type { EmptySchema, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentctx/context/v1/context_service.proto.
  */
 export const file_agentctx_context_v1_context_service: GenFile = /*@__PURE__*/
-  fileDesc("CilhZ2VudGN0eC9jb250ZXh0L3YxL2NvbnRleHRfc2VydmljZS5wcm90bxITYWdlbnRjdHguY29udGV4dC52MSJpChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIOCgZwYXJlbnQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRItCgdzZXNzaW9uGAMgASgLMhwuYWdlbnRjdHguY29udGV4dC52MS5TZXNzaW9uIiEKEUdldFNlc3Npb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiTAoTTGlzdFNlc3Npb25zUmVxdWVzdBIOCgZwYXJlbnQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoUTGlzdFNlc3Npb25zUmVzcG9uc2USLgoIc2Vzc2lvbnMYASADKAsyHC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInYKFFVwZGF0ZVNlc3Npb25SZXF1ZXN0Ei0KB3Nlc3Npb24YASABKAsyHC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlc3Npb24SLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIjIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEZXRhZxgCIAEoCSJjChJBcHBlbmRFdmVudFJlcXVlc3QSDgoGcGFyZW50GAEgASgJEiYKBWV2ZW50GAIgASgLMhcuYWdlbnRjdHgudHlwZS52MS5FdmVudBIVCg1leHBlY3RlZF9ldGFnGAMgASgJImkKE0FwcGVuZEV2ZW50UmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy5hZ2VudGN0eC50eXBlLnYxLkV2ZW50EhQKDHNlc3Npb25fZXRhZxgCIAEoCRIUCgxkZWR1cGxpY2F0ZWQYAyABKAgifwoRTGlzdEV2ZW50c1JlcXVlc3QSDgoGcGFyZW50GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEhsKE2luY2x1ZGVfY29tcGFjdGlvbnMYBCABKAgSFgoOYWZ0ZXJfc2VxdWVuY2UYBSABKAMiVgoSTGlzdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmFnZW50Y3R4LnR5cGUudjEuRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIpADChNCdWlsZENvbnRleHRSZXF1ZXN0Eg8KB3Nlc3Npb24YASABKAkSKAoFaW5wdXQYAiADKAsyGS5hZ2VudGN0eC50eXBlLnYxLkNvbnRlbnQSNQoSc3lzdGVtX2luc3RydWN0aW9uGAMgASgLMhkuYWdlbnRjdHgudHlwZS52MS5Db250ZW50EiUKBXRvb2xzGAQgAygLMhYuYWdlbnRjdHgudHlwZS52MS5Ub29sEjEKC3Rvb2xfY29uZmlnGAUgASgLMhwuYWdlbnRjdHgudHlwZS52MS5Ub29sQ29uZmlnEj0KEWdlbmVyYXRpb25fY29uZmlnGAYgASgLMiIuYWdlbnRjdHgudHlwZS52MS5HZW5lcmF0aW9uQ29uZmlnEikKBm1lbW9yeRgHIAMoCzIZLmFnZW50Y3R4LnR5cGUudjEuQ29udGVudBI0CgZwb2xpY3kYCCABKAsyJC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlbGVjdGlvblBvbGljeRINCgVtb2RlbBgJIAEoCSIuCg1CdWRnZXRTZWN0aW9uEg0KBWJ5dGVzGAEgASgDEg4KBnRva2VucxgCIAEoAyKYBgoRQ29udGV4dEFjY291bnRpbmcSEwoLZXZlbnRzX3NlZW4YASABKAMSFwoPZXZlbnRzX2ZpbHRlcmVkGAIgASgDEhcKD2V2ZW50c19zZWxlY3RlZBgDIAEoAxIWCg51bml0c19zZWxlY3RlZBgEIAEoAxIVCg11bml0c19kcm9wcGVkGAUgASgDEhYKDnNlY3JldHNfcHJ1bmVkGAYgASgDEjgKDGluc3RydWN0aW9ucxgHIAEoCzIiLmFnZW50Y3R4LmNvbnRleHQudjEuQnVkZ2V0U2VjdGlvbhI0CghzZXR0aW5ncxgIIAEoCzIiLmFnZW50Y3R4LmNvbnRleHQudjEuQnVkZ2V0U2VjdGlvbhIzCgdoaXN0b3J5GAkgASgLMiIuYWdlbnRjdHguY29udGV4dC52MS5CdWRnZXRTZWN0aW9uEjIKBm1lbW9yeRgKIAEoCzIiLmFnZW50Y3R4LmNvbnRleHQudjEuQnVkZ2V0U2VjdGlvbhIxCgVpbnB1dBgLIAEoCzIiLmFnZW50Y3R4LmNvbnRleHQudjEuQnVkZ2V0U2VjdGlvbhIxCgV0b29scxgMIAEoCzIiLmFnZW50Y3R4LmNvbnRleHQudjEuQnVkZ2V0U2VjdGlvbhIzCgdmcmFtaW5nGA0gASgLMiIuYWdlbnRjdHguY29udGV4dC52MS5CdWRnZXRTZWN0aW9uEjMKB3JlcXVlc3QYDiABKAsyIi5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1ZGdldFNlY3Rpb24SFwoPYnl0ZXNfcGVyX3Rva2VuGA8gASgBEhIKCmNhbGlicmF0ZWQYECABKAgSGgoScHJlZml4X2ZpbmdlcnByaW50GBEgASgJEh0KFXNlbGVjdGlvbl9maW5nZXJwcmludBgSIAEoCRIcChRlbnZlbG9wZV9maW5nZXJwcmludBgTIAEoCRIbChNjb21wYWN0aW9uX3NlcXVlbmNlGBQgASgDEhUKDWxhc3Rfc2VxdWVuY2UYFSABKAMSEgoKY29tcHJlc3NlZBgWIAEoCCKDAQoUQnVpbGRDb250ZXh0UmVzcG9uc2USLwoHcmVxdWVzdBgBIAEoCzIeLmFnZW50Y3R4LnR5cGUudjEuTW9kZWxSZXF1ZXN0EjoKCmFjY291bnRpbmcYAiABKAsyJi5hZ2VudGN0eC5jb250ZXh0LnYxLkNvbnRleHRBY2NvdW50aW5nInUKFUNvbXBhY3RTZXNzaW9uUmVxdWVzdBIPCgdzZXNzaW9uGAEgASgJEhQKDGluc3RydWN0aW9ucxgCIAEoCRI1CgZwb2xpY3kYAyABKAsyJS5hZ2VudGN0eC5jb250ZXh0LnYxLkNvbXBhY3Rpb25Qb2xpY3kinAEKFkNvbXBhY3RTZXNzaW9uUmVzcG9uc2USEQoJY29tcGFjdGVkGAEgASgIEisKCmNvbXBhY3Rpb24YAiABKAsyFy5hZ2VudGN0eC50eXBlLnYxLkV2ZW50EhMKC2tlcHRfZXZlbnRzGAMgASgDEhMKC2tlcHRfdG9rZW5zGAQgASgDEhgKEGtlcHRfb3Zlcl9idWRnZXQYBSABKAgiyAMKD0dlbmVyYXRlUmVxdWVzdBIPCgdzZXNzaW9uGAEgASgJEiYKBWlucHV0GAIgAygLMhcuYWdlbnRjdHgudHlwZS52MS5FdmVudBIVCg1pbnZvY2F0aW9uX2lkGAMgASgJEhYKDnJlcGx5X2V2ZW50X2lkGAQgASgJEjUKEnN5c3RlbV9pbnN0cnVjdGlvbhgFIAEoCzIZLmFnZW50Y3R4LnR5cGUudjEuQ29udGVudBIlCgV0b29scxgGIAMoCzIWLmFnZW50Y3R4LnR5cGUudjEuVG9vbBIxCgt0b29sX2NvbmZpZxgHIAEoCzIcLmFnZW50Y3R4LnR5cGUudjEuVG9vbENvbmZpZxI9ChFnZW5lcmF0aW9uX2NvbmZpZxgIIAEoCzIiLmFnZW50Y3R4LnR5cGUudjEuR2VuZXJhdGlvbkNvbmZpZxIpCgZtZW1vcnkYCSADKAsyGS5hZ2VudGN0eC50eXBlLnYxLkNvbnRlbnQSNAoGcG9saWN5GAogASgLMiQuYWdlbnRjdHguY29udGV4dC52MS5TZWxlY3Rpb25Qb2xpY3kSDQoFbW9kZWwYCyABKAkSDQoFYWdlbnQYDCABKAki4wEKEEdlbmVyYXRlUmVzcG9uc2USJgoFcmVwbHkYASABKAsyFy5hZ2VudGN0eC50eXBlLnYxLkV2ZW50EjoKCmFjY291bnRpbmcYAiABKAsyJi5hZ2VudGN0eC5jb250ZXh0LnYxLkNvbnRleHRBY2NvdW50aW5nEiwKC2NvbXBhY3Rpb25zGAMgAygLMhcuYWdlbnRjdHgudHlwZS52MS5FdmVudBInCh9iYWNrZ3JvdW5kX2NvbXBhY3Rpb25fc2NoZWR1bGVkGAQgASgIEhQKDGRlZHVwbGljYXRlZBgFIAEoCCJLChVTdHJlYW1HZW5lcmF0ZVJlcXVlc3QSMgoEdHVybhgBIAEoCzIkLmFnZW50Y3R4LmNvbnRleHQudjEuR2VuZXJhdGVSZXF1ZXN0IoMBChZTdHJlYW1HZW5lcmF0ZVJlc3BvbnNlEigKBWNodW5rGAEgASgLMhcuYWdlbnRjdHgudHlwZS52MS5FdmVudEgAEjcKBnJlc3VsdBgCIAEoCzIlLmFnZW50Y3R4LmNvbnRleHQudjEuR2VuZXJhdGVSZXNwb25zZUgAQgYKBGl0ZW0iPAoaR2V0Q29udGV4dExpZmVjeWNsZVJlcXVlc3QSDwoHc2Vzc2lvbhgBIAEoCRINCgVtb2RlbBgCIAEoCSKhBAoQQ29udGV4dExpZmVjeWNsZRIPCgdzZXNzaW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEhMKC2V2ZW50X2NvdW50GAMgASgDEhgKEGNvbXBhY3Rpb25fY291bnQYBCABKAMSGwoTdmlzaWJsZV9ldmVudF9jb3VudBgFIAEoAxIWCg52aXNpYmxlX3Rva2VucxgGIAEoAxIcChRsYXRlc3RfY2hlY2twb2ludF9pZBgHIAEoCRIiChpsYXRlc3RfY29tcGFjdGlvbl9ldmVudF9pZBgIIAEoCRI7Cg5sYXRlc3RfdHJpZ2dlchgJIAEoDjIjLmFnZW50Y3R4LnR5cGUudjEuQ29tcGFjdGlvblRyaWdnZXISIQoZbGF0ZXN0X3NvdXJjZV9maW5nZXJwcmludBgKIAEoCRIfChdwZW5kaW5nX2NvbXBhY3Rpb25fam9icxgLIAEoAxIZChFzY29wZV9maW5nZXJwcmludBgMIAEoCRIZChFjYWNoZV9lbnRyeV9jb3VudBgNIAEoAxIcChRjYWNoZV9pbmZsaWdodF9jb3VudBgOIAEoAxIaChJjYWNoZV93YWl0ZXJfY291bnQYDyABKAMSHwoXY2FjaGVfc2VydmljZV9yZWFjaGFibGUYECABKAgSNQoMbGF0ZXN0X2NhY2hlGBEgASgLMh8uYWdlbnRjdHgudHlwZS52MS5DYWNoZU1ldGFkYXRhInAKGEludmFsaWRhdGlvbkNvbmZpcm1hdGlvbhILCgNhcHAYASABKAkSDAoEdXNlchgCIAEoCRIPCgdzZXNzaW9uGAMgASgJEg0KBW1vZGVsGAQgASgJEhkKEXNjb3BlX2ZpbmdlcnByaW50GAUgASgJIoQBCh1JbnZhbGlkYXRlQ29udGV4dENhY2hlUmVxdWVzdBIPCgdzZXNzaW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEkMKDGNvbmZpcm1hdGlvbhgDIAEoCzItLmFnZW50Y3R4LmNvbnRleHQudjEuSW52YWxpZGF0aW9uQ29uZmlybWF0aW9uInAKHkludmFsaWRhdGVDb250ZXh0Q2FjaGVSZXNwb25zZRIXCg9lbnRyaWVzX3JlbW92ZWQYASABKAMSGgoSaW5mbGlnaHRfY2FuY2VsbGVkGAIgASgDEhkKEXNjb3BlX2ZpbmdlcnByaW50GAMgASgJMpsKCg5Db250ZXh0U2VydmljZRJYCg1DcmVhdGVTZXNzaW9uEikuYWdlbnRjdHguY29udGV4dC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBocLmFnZW50Y3R4LmNvbnRleHQudjEuU2Vzc2lvbhJSCgpHZXRTZXNzaW9uEiYuYWdlbnRjdHguY29udGV4dC52MS5HZXRTZXNzaW9uUmVxdWVzdBocLmFnZW50Y3R4LmNvbnRleHQudjEuU2Vzc2lvbhJjCgxMaXN0U2Vzc2lvbnMSKC5hZ2VudGN0eC5jb250ZXh0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaKS5hZ2VudGN0eC5jb250ZXh0LnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlElgKDVVwZGF0ZVNlc3Npb24SKS5hZ2VudGN0eC5jb250ZXh0LnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0GhwuYWdlbnRjdHguY29udGV4dC52MS5TZXNzaW9uElIKDURlbGV0ZVNlc3Npb24SKS5hZ2VudGN0eC5jb250ZXh0LnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5EmAKC0FwcGVuZEV2ZW50EicuYWdlbnRjdHguY29udGV4dC52MS5BcHBlbmRFdmVudFJlcXVlc3QaKC5hZ2VudGN0eC5jb250ZXh0LnYxLkFwcGVuZEV2ZW50UmVzcG9uc2USXQoKTGlzdEV2ZW50cxImLmFnZW50Y3R4LmNvbnRleHQudjEuTGlzdEV2ZW50c1JlcXVlc3QaJy5hZ2VudGN0eC5jb250ZXh0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJjCgxCdWlsZENvbnRleHQSKC5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1aWxkQ29udGV4dFJlcXVlc3QaKS5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1aWxkQ29udGV4dFJlc3BvbnNlEmkKDkNvbXBhY3RTZXNzaW9uEiouYWdlbnRjdHguY29udGV4dC52MS5Db21wYWN0U2Vzc2lvblJlcXVlc3QaKy5hZ2VudGN0eC5jb250ZXh0LnYxLkNvbXBhY3RTZXNzaW9uUmVzcG9uc2USVwoIR2VuZXJhdGUSJC5hZ2VudGN0eC5jb250ZXh0LnYxLkdlbmVyYXRlUmVxdWVzdBolLmFnZW50Y3R4LmNvbnRleHQudjEuR2VuZXJhdGVSZXNwb25zZRJrCg5TdHJlYW1HZW5lcmF0ZRIqLmFnZW50Y3R4LmNvbnRleHQudjEuU3RyZWFtR2VuZXJhdGVSZXF1ZXN0GisuYWdlbnRjdHguY29udGV4dC52MS5TdHJlYW1HZW5lcmF0ZVJlc3BvbnNlMAESbQoTR2V0Q29udGV4dExpZmVjeWNsZRIvLmFnZW50Y3R4LmNvbnRleHQudjEuR2V0Q29udGV4dExpZmVjeWNsZVJlcXVlc3QaJS5hZ2VudGN0eC5jb250ZXh0LnYxLkNvbnRleHRMaWZlY3ljbGUSgQEKFkludmFsaWRhdGVDb250ZXh0Q2FjaGUSMi5hZ2VudGN0eC5jb250ZXh0LnYxLkludmFsaWRhdGVDb250ZXh0Q2FjaGVSZXF1ZXN0GjMuYWdlbnRjdHguY29udGV4dC52MS5JbnZhbGlkYXRlQ29udGV4dENhY2hlUmVzcG9uc2VCrwEKF2Rldi5hZ2VudGN0eC5jb250ZXh0LnYxQhNDb250ZXh0U2VydmljZVByb3RvUAFaM2FnZW50Y3R4LmRldi9nZW5wcm90by9hZ2VudGN0eC9jb250ZXh0L3YxO2NvbnRleHR2MaICA0FDWKoCE0FnZW50Q3R4LkNvbnRleHQuVjHKAhNBZ2VudEN0eFxDb250ZXh0XFYx6gIVQWdlbnRDdHg6OkNvbnRleHQ6OlYxYgZwcm90bzM", [file_agentctx_context_v1_policy, file_agentctx_context_v1_session, file_agentctx_type_v1_cache, file_agentctx_type_v1_content, file_agentctx_type_v1_event, file_agentctx_type_v1_generation, file_google_protobuf_empty, file_google_protobuf_field_mask]);
+  fileDesc("CilhZ2VudGN0eC9jb250ZXh0L3YxL2NvbnRleHRfc2VydmljZS5wcm90bxITYWdlbnRjdHguY29udGV4dC52MSJpChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIOCgZwYXJlbnQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRItCgdzZXNzaW9uGAMgASgLMhwuYWdlbnRjdHguY29udGV4dC52MS5TZXNzaW9uIiEKEUdldFNlc3Npb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiXgoTTGlzdFNlc3Npb25zUmVxdWVzdBIOCgZwYXJlbnQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSEAoIb3JkZXJfYnkYBCABKAkiXwoUTGlzdFNlc3Npb25zUmVzcG9uc2USLgoIc2Vzc2lvbnMYASADKAsyHC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInYKFFVwZGF0ZVNlc3Npb25SZXF1ZXN0Ei0KB3Nlc3Npb24YASABKAsyHC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlc3Npb24SLwoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIjIKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEZXRhZxgCIAEoCSInChVHZXRTaGFyZWRTdGF0ZVJlcXVlc3QSDgoGcGFyZW50GAEgASgJImYKC1NoYXJlZFN0YXRlEioKCWFwcF9zdGF0ZRgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKwoKdXNlcl9zdGF0ZRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QimQEKEkFwcGVuZEV2ZW50UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSJgoFZXZlbnQYAiABKAsyFy5hZ2VudGN0eC50eXBlLnYxLkV2ZW50EhUKDWV4cGVjdGVkX2V0YWcYAyABKAkSNAoLc3RhdGVfZGVsdGEYBCABKAsyHy5hZ2VudGN0eC5jb250ZXh0LnYxLlN0YXRlRGVsdGEiogEKE0FwcGVuZEV2ZW50UmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy5hZ2VudGN0eC50eXBlLnYxLkV2ZW50EhQKDHNlc3Npb25fZXRhZxgCIAEoCRIUCgxkZWR1cGxpY2F0ZWQYAyABKAgSNwoTc2Vzc2lvbl91cGRhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAixAEKEUxpc3RFdmVudHNSZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIbChNpbmNsdWRlX2NvbXBhY3Rpb25zGAQgASgIEhYKDmFmdGVyX3NlcXVlbmNlGAUgASgDEi4KCmFmdGVyX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC21vc3RfcmVjZW50GAcgASgFIlYKEkxpc3RFdmVudHNSZXNwb25zZRInCgZldmVudHMYASADKAsyFy5hZ2VudGN0eC50eXBlLnYxLkV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKQAwoTQnVpbGRDb250ZXh0UmVxdWVzdBIPCgdzZXNzaW9uGAEgASgJEigKBWlucHV0GAIgAygLMhkuYWdlbnRjdHgudHlwZS52MS5Db250ZW50EjUKEnN5c3RlbV9pbnN0cnVjdGlvbhgDIAEoCzIZLmFnZW50Y3R4LnR5cGUudjEuQ29udGVudBIlCgV0b29scxgEIAMoCzIWLmFnZW50Y3R4LnR5cGUudjEuVG9vbBIxCgt0b29sX2NvbmZpZxgFIAEoCzIcLmFnZW50Y3R4LnR5cGUudjEuVG9vbENvbmZpZxI9ChFnZW5lcmF0aW9uX2NvbmZpZxgGIAEoCzIiLmFnZW50Y3R4LnR5cGUudjEuR2VuZXJhdGlvbkNvbmZpZxIpCgZtZW1vcnkYByADKAsyGS5hZ2VudGN0eC50eXBlLnYxLkNvbnRlbnQSNAoGcG9saWN5GAggASgLMiQuYWdlbnRjdHguY29udGV4dC52MS5TZWxlY3Rpb25Qb2xpY3kSDQoFbW9kZWwYCSABKAkiLgoNQnVkZ2V0U2VjdGlvbhINCgVieXRlcxgBIAEoAxIOCgZ0b2tlbnMYAiABKAMimAYKEUNvbnRleHRBY2NvdW50aW5nEhMKC2V2ZW50c19zZWVuGAEgASgDEhcKD2V2ZW50c19maWx0ZXJlZBgCIAEoAxIXCg9ldmVudHNfc2VsZWN0ZWQYAyABKAMSFgoOdW5pdHNfc2VsZWN0ZWQYBCABKAMSFQoNdW5pdHNfZHJvcHBlZBgFIAEoAxIWCg5zZWNyZXRzX3BydW5lZBgGIAEoAxI4CgxpbnN0cnVjdGlvbnMYByABKAsyIi5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1ZGdldFNlY3Rpb24SNAoIc2V0dGluZ3MYCCABKAsyIi5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1ZGdldFNlY3Rpb24SMwoHaGlzdG9yeRgJIAEoCzIiLmFnZW50Y3R4LmNvbnRleHQudjEuQnVkZ2V0U2VjdGlvbhIyCgZtZW1vcnkYCiABKAsyIi5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1ZGdldFNlY3Rpb24SMQoFaW5wdXQYCyABKAsyIi5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1ZGdldFNlY3Rpb24SMQoFdG9vbHMYDCABKAsyIi5hZ2VudGN0eC5jb250ZXh0LnYxLkJ1ZGdldFNlY3Rpb24SMwoHZnJhbWluZxgNIAEoCzIiLmFnZW50Y3R4LmNvbnRleHQudjEuQnVkZ2V0U2VjdGlvbhIzCgdyZXF1ZXN0GA4gASgLMiIuYWdlbnRjdHguY29udGV4dC52MS5CdWRnZXRTZWN0aW9uEhcKD2J5dGVzX3Blcl90b2tlbhgPIAEoARISCgpjYWxpYnJhdGVkGBAgASgIEhoKEnByZWZpeF9maW5nZXJwcmludBgRIAEoCRIdChVzZWxlY3Rpb25fZmluZ2VycHJpbnQYEiABKAkSHAoUZW52ZWxvcGVfZmluZ2VycHJpbnQYEyABKAkSGwoTY29tcGFjdGlvbl9zZXF1ZW5jZRgUIAEoAxIVCg1sYXN0X3NlcXVlbmNlGBUgASgDEhIKCmNvbXByZXNzZWQYFiABKAgigwEKFEJ1aWxkQ29udGV4dFJlc3BvbnNlEi8KB3JlcXVlc3QYASABKAsyHi5hZ2VudGN0eC50eXBlLnYxLk1vZGVsUmVxdWVzdBI6CgphY2NvdW50aW5nGAIgASgLMiYuYWdlbnRjdHguY29udGV4dC52MS5Db250ZXh0QWNjb3VudGluZyJ1ChVDb21wYWN0U2Vzc2lvblJlcXVlc3QSDwoHc2Vzc2lvbhgBIAEoCRIUCgxpbnN0cnVjdGlvbnMYAiABKAkSNQoGcG9saWN5GAMgASgLMiUuYWdlbnRjdHguY29udGV4dC52MS5Db21wYWN0aW9uUG9saWN5IpwBChZDb21wYWN0U2Vzc2lvblJlc3BvbnNlEhEKCWNvbXBhY3RlZBgBIAEoCBIrCgpjb21wYWN0aW9uGAIgASgLMhcuYWdlbnRjdHgudHlwZS52MS5FdmVudBITCgtrZXB0X2V2ZW50cxgDIAEoAxITCgtrZXB0X3Rva2VucxgEIAEoAxIYChBrZXB0X292ZXJfYnVkZ2V0GAUgASgIIvsDCg9HZW5lcmF0ZVJlcXVlc3QSDwoHc2Vzc2lvbhgBIAEoCRImCgVpbnB1dBgCIAMoCzIXLmFnZW50Y3R4LnR5cGUudjEuRXZlbnQSFQoNaW52b2NhdGlvbl9pZBgDIAEoCRIWCg5yZXBseV9ldmVudF9pZBgEIAEoCRI1ChJzeXN0ZW1faW5zdHJ1Y3Rpb24YBSABKAsyGS5hZ2VudGN0eC50eXBlLnYxLkNvbnRlbnQSJQoFdG9vbHMYBiADKAsyFi5hZ2VudGN0eC50eXBlLnYxLlRvb2wSMQoLdG9vbF9jb25maWcYByABKAsyHC5hZ2VudGN0eC50eXBlLnYxLlRvb2xDb25maWcSPQoRZ2VuZXJhdGlvbl9jb25maWcYCCABKAsyIi5hZ2VudGN0eC50eXBlLnYxLkdlbmVyYXRpb25Db25maWcSKQoGbWVtb3J5GAkgAygLMhkuYWdlbnRjdHgudHlwZS52MS5Db250ZW50EjQKBnBvbGljeRgKIAEoCzIkLmFnZW50Y3R4LmNvbnRleHQudjEuU2VsZWN0aW9uUG9saWN5Eg0KBW1vZGVsGAsgASgJEg0KBWFnZW50GAwgASgJEjEKB3N0b3JhZ2UYDSABKA4yIC5hZ2VudGN0eC5jb250ZXh0LnYxLlR1cm5TdG9yYWdlIuMBChBHZW5lcmF0ZVJlc3BvbnNlEiYKBXJlcGx5GAEgASgLMhcuYWdlbnRjdHgudHlwZS52MS5FdmVudBI6CgphY2NvdW50aW5nGAIgASgLMiYuYWdlbnRjdHguY29udGV4dC52MS5Db250ZXh0QWNjb3VudGluZxIsCgtjb21wYWN0aW9ucxgDIAMoCzIXLmFnZW50Y3R4LnR5cGUudjEuRXZlbnQSJwofYmFja2dyb3VuZF9jb21wYWN0aW9uX3NjaGVkdWxlZBgEIAEoCBIUCgxkZWR1cGxpY2F0ZWQYBSABKAgiSwoVU3RyZWFtR2VuZXJhdGVSZXF1ZXN0EjIKBHR1cm4YASABKAsyJC5hZ2VudGN0eC5jb250ZXh0LnYxLkdlbmVyYXRlUmVxdWVzdCKDAQoWU3RyZWFtR2VuZXJhdGVSZXNwb25zZRIoCgVjaHVuaxgBIAEoCzIXLmFnZW50Y3R4LnR5cGUudjEuRXZlbnRIABI3CgZyZXN1bHQYAiABKAsyJS5hZ2VudGN0eC5jb250ZXh0LnYxLkdlbmVyYXRlUmVzcG9uc2VIAEIGCgRpdGVtIjwKGkdldENvbnRleHRMaWZlY3ljbGVSZXF1ZXN0Eg8KB3Nlc3Npb24YASABKAkSDQoFbW9kZWwYAiABKAkioQQKEENvbnRleHRMaWZlY3ljbGUSDwoHc2Vzc2lvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRITCgtldmVudF9jb3VudBgDIAEoAxIYChBjb21wYWN0aW9uX2NvdW50GAQgASgDEhsKE3Zpc2libGVfZXZlbnRfY291bnQYBSABKAMSFgoOdmlzaWJsZV90b2tlbnMYBiABKAMSHAoUbGF0ZXN0X2NoZWNrcG9pbnRfaWQYByABKAkSIgoabGF0ZXN0X2NvbXBhY3Rpb25fZXZlbnRfaWQYCCABKAkSOwoObGF0ZXN0X3RyaWdnZXIYCSABKA4yIy5hZ2VudGN0eC50eXBlLnYxLkNvbXBhY3Rpb25UcmlnZ2VyEiEKGWxhdGVzdF9zb3VyY2VfZmluZ2VycHJpbnQYCiABKAkSHwoXcGVuZGluZ19jb21wYWN0aW9uX2pvYnMYCyABKAMSGQoRc2NvcGVfZmluZ2VycHJpbnQYDCABKAkSGQoRY2FjaGVfZW50cnlfY291bnQYDSABKAMSHAoUY2FjaGVfaW5mbGlnaHRfY291bnQYDiABKAMSGgoSY2FjaGVfd2FpdGVyX2NvdW50GA8gASgDEh8KF2NhY2hlX3NlcnZpY2VfcmVhY2hhYmxlGBAgASgIEjUKDGxhdGVzdF9jYWNoZRgRIAEoCzIfLmFnZW50Y3R4LnR5cGUudjEuQ2FjaGVNZXRhZGF0YSJwChhJbnZhbGlkYXRpb25Db25maXJtYXRpb24SCwoDYXBwGAEgASgJEgwKBHVzZXIYAiABKAkSDwoHc2Vzc2lvbhgDIAEoCRINCgVtb2RlbBgEIAEoCRIZChFzY29wZV9maW5nZXJwcmludBgFIAEoCSKEAQodSW52YWxpZGF0ZUNvbnRleHRDYWNoZVJlcXVlc3QSDwoHc2Vzc2lvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRJDCgxjb25maXJtYXRpb24YAyABKAsyLS5hZ2VudGN0eC5jb250ZXh0LnYxLkludmFsaWRhdGlvbkNvbmZpcm1hdGlvbiJwCh5JbnZhbGlkYXRlQ29udGV4dENhY2hlUmVzcG9uc2USFwoPZW50cmllc19yZW1vdmVkGAEgASgDEhoKEmluZmxpZ2h0X2NhbmNlbGxlZBgCIAEoAxIZChFzY29wZV9maW5nZXJwcmludBgDIAEoCSpbCgtUdXJuU3RvcmFnZRIcChhUVVJOX1NUT1JBR0VfVU5TUEVDSUZJRUQQABIXChNUVVJOX1NUT1JBR0VfQVBQRU5EEAESFQoRVFVSTl9TVE9SQUdFX05PTkUQAjL7CgoOQ29udGV4dFNlcnZpY2USWAoNQ3JlYXRlU2Vzc2lvbhIpLmFnZW50Y3R4LmNvbnRleHQudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaHC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlc3Npb24SUgoKR2V0U2Vzc2lvbhImLmFnZW50Y3R4LmNvbnRleHQudjEuR2V0U2Vzc2lvblJlcXVlc3QaHC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlc3Npb24SYwoMTGlzdFNlc3Npb25zEiguYWdlbnRjdHguY29udGV4dC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GikuYWdlbnRjdHguY29udGV4dC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJYCg1VcGRhdGVTZXNzaW9uEikuYWdlbnRjdHguY29udGV4dC52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBocLmFnZW50Y3R4LmNvbnRleHQudjEuU2Vzc2lvbhJSCg1EZWxldGVTZXNzaW9uEikuYWdlbnRjdHguY29udGV4dC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRJeCg5HZXRTaGFyZWRTdGF0ZRIqLmFnZW50Y3R4LmNvbnRleHQudjEuR2V0U2hhcmVkU3RhdGVSZXF1ZXN0GiAuYWdlbnRjdHguY29udGV4dC52MS5TaGFyZWRTdGF0ZRJgCgtBcHBlbmRFdmVudBInLmFnZW50Y3R4LmNvbnRleHQudjEuQXBwZW5kRXZlbnRSZXF1ZXN0GiguYWdlbnRjdHguY29udGV4dC52MS5BcHBlbmRFdmVudFJlc3BvbnNlEl0KCkxpc3RFdmVudHMSJi5hZ2VudGN0eC5jb250ZXh0LnYxLkxpc3RFdmVudHNSZXF1ZXN0GicuYWdlbnRjdHguY29udGV4dC52MS5MaXN0RXZlbnRzUmVzcG9uc2USYwoMQnVpbGRDb250ZXh0EiguYWdlbnRjdHguY29udGV4dC52MS5CdWlsZENvbnRleHRSZXF1ZXN0GikuYWdlbnRjdHguY29udGV4dC52MS5CdWlsZENvbnRleHRSZXNwb25zZRJpCg5Db21wYWN0U2Vzc2lvbhIqLmFnZW50Y3R4LmNvbnRleHQudjEuQ29tcGFjdFNlc3Npb25SZXF1ZXN0GisuYWdlbnRjdHguY29udGV4dC52MS5Db21wYWN0U2Vzc2lvblJlc3BvbnNlElcKCEdlbmVyYXRlEiQuYWdlbnRjdHguY29udGV4dC52MS5HZW5lcmF0ZVJlcXVlc3QaJS5hZ2VudGN0eC5jb250ZXh0LnYxLkdlbmVyYXRlUmVzcG9uc2USawoOU3RyZWFtR2VuZXJhdGUSKi5hZ2VudGN0eC5jb250ZXh0LnYxLlN0cmVhbUdlbmVyYXRlUmVxdWVzdBorLmFnZW50Y3R4LmNvbnRleHQudjEuU3RyZWFtR2VuZXJhdGVSZXNwb25zZTABEm0KE0dldENvbnRleHRMaWZlY3ljbGUSLy5hZ2VudGN0eC5jb250ZXh0LnYxLkdldENvbnRleHRMaWZlY3ljbGVSZXF1ZXN0GiUuYWdlbnRjdHguY29udGV4dC52MS5Db250ZXh0TGlmZWN5Y2xlEoEBChZJbnZhbGlkYXRlQ29udGV4dENhY2hlEjIuYWdlbnRjdHguY29udGV4dC52MS5JbnZhbGlkYXRlQ29udGV4dENhY2hlUmVxdWVzdBozLmFnZW50Y3R4LmNvbnRleHQudjEuSW52YWxpZGF0ZUNvbnRleHRDYWNoZVJlc3BvbnNlQq8BChdkZXYuYWdlbnRjdHguY29udGV4dC52MUITQ29udGV4dFNlcnZpY2VQcm90b1ABWjNhZ2VudGN0eC5kZXYvZ2VucHJvdG8vYWdlbnRjdHgvY29udGV4dC92MTtjb250ZXh0djGiAgNBQ1iqAhNBZ2VudEN0eC5Db250ZXh0LlYxygITQWdlbnRDdHhcQ29udGV4dFxWMeoCFUFnZW50Q3R4OjpDb250ZXh0OjpWMWIGcHJvdG8z", [file_agentctx_context_v1_policy, file_agentctx_context_v1_session, file_agentctx_type_v1_cache, file_agentctx_type_v1_content, file_agentctx_type_v1_event, file_agentctx_type_v1_generation, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Request for CreateSession.
@@ -111,6 +111,15 @@ export type ListSessionsRequest = Message<"agentctx.context.v1.ListSessionsReque
    * @generated from field: string page_token = 3;
    */
   pageToken: string;
+
+  /**
+   * Order of the sessions: "" or "create_time" (oldest created first, the
+   * default), or "update_time" (least recently updated first, ties by user
+   * and session id). Anything else: INVALID_ARGUMENT.
+   *
+   * @generated from field: string order_by = 4;
+   */
+  orderBy: string;
 };
 
 /**
@@ -121,7 +130,8 @@ export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__P
   messageDesc(file_agentctx_context_v1_context_service, 2);
 
 /**
- * Response of ListSessions, oldest session first.
+ * Response of ListSessions, in the order asked for (oldest session first by
+ * default).
  *
  * @generated from message agentctx.context.v1.ListSessionsResponse
  */
@@ -207,6 +217,56 @@ export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@_
   messageDesc(file_agentctx_context_v1_context_service, 5);
 
 /**
+ * Request for GetSharedState.
+ *
+ * @generated from message agentctx.context.v1.GetSharedStateRequest
+ */
+export type GetSharedStateRequest = Message<"agentctx.context.v1.GetSharedStateRequest"> & {
+  /**
+   * "apps/{app}/users/{user}".
+   *
+   * @generated from field: string parent = 1;
+   */
+  parent: string;
+};
+
+/**
+ * Describes the message agentctx.context.v1.GetSharedStateRequest.
+ * Use `create(GetSharedStateRequestSchema)` to create a new message.
+ */
+export const GetSharedStateRequestSchema: GenMessage<GetSharedStateRequest> = /*@__PURE__*/
+  messageDesc(file_agentctx_context_v1_context_service, 6);
+
+/**
+ * SharedState is the state shared across sessions (empty objects when none
+ * was ever written).
+ *
+ * @generated from message agentctx.context.v1.SharedState
+ */
+export type SharedState = Message<"agentctx.context.v1.SharedState"> & {
+  /**
+   * The state every session of the app shares.
+   *
+   * @generated from field: google.protobuf.Struct app_state = 1;
+   */
+  appState?: JsonObject | undefined;
+
+  /**
+   * The state every session of the user in the app shares.
+   *
+   * @generated from field: google.protobuf.Struct user_state = 2;
+   */
+  userState?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message agentctx.context.v1.SharedState.
+ * Use `create(SharedStateSchema)` to create a new message.
+ */
+export const SharedStateSchema: GenMessage<SharedState> = /*@__PURE__*/
+  messageDesc(file_agentctx_context_v1_context_service, 7);
+
+/**
  * Request for AppendEvent.
  *
  * @generated from message agentctx.context.v1.AppendEventRequest
@@ -221,7 +281,9 @@ export type AppendEventRequest = Message<"agentctx.context.v1.AppendEventRequest
 
   /**
    * The event. kind must be MESSAGE (or unset); name and sequence are
-   * ignored.
+   * ignored. An event without content (an action-only event: a state
+   * change, an agent transfer, an end-of-turn marker) is stored and listed
+   * but never sent to a model.
    *
    * @generated from field: agentctx.type.v1.Event event = 2;
    */
@@ -235,6 +297,15 @@ export type AppendEventRequest = Message<"agentctx.context.v1.AppendEventRequest
    * @generated from field: string expected_etag = 3;
    */
   expectedEtag: string;
+
+  /**
+   * State written with the event, in the same transaction: stored together
+   * or not at all. A retry of an already stored event id applies nothing
+   * again. Each scope nests at most max_json_depth levels.
+   *
+   * @generated from field: agentctx.context.v1.StateDelta state_delta = 4;
+   */
+  stateDelta?: StateDelta | undefined;
 };
 
 /**
@@ -242,7 +313,7 @@ export type AppendEventRequest = Message<"agentctx.context.v1.AppendEventRequest
  * Use `create(AppendEventRequestSchema)` to create a new message.
  */
 export const AppendEventRequestSchema: GenMessage<AppendEventRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 6);
+  messageDesc(file_agentctx_context_v1_context_service, 8);
 
 /**
  * Response of AppendEvent.
@@ -270,6 +341,13 @@ export type AppendEventResponse = Message<"agentctx.context.v1.AppendEventRespon
    * @generated from field: bool deduplicated = 3;
    */
   deduplicated: boolean;
+
+  /**
+   * The session's update_time after the append.
+   *
+   * @generated from field: google.protobuf.Timestamp session_update_time = 4;
+   */
+  sessionUpdateTime?: Timestamp | undefined;
 };
 
 /**
@@ -277,7 +355,7 @@ export type AppendEventResponse = Message<"agentctx.context.v1.AppendEventRespon
  * Use `create(AppendEventResponseSchema)` to create a new message.
  */
 export const AppendEventResponseSchema: GenMessage<AppendEventResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 7);
+  messageDesc(file_agentctx_context_v1_context_service, 9);
 
 /**
  * Request for ListEvents.
@@ -319,6 +397,23 @@ export type ListEventsRequest = Message<"agentctx.context.v1.ListEventsRequest">
    * @generated from field: int64 after_sequence = 5;
    */
   afterSequence: bigint;
+
+  /**
+   * Return only events whose create_time is at or after this instant
+   * (inclusive, as ADK's GetSessionConfig.after_timestamp).
+   *
+   * @generated from field: google.protobuf.Timestamp after_time = 6;
+   */
+  afterTime?: Timestamp | undefined;
+
+  /**
+   * When positive: return only the most_recent newest events that pass the
+   * other filters, still in sequence order (paged like any listing). At
+   * most 1000000; negative: INVALID_ARGUMENT.
+   *
+   * @generated from field: int32 most_recent = 7;
+   */
+  mostRecent: number;
 };
 
 /**
@@ -326,7 +421,7 @@ export type ListEventsRequest = Message<"agentctx.context.v1.ListEventsRequest">
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 8);
+  messageDesc(file_agentctx_context_v1_context_service, 10);
 
 /**
  * Response of ListEvents.
@@ -354,7 +449,7 @@ export type ListEventsResponse = Message<"agentctx.context.v1.ListEventsResponse
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 9);
+  messageDesc(file_agentctx_context_v1_context_service, 11);
 
 /**
  * Request for BuildContext.
@@ -432,7 +527,7 @@ export type BuildContextRequest = Message<"agentctx.context.v1.BuildContextReque
  * Use `create(BuildContextRequestSchema)` to create a new message.
  */
 export const BuildContextRequestSchema: GenMessage<BuildContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 10);
+  messageDesc(file_agentctx_context_v1_context_service, 12);
 
 /**
  * BudgetSection is the size of one part of the request envelope.
@@ -461,7 +556,7 @@ export type BudgetSection = Message<"agentctx.context.v1.BudgetSection"> & {
  * Use `create(BudgetSectionSchema)` to create a new message.
  */
 export const BudgetSectionSchema: GenMessage<BudgetSection> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 11);
+  messageDesc(file_agentctx_context_v1_context_service, 13);
 
 /**
  * ContextAccounting is the content-free account of one built context.
@@ -631,7 +726,7 @@ export type ContextAccounting = Message<"agentctx.context.v1.ContextAccounting">
  * Use `create(ContextAccountingSchema)` to create a new message.
  */
 export const ContextAccountingSchema: GenMessage<ContextAccounting> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 12);
+  messageDesc(file_agentctx_context_v1_context_service, 14);
 
 /**
  * Response of BuildContext.
@@ -659,7 +754,7 @@ export type BuildContextResponse = Message<"agentctx.context.v1.BuildContextResp
  * Use `create(BuildContextResponseSchema)` to create a new message.
  */
 export const BuildContextResponseSchema: GenMessage<BuildContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 13);
+  messageDesc(file_agentctx_context_v1_context_service, 15);
 
 /**
  * Request for CompactSession.
@@ -695,7 +790,7 @@ export type CompactSessionRequest = Message<"agentctx.context.v1.CompactSessionR
  * Use `create(CompactSessionRequestSchema)` to create a new message.
  */
 export const CompactSessionRequestSchema: GenMessage<CompactSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 14);
+  messageDesc(file_agentctx_context_v1_context_service, 16);
 
 /**
  * Response of CompactSession.
@@ -746,7 +841,7 @@ export type CompactSessionResponse = Message<"agentctx.context.v1.CompactSession
  * Use `create(CompactSessionResponseSchema)` to create a new message.
  */
 export const CompactSessionResponseSchema: GenMessage<CompactSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 15);
+  messageDesc(file_agentctx_context_v1_context_service, 17);
 
 /**
  * Request for Generate.
@@ -763,8 +858,10 @@ export type GenerateRequest = Message<"agentctx.context.v1.GenerateRequest"> & {
 
   /**
    * The input events of this turn (user message or tool results), appended
-   * before the model call. Give them client ids: a retry with the same ids
-   * completes the turn exactly once.
+   * before the model call, all or none of them. Give them client ids: a
+   * retry with the same ids completes the turn exactly once. At most the
+   * server's max_turn_inputs (default 256); more is INVALID_ARGUMENT on
+   * input.
    *
    * @generated from field: repeated agentctx.type.v1.Event input = 2;
    */
@@ -840,6 +937,13 @@ export type GenerateRequest = Message<"agentctx.context.v1.GenerateRequest"> & {
    * @generated from field: string agent = 12;
    */
   agent: string;
+
+  /**
+   * What the turn stores. Unset: TURN_STORAGE_APPEND.
+   *
+   * @generated from field: agentctx.context.v1.TurnStorage storage = 13;
+   */
+  storage: TurnStorage;
 };
 
 /**
@@ -847,7 +951,7 @@ export type GenerateRequest = Message<"agentctx.context.v1.GenerateRequest"> & {
  * Use `create(GenerateRequestSchema)` to create a new message.
  */
 export const GenerateRequestSchema: GenMessage<GenerateRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 16);
+  messageDesc(file_agentctx_context_v1_context_service, 18);
 
 /**
  * Response of Generate.
@@ -897,7 +1001,7 @@ export type GenerateResponse = Message<"agentctx.context.v1.GenerateResponse"> &
  * Use `create(GenerateResponseSchema)` to create a new message.
  */
 export const GenerateResponseSchema: GenMessage<GenerateResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 17);
+  messageDesc(file_agentctx_context_v1_context_service, 19);
 
 /**
  * Request for StreamGenerate: the same as Generate.
@@ -918,7 +1022,7 @@ export type StreamGenerateRequest = Message<"agentctx.context.v1.StreamGenerateR
  * Use `create(StreamGenerateRequestSchema)` to create a new message.
  */
 export const StreamGenerateRequestSchema: GenMessage<StreamGenerateRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 18);
+  messageDesc(file_agentctx_context_v1_context_service, 20);
 
 /**
  * One message of StreamGenerate. Chunks arrive first; the last message
@@ -934,7 +1038,8 @@ export type StreamGenerateResponse = Message<"agentctx.context.v1.StreamGenerate
    */
   item: {
     /**
-     * A partial chunk of the reply (event.partial = true), not yet stored.
+     * A partial chunk of the reply (event.partial = true). Chunks are never
+     * stored: the result's reply, stored once, holds them all.
      *
      * @generated from field: agentctx.type.v1.Event chunk = 1;
      */
@@ -956,7 +1061,7 @@ export type StreamGenerateResponse = Message<"agentctx.context.v1.StreamGenerate
  * Use `create(StreamGenerateResponseSchema)` to create a new message.
  */
 export const StreamGenerateResponseSchema: GenMessage<StreamGenerateResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 19);
+  messageDesc(file_agentctx_context_v1_context_service, 21);
 
 /**
  * Request for GetContextLifecycle.
@@ -984,7 +1089,7 @@ export type GetContextLifecycleRequest = Message<"agentctx.context.v1.GetContext
  * Use `create(GetContextLifecycleRequestSchema)` to create a new message.
  */
 export const GetContextLifecycleRequestSchema: GenMessage<GetContextLifecycleRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 20);
+  messageDesc(file_agentctx_context_v1_context_service, 22);
 
 /**
  * ContextLifecycle is a content-free diagnostic view of a session. It holds
@@ -1119,7 +1224,7 @@ export type ContextLifecycle = Message<"agentctx.context.v1.ContextLifecycle"> &
  * Use `create(ContextLifecycleSchema)` to create a new message.
  */
 export const ContextLifecycleSchema: GenMessage<ContextLifecycle> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 21);
+  messageDesc(file_agentctx_context_v1_context_service, 23);
 
 /**
  * InvalidationConfirmation repeats exactly what is being invalidated.
@@ -1168,7 +1273,7 @@ export type InvalidationConfirmation = Message<"agentctx.context.v1.Invalidation
  * Use `create(InvalidationConfirmationSchema)` to create a new message.
  */
 export const InvalidationConfirmationSchema: GenMessage<InvalidationConfirmation> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 22);
+  messageDesc(file_agentctx_context_v1_context_service, 24);
 
 /**
  * Request for InvalidateContextCache.
@@ -1205,7 +1310,7 @@ export type InvalidateContextCacheRequest = Message<"agentctx.context.v1.Invalid
  * Use `create(InvalidateContextCacheRequestSchema)` to create a new message.
  */
 export const InvalidateContextCacheRequestSchema: GenMessage<InvalidateContextCacheRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 23);
+  messageDesc(file_agentctx_context_v1_context_service, 25);
 
 /**
  * Response of InvalidateContextCache.
@@ -1240,7 +1345,50 @@ export type InvalidateContextCacheResponse = Message<"agentctx.context.v1.Invali
  * Use `create(InvalidateContextCacheResponseSchema)` to create a new message.
  */
 export const InvalidateContextCacheResponseSchema: GenMessage<InvalidateContextCacheResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_context_service, 24);
+  messageDesc(file_agentctx_context_v1_context_service, 26);
+
+/**
+ * TurnStorage says whether a turn appends its input and reply.
+ *
+ * @generated from enum agentctx.context.v1.TurnStorage
+ */
+export enum TurnStorage {
+  /**
+   * Treated as TURN_STORAGE_APPEND.
+   *
+   * @generated from enum value: TURN_STORAGE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The input events are appended before the model call and the reply
+   * after it (idempotent by their ids); compaction runs as configured.
+   *
+   * @generated from enum value: TURN_STORAGE_APPEND = 1;
+   */
+  APPEND = 1,
+
+  /**
+   * Nothing is appended: for an agent framework whose runner appends every
+   * event itself (ADK's Runner with an agentctx session service). The
+   * request is built from the stored history, then the input events (usually
+   * none: the runner stored them already) as the newest contents; the reply
+   * comes back with an id but no name or sequence, and deduplicated is
+   * false. Appending it is the caller's job, so a retry calls the model
+   * again (the cache tier keeps the prefix). Compaction the session's policy
+   * triggers at the turn boundary still runs over the stored history (its
+   * COMPACTION events are the service's own, never an input or reply).
+   *
+   * @generated from enum value: TURN_STORAGE_NONE = 2;
+   */
+  NONE = 2,
+}
+
+/**
+ * Describes the enum agentctx.context.v1.TurnStorage.
+ */
+export const TurnStorageSchema: GenEnum<TurnStorage> = /*@__PURE__*/
+  enumDesc(file_agentctx_context_v1_context_service, 0);
 
 /**
  * ContextService keeps sessions and events, builds the bounded, secret-pruned
@@ -1303,6 +1451,17 @@ export const ContextService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSessionRequestSchema;
     output: typeof EmptySchema;
+  },
+  /**
+   * Gets the state an app's sessions share and the state a user's sessions
+   * in the app share, without a session.
+   *
+   * @generated from rpc agentctx.context.v1.ContextService.GetSharedState
+   */
+  getSharedState: {
+    methodKind: "unary";
+    input: typeof GetSharedStateRequestSchema;
+    output: typeof SharedStateSchema;
   },
   /**
    * Appends one event. Durable when the call returns; idempotent by event id.

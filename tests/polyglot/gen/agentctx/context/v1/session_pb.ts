@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentctx/context/v1/session.proto.
  */
 export const file_agentctx_context_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("CiFhZ2VudGN0eC9jb250ZXh0L3YxL3Nlc3Npb24ucHJvdG8SE2FnZW50Y3R4LmNvbnRleHQudjEijwIKB1Nlc3Npb24SDAoEbmFtZRgBIAEoCRImCgVzdGF0ZRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoGY29uZmlnGAMgASgLMiIuYWdlbnRjdHguY29udGV4dC52MS5Db250ZXh0Q29uZmlnEgwKBGV0YWcYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtldmVudF9jb3VudBgHIAEoAxIVCg1sYXN0X3NlcXVlbmNlGAggASgDQqgBChdkZXYuYWdlbnRjdHguY29udGV4dC52MUIMU2Vzc2lvblByb3RvUAFaM2FnZW50Y3R4LmRldi9nZW5wcm90by9hZ2VudGN0eC9jb250ZXh0L3YxO2NvbnRleHR2MaICA0FDWKoCE0FnZW50Q3R4LkNvbnRleHQuVjHKAhNBZ2VudEN0eFxDb250ZXh0XFYx6gIVQWdlbnRDdHg6OkNvbnRleHQ6OlYxYgZwcm90bzM", [file_agentctx_context_v1_policy, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiFhZ2VudGN0eC9jb250ZXh0L3YxL3Nlc3Npb24ucHJvdG8SE2FnZW50Y3R4LmNvbnRleHQudjEi6AIKB1Nlc3Npb24SDAoEbmFtZRgBIAEoCRImCgVzdGF0ZRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoGY29uZmlnGAMgASgLMiIuYWdlbnRjdHguY29udGV4dC52MS5Db250ZXh0Q29uZmlnEgwKBGV0YWcYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtldmVudF9jb3VudBgHIAEoAxIVCg1sYXN0X3NlcXVlbmNlGAggASgDEioKCWFwcF9zdGF0ZRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKwoKdXNlcl9zdGF0ZRgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QigwEKClN0YXRlRGVsdGESKAoHc2Vzc2lvbhgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJQoEdXNlchgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJAoDYXBwGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEKoAQoXZGV2LmFnZW50Y3R4LmNvbnRleHQudjFCDFNlc3Npb25Qcm90b1ABWjNhZ2VudGN0eC5kZXYvZ2VucHJvdG8vYWdlbnRjdHgvY29udGV4dC92MTtjb250ZXh0djGiAgNBQ1iqAhNBZ2VudEN0eC5Db250ZXh0LlYxygITQWdlbnRDdHhcQ29udGV4dFxWMeoCFUFnZW50Q3R4OjpDb250ZXh0OjpWMWIGcHJvdG8z", [file_agentctx_context_v1_policy, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Session is one conversation of a user with an agent, with its state and
@@ -83,6 +83,24 @@ export type Session = Message<"agentctx.context.v1.Session"> & {
    * @generated from field: int64 last_sequence = 8;
    */
   lastSequence: bigint;
+
+  /**
+   * State shared by every session of the app (JSON object), read with the
+   * session. Written only by key: CreateSession merges the given keys into
+   * it, AppendEvent's state_delta.app likewise; UpdateSession cannot
+   * replace it. Output only otherwise.
+   *
+   * @generated from field: google.protobuf.Struct app_state = 9;
+   */
+  appState?: JsonObject | undefined;
+
+  /**
+   * State shared by every session of the user in the app (JSON object),
+   * read and written like app_state.
+   *
+   * @generated from field: google.protobuf.Struct user_state = 10;
+   */
+  userState?: JsonObject | undefined;
 };
 
 /**
@@ -91,4 +109,42 @@ export type Session = Message<"agentctx.context.v1.Session"> & {
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
   messageDesc(file_agentctx_context_v1_session, 0);
+
+/**
+ * StateDelta is a change of state written with an event, in the event's
+ * transaction: each set scope is merged into the stored state key by key (a
+ * key given replaces that key's value, JSON null included; keys not given
+ * keep theirs). Nothing of it is ever sent to a model.
+ *
+ * @generated from message agentctx.context.v1.StateDelta
+ */
+export type StateDelta = Message<"agentctx.context.v1.StateDelta"> & {
+  /**
+   * Keys merged into the session's state.
+   *
+   * @generated from field: google.protobuf.Struct session = 1;
+   */
+  session?: JsonObject | undefined;
+
+  /**
+   * Keys merged into the state shared by the user's sessions in the app.
+   *
+   * @generated from field: google.protobuf.Struct user = 2;
+   */
+  user?: JsonObject | undefined;
+
+  /**
+   * Keys merged into the state shared by every session of the app.
+   *
+   * @generated from field: google.protobuf.Struct app = 3;
+   */
+  app?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message agentctx.context.v1.StateDelta.
+ * Use `create(StateDeltaSchema)` to create a new message.
+ */
+export const StateDeltaSchema: GenMessage<StateDelta> = /*@__PURE__*/
+  messageDesc(file_agentctx_context_v1_session, 1);
 

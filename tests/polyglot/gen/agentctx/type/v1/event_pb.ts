@@ -75,7 +75,9 @@ export type Event = Message<"agentctx.type.v1.Event"> & {
   branch: string;
 
   /**
-   * The content. Required for MESSAGE events.
+   * The content. A MESSAGE event without it (an action-only event: state
+   * changes, agent transfers, end-of-turn markers) is stored and listed but
+   * never sent to a model.
    *
    * @generated from field: agentctx.type.v1.Content content = 7;
    */

@@ -1,0 +1,12 @@
+"""agentctx for Google's Agent Development Kit (ADK).
+
+- ``AgentCtxSessionService``: ADK sessions, events and app/user/session
+  state stored by the agentctx context service.
+- ``AgentCtxLlm`` with ``AgentCtxPlugin``: model calls made by the context
+  service (through the cache tier, with the provider key on the service
+  side), from the session's stored events.
+"""
+
+from agentctx_adk._session_service import AgentCtxSessionService
+
+__all__ = ["AgentCtxSessionService"]

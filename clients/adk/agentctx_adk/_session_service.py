@@ -1,0 +1,215 @@
+"""AgentCtxSessionService: ADK's BaseSessionService over the agentctx
+context service.
+
+Sessions, events and state live in the context service, so the context
+service can build each model request from them (see AgentCtxLlm). ADK's
+state scopes map onto agentctx's: ``app:`` keys onto the app's shared state,
+``user:`` keys onto the user's, other keys onto the session's; ``temp:`` keys
+are never stored. An event and its state delta are written in one
+transaction. A session read here carries the session's etag, and appending
+to it is conditional on that etag: a session changed since it was read is
+StaleSessionError, as with ADK's DatabaseSessionService.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from google.adk.errors._stale_session_error import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
+from google.adk.sessions.session import Session
+from typing_extensions import override
+
+import agentctx_client
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import policy_pb2, session_pb2
+from agentctx_adk import _convert
+
+_STALE_MESSAGE = ("The session has been modified in storage since it was loaded. "
+                  "Please reload the session before appending more events.")
+_PAGE = 1000
+
+
+class AgentCtxSessionService(BaseSessionService):
+    """ADK sessions stored by an agentctx context service.
+
+    ``client`` is an ``agentctx_client.ContextClient`` (``connect(...)``);
+    it is closed by ``close()`` only when ``owns_client``. ``model`` and
+    ``config`` set new sessions' context configuration (model, selection,
+    compaction and cache policies). ``app_prefix`` is put before every ADK
+    app name to make the agentctx app id ("{app_prefix}{app_name}"), to keep
+    several deployments (or test runs) apart in one context service.
+    """
+
+    def __init__(self, client: agentctx_client.ContextClient, *, model: str = "",
+                 config: policy_pb2.ContextConfig | None = None, app_prefix: str = "",
+                 owns_client: bool = False) -> None:
+        self.client = client
+        self.model = model
+        self.config = config
+        self.app_prefix = app_prefix
+        self._owns_client = owns_client
+
+    @classmethod
+    def connect(cls, target: str, *, tls: agentctx_client.TlsConfig | None = None, insecure_loopback: bool = False,
+                metadata: Sequence[tuple[str, str]] = (), **kwargs: Any) -> AgentCtxSessionService:
+        """A service with its own client for the context service at ``target``."""
+        client = agentctx_client.connect(target, tls=tls, insecure_loopback=insecure_loopback, metadata=metadata)
+        return cls(client, owns_client=True, **kwargs)
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> AgentCtxSessionService:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    # --- names
+
+    def _app(self, app_name: str) -> str:
+        return self.app_prefix + app_name
+
+    def session_name(self, app_name: str, user_id: str, session_id: str) -> str:
+        """The agentctx name of an ADK session."""
+        return agentctx_client.session_name(self._app(app_name), user_id, session_id)
+
+    # --- sessions
+
+    @override
+    async def create_session(self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None,
+                             session_id: str | None = None) -> Session:
+        session_state, user_state, app_state = _convert.split_state(_json_safe(state))
+        config = policy_pb2.ContextConfig()
+        if self.config is not None:
+            config.CopyFrom(self.config)
+        if self.model:
+            config.model = self.model
+        request = pb.CreateSessionRequest(
+            parent=f"apps/{self._app(app_name)}/users/{user_id}", session_id=session_id or "",
+            session=session_pb2.Session(state=_convert.to_struct(session_state), config=config,
+                                        app_state=_convert.to_struct(app_state),
+                                        user_state=_convert.to_struct(user_state)),
+        )
+        try:
+            proto = await self.client._call(self.client.stub.CreateSession, request, None, retry=False)
+        except agentctx_client.AlreadyExistsError:
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        return self._session(app_name, user_id, proto, [])
+
+    @override
+    async def get_session(self, *, app_name: str, user_id: str, session_id: str,
+                          config: GetSessionConfig | None = None) -> Session | None:
+        name = self.session_name(app_name, user_id, session_id)
+        try:
+            proto = await self.client._call(self.client.stub.GetSession, pb.GetSessionRequest(name=name), None)
+        except (agentctx_client.NotFoundError, agentctx_client.InvalidArgumentError):
+            return None
+        events: list[Event] = []
+        if not (config and config.num_recent_events == 0) and proto.last_sequence > 0:
+            request = pb.ListEventsRequest(parent=name, page_size=_PAGE)
+            if config and config.after_timestamp is not None:
+                request.after_time.FromDatetime(
+                    datetime.datetime.fromtimestamp(max(config.after_timestamp, 0.0), tz=datetime.UTC))
+            if config and config.num_recent_events:
+                request.most_recent = config.num_recent_events
+            while True:
+                page = await self.client._call(self.client.stub.ListEvents, request, None)
+                # Events appended after the session was read belong to a
+                # later revision than its etag: left out, so the etag holds.
+                events += [_convert.event_from_proto(e) for e in page.events if e.sequence <= proto.last_sequence]
+                if not page.next_page_token or (page.events and page.events[-1].sequence >= proto.last_sequence):
+                    break
+                request.page_token = page.next_page_token
+        return self._session(app_name, user_id, proto, events)
+
+    @override
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
+        request = pb.ListSessionsRequest(parent=f"apps/{self._app(app_name)}/users/{user_id or '-'}",
+                                         page_size=_PAGE, order_by="update_time")
+        sessions = []
+        while True:
+            page = await self.client._call(self.client.stub.ListSessions, request, None)
+            for proto in page.sessions:
+                owner = proto.name.split("/")[3]
+                sessions.append(self._session(app_name, owner, proto, []))
+            if not page.next_page_token:
+                return ListSessionsResponse(sessions=sessions)
+            request.page_token = page.next_page_token
+
+    @override
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        name = self.session_name(app_name, user_id, session_id)
+        try:
+            await self.client._call(self.client.stub.DeleteSession, pb.DeleteSessionRequest(name=name), None,
+                                    retry=False)
+        except agentctx_client.NotFoundError:
+            pass
+
+    @override
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        request = pb.GetSharedStateRequest(parent=f"apps/{self._app(app_name)}/users/{user_id}")
+        response = await self.client._call(self.client.stub.GetSharedState, request, None)
+        return _convert.from_struct(response.user_state)
+
+    # --- events
+
+    @override
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        if not event.id:
+            event.id = Event.new_id()
+        delta = None
+        if event.actions and event.actions.state_delta:
+            # Stored as ADK stores it: JSON-safe, so the event reads back equal.
+            event.actions.state_delta = _json_safe(event.actions.state_delta)
+            session_delta, user_delta, app_delta = _convert.split_state(event.actions.state_delta)
+            delta = session_pb2.StateDelta(session=_convert.to_struct(session_delta or None),
+                                           user=_convert.to_struct(user_delta or None),
+                                           app=_convert.to_struct(app_delta or None))
+        request = pb.AppendEventRequest(
+            parent=self.session_name(session.app_name, session.user_id, session.id),
+            event=_convert.event_to_proto(event), expected_etag=session._storage_update_marker or "",
+            state_delta=delta,
+        )
+        try:
+            response = await self.client._call(self.client.stub.AppendEvent, request, None)
+        except agentctx_client.ConflictError:
+            raise StaleSessionError(_STALE_MESSAGE) from None
+        except agentctx_client.NotFoundError:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from None
+        session._storage_update_marker = response.session_etag
+        session.last_update_time = _seconds(response.session_update_time)
+        return self._commit_event_to_session(session, event)
+
+    # --- plumbing
+
+    def _session(self, app_name: str, user_id: str, proto: session_pb2.Session, events: list[Event]) -> Session:
+        state = _convert.merge_state(_convert.from_struct(proto.state), _convert.from_struct(proto.user_state),
+                                     _convert.from_struct(proto.app_state))
+        session = Session(id=proto.name.rsplit("/", 1)[-1], app_name=app_name, user_id=user_id, state=state,
+                          events=events, last_update_time=_seconds(proto.update_time))
+        session._storage_update_marker = proto.etag
+        return session
+
+
+def _seconds(stamp: Any) -> float:
+    return float(stamp.ToDatetime(tzinfo=datetime.UTC).timestamp())
+
+
+def _json_safe(state: dict[str, Any] | None) -> dict[str, Any]:
+    from google.adk.sessions import _session_util
+
+    return _session_util.make_json_safe_state(state or {})

@@ -1,0 +1,67 @@
+"""ADK tests: code that imports google.adk runs in the ADK venv
+(tests/adk/venv.py) as a subprocess, against a pair of services these
+fixtures start in this process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from tests.adk.venv import ROOT, adk_python
+from tests.support.pair import ServicePair, start_pair
+
+# Small enough that a short conversation is worth caching.
+CACHE_DEFAULTS = {"local_min_cache_tokens": 64, "min_prefix_tokens": 64}
+
+
+@dataclass(frozen=True)
+class AdkRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def adk_venv_python() -> pathlib.Path:
+    return adk_python()
+
+
+@pytest.fixture
+async def adk_pair(certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> AsyncIterator[ServicePair]:
+    pair = await start_pair(certs_dir, tmp_path / "pair", cache=CACHE_DEFAULTS)
+    try:
+        yield pair
+    finally:
+        await pair.close()
+
+
+def pair_env(pair: ServicePair) -> dict[str, str]:
+    """How code in the ADK venv reaches the pair's context service."""
+    return {
+        "AGENTCTX_ADK_TARGET": f"127.0.0.1:{pair.context_port}",
+        "AGENTCTX_ADK_CA": str(pair.certs / "ca.pem"),
+    }
+
+
+async def run_adk(python: pathlib.Path, args: Sequence[str], env: dict[str, str], *,
+                  cwd: pathlib.Path = ROOT) -> AdkRun:
+    """Runs ``python args`` without blocking this loop (the services answer
+    from it while the subprocess runs)."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    proc = await asyncio.create_subprocess_exec(
+        str(python), *args, cwd=str(cwd), env={**clean, **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(900):
+            out, err = await proc.communicate()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return AdkRun(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))

@@ -1,0 +1,32 @@
+"""The linters run as part of the suite: ruff clean, mypy with zero errors
+(strict on the domain packages), as `make lint` runs them."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(sys.executable).parent
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_ruff_is_clean() -> None:
+    result = _run(str(BIN / "ruff"), "check", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_has_no_errors() -> None:
+    # The packages and the strict domain overrides are in pyproject.toml.
+    result = _run(str(BIN / "mypy"), "--no-incremental", "--cache-dir=/dev/null")
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr
+
+
+def test_mypy_strict_on_the_python_client() -> None:
+    result = subprocess.run([str(BIN / "mypy"), "--no-incremental", "--cache-dir=/dev/null"],
+                            cwd=ROOT / "clients" / "python", capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr
