@@ -174,7 +174,7 @@ class HistoryCache:
         entry whose last sequence they continue takes them without a read.
         Anything else (a gap, another replica's appends) is left to the
         next ``load``, which reads from the last cached sequence."""
-        if not events:
+        if not events or any(b.sequence != a.sequence + 1 for a, b in zip(events, events[1:], strict=False)):
             return
         for fingerprint in self._fingerprints.get(key, ()):
             entry = self._entries[(key, fingerprint)]
