@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -174,7 +175,7 @@ class HistoryCache:
         entry whose last sequence they continue takes them without a read.
         Anything else (a gap, another replica's appends) is left to the
         next ``load``, which reads from the last cached sequence."""
-        if not events or any(b.sequence != a.sequence + 1 for a, b in zip(events, events[1:], strict=False)):
+        if not events or any(b.sequence != a.sequence + 1 for a, b in itertools.pairwise(events)):
             return
         for fingerprint in self._fingerprints.get(key, ()):
             entry = self._entries[(key, fingerprint)]
