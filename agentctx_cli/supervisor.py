@@ -69,7 +69,12 @@ def supervise(worker_argv: Sequence[str], workers: int, host: str, port: int) ->
         previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             for _ in range(workers):
+                if stopping:
+                    break
                 children.append(subprocess.Popen(argv))
+            if stopping:  # a signal came while they were starting
+                for child in children:
+                    child.send_signal(signal.SIGTERM)
             log.info("workers started", extra={"workers": workers, "port": bound,
                                                "pids": ",".join(str(c.pid) for c in children)})
             code = _wait_first(children)
