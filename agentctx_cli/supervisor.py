@@ -77,6 +77,8 @@ def supervise(worker_argv: Sequence[str], workers: int, host: str, port: int) ->
                     child.send_signal(signal.SIGTERM)
             log.info("workers started", extra={"workers": workers, "port": bound,
                                                "pids": ",".join(str(c.pid) for c in children)})
+            if not children:
+                return 0
             code = _wait_first(children)
             if not stopping:
                 log.error("a worker exited; stopping the others", extra={"exit_code": code})
