@@ -85,9 +85,16 @@ def history(items: list[tuple[list[m.Part], bool, str, int]], compact_at: int | 
     return [event_record(e, DEFAULT_SECRET_KEYS) for e in events]
 
 
+def _digests(bodies: Any, older: bytes | None) -> bytes:
+    """A derived value made by extension, as the wire layout is."""
+    done = older or b""
+    return done + b"".join(b.digest for b in bodies[len(done) // 32:])
+
+
 def shape(g: Grouping) -> tuple[Any, ...]:
     u = g.units
     return (
+        g.derive("digests", _digests),
         [r.sequence for r in u.events], u.bounds, u.sizes, u.orphan_responses, u.pinned, g.seen, g.filtered, g.total,
         bytes(g.joined_from(0)), [bytes(g.joined_from(p)) for p in range(len(u.events) + 1)],
         bytes(g.digests_from(0)), [g.pruned_from(p) for p in range(len(u.events) + 1)],

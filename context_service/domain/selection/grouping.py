@@ -16,7 +16,7 @@ memo, or ``carried`` when the list grew.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from context_service.domain.config import EventFilter
@@ -73,12 +73,16 @@ class _LazyLayout:
     """A state's layout, made on first use from an older state's layout
     (when that one was made) and the bodies added since."""
 
-    __slots__ = ("base", "bodies", "layout")
+    __slots__ = ("base", "bodies", "derived", "layout", "older")
 
-    def __init__(self, bodies: list[ContentRecord], base: _Layout | None) -> None:
+    def __init__(self, bodies: list[ContentRecord], base: _Layout | None, older: dict[str, Any] | None) -> None:
         self.bodies = bodies
         self.base = base
         self.layout: _Layout | None = None
+        # Values edges derive from the bodies (``Grouping.derive``), and the
+        # older state's, to extend.
+        self.derived: dict[str, Any] = {}
+        self.older = older
 
     def get(self) -> _Layout:
         layout = self.layout
@@ -104,7 +108,7 @@ class _State:
         self.filtered = 0
         self.upto = 0
         self.tail: EventRecord | None = None
-        self.lazy = _LazyLayout(self.grouper.bodies, None)
+        self.lazy = _LazyLayout(self.grouper.bodies, None, None)
         self.variants: dict[tuple[str, ...], Grouping] = {}
 
     def extended(self, records: Sequence[EventRecord], upto: int, start: int, keep: Any) -> _State:
@@ -112,7 +116,8 @@ class _State:
         if self.upto:
             new.grouper = self.grouper.copy()
             new.seen, new.filtered = self.seen, self.filtered
-            new.lazy = _LazyLayout(new.grouper.bodies, self.lazy.known())
+            lazy = self.lazy
+            new.lazy = _LazyLayout(new.grouper.bodies, lazy.known(), lazy.derived or lazy.older)
         begin = max(start, self.upto)
         window = [r for r in records[begin:upto] if not r.is_compaction]
         if keep is None:
@@ -148,6 +153,20 @@ class Grouping:
         """Secret keys pruned from ``events[position:]``."""
         pruned = self._lazy.get().pruned
         return pruned[-1] - pruned[min(position, len(pruned) - 1)]
+
+    def derive(self, name: str, make: Callable[[Sequence[ContentRecord], Any], Any]) -> Any:
+        """A value an edge derives from ``units.bodies`` (which pinning does
+        not change), made once for all groupings of the same records:
+        ``make(bodies, older)``, where ``older`` is the value made for a
+        shorter history this one extends (or None), so that ``make`` only
+        has to add what was appended."""
+        lazy = self._lazy
+        hit = lazy.derived.get(name)
+        if hit is None:
+            older = lazy.older.get(name) if lazy.older is not None else None
+            hit = lazy.derived[name] = make(lazy.bodies, older)
+            lazy.older = None
+        return hit
 
     def digests_from(self, position: int) -> memoryview | bytes:
         """Concatenated SHA-256 digests of ``events[position:]``."""
