@@ -138,7 +138,7 @@ def test_extended_grouping_equals_grouping_from_scratch(
             assert shape(extended) == shape(scratch)
             window = [r for r in view[start:] if not r.is_compaction]
             keep = [r for r in window if r.body is not None and not r.partial and (not filtered or r.author != "agent")]
-            assert shape(scratch)[:5] == tuple(reference_group(keep, input_ids))
+            assert shape(scratch)[1:6] == tuple(reference_group(keep, input_ids))
 
 
 def test_a_call_and_its_result_in_separate_appends_stay_one_unit() -> None:
