@@ -31,6 +31,17 @@ log = logging.getLogger("agentctx.server")
 
 Closer = Callable[[], Awaitable[None]]
 
+# Set in the workers of ``agentctx serve --workers N`` (``share_port``): they
+# bind one port together (SO_REUSEPORT), which is refused otherwise.
+_share_port = False
+
+
+def share_port() -> None:
+    """Servers built in this process from now on bind their port with
+    SO_REUSEPORT, next to the other workers of a supervisor."""
+    global _share_port
+    _share_port = True
+
 
 @dataclass
 class GrpcServer:
@@ -93,8 +104,9 @@ def new_server(
         ("grpc.keepalive_timeout_ms", int(settings.keepalive_timeout_s * 1000)),
         ("grpc.http2.min_ping_interval_without_data_ms", 5000),
         ("grpc.keepalive_permit_without_calls", 1),
-        # Without this a second server could silently share a busy port.
-        ("grpc.so_reuseport", 0),
+        # Without this a second server could silently share a busy port;
+        # only a supervisor's workers share one on purpose.
+        ("grpc.so_reuseport", 1 if _share_port else 0),
         # gRPC cancels (bare CANCELLED) a call the application has not taken
         # up within this time (30 s by default); under load the event loop
         # takes calls up slowly. A waiting call ends instead at its own

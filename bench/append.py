@@ -8,7 +8,16 @@ runs the context service as its own process (``agentctx serve context``,
 mTLS, the deployment shape) and drives it from this process over one
 channel: at concurrency 32, 32 appenders on 32 sessions, and also 32 on one
 session. The floor is empty unary calls (health Check) on the same server:
-what a Python gRPC server can answer at all on this machine. Every append is durable when acknowledged (SQLite synchronous=FULL,
+what a Python gRPC server can answer at all on this machine; every gRPC
+ratio is also reported against it (``*_floor_ratio``: appends per second
+over empty calls per second on the same server at the same concurrency).
+More than one core: the same service as ``--workers 2`` (two processes on
+one port, SO_REUSEPORT) on the same database, driven at concurrency 32 over
+4 connections (the kernel spreads connections, not calls, over workers),
+against one worker driven the same way in the same run:
+``*_c32_workers2_ratio`` (two workers over one) and
+``*_c32_workers2_floor_ratio``. The client is one Python process on the
+same machine, so on 2 cores it competes with the workers for CPU. Every append is durable when acknowledged (SQLite synchronous=FULL,
 PostgreSQL synchronous_commit on), so group commit is what lets the service
 beat a transaction per row.
 
@@ -56,6 +65,8 @@ from context_service.domain.model import Content, Event, Part
 from context_service.storage import codec, schema
 from context_service.storage.engine import create_engine
 
+# Connections the client opens for the workers comparison (both sides).
+WORKER_CONNECTIONS = 4
 PG_ADMIN = os.environ.get("AGENTCTX_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/test")
 TEXT = "The user asked about the weather in Paris and the agent looked it up. " * 4  # ~280 bytes
 APP, USER = "bench", "u"
@@ -161,7 +172,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_service(tmp: pathlib.Path, certs: pathlib.Path, db_url: str) -> tuple[subprocess.Popen, int]:
+def start_service(
+    tmp: pathlib.Path, certs: pathlib.Path, db_url: str, workers: int = 1
+) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     config = tmp / f"context-{port}.toml"
     config.write_text("\n".join([
@@ -174,7 +187,8 @@ def start_service(tmp: pathlib.Path, certs: pathlib.Path, db_url: str) -> tuple[
     ]) + "\n")
     log = open(tmp / f"context-{port}.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentctx_cli.main", "serve", "context", "--config", str(config)],
+        [sys.executable, "-m", "agentctx_cli.main", "serve", "context", "--config", str(config),
+         "--workers", str(workers)],
         stdout=log, stderr=subprocess.STDOUT,
     )
     creds = channel_credentials(certs / "ca.pem", certs / "agent-client.pem", certs / "agent-client.key")
@@ -199,51 +213,71 @@ def _event() -> event_pb2.Event:
     return event
 
 
-async def grpc_rate(port: int, certs: pathlib.Path, concurrency: int, total: int, sessions: int) -> float:
+def _channels(port: int, certs: pathlib.Path, count: int) -> list[grpc.aio.Channel]:
+    """``count`` channels, each its own connection (a local subchannel pool)."""
     creds = channel_credentials(certs / "ca.pem", certs / "agent-client.pem", certs / "agent-client.key")
-    async with grpc.aio.secure_channel(
-        f"127.0.0.1:{port}", creds, options=[("grpc.ssl_target_name_override", "localhost")]
-    ) as channel:
-        stub = context_service_pb2_grpc.ContextServiceStub(channel)
-        names = []
-        for _ in range(sessions):
-            created = await stub.CreateSession(pb.CreateSessionRequest(parent=f"apps/{APP}/users/{USER}"))
-            names.append(created.name)
-        for name in names:  # warm up every session and the connection
-            await stub.AppendEvent(pb.AppendEventRequest(parent=name, event=_event()))
-        per_worker = total // concurrency
-        requests = [
-            [pb.AppendEventRequest(parent=names[w % sessions], event=_event()) for _ in range(per_worker)]
-            for w in range(concurrency)
-        ]
-
-        async def worker(mine: list[pb.AppendEventRequest]) -> None:
-            for request in mine:
-                await stub.AppendEvent(request)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(r) for r in requests))
-        return per_worker * concurrency / (time.perf_counter() - started)
+    options = [("grpc.ssl_target_name_override", "localhost"), ("grpc.use_local_subchannel_pool", 1)]
+    return [grpc.aio.secure_channel(f"127.0.0.1:{port}", creds, options=options) for _ in range(count)]
 
 
-async def floor_rate(port: int, certs: pathlib.Path, concurrency: int, total: int) -> float:
+async def grpc_rate(
+    port: int, certs: pathlib.Path, concurrency: int, total: int, sessions: int, connections: int = 1
+) -> float:
+    channels = _channels(port, certs, connections)
+    try:
+        return await _grpc_rate(channels, concurrency, total, sessions)
+    finally:
+        for channel in channels:
+            await channel.close()
+
+
+async def _grpc_rate(channels: list[grpc.aio.Channel], concurrency: int, total: int, sessions: int) -> float:
+    stubs = [context_service_pb2_grpc.ContextServiceStub(c) for c in channels]
+    stub = stubs[0]
+    names = []
+    for _ in range(sessions):
+        created = await stub.CreateSession(pb.CreateSessionRequest(parent=f"apps/{APP}/users/{USER}"))
+        names.append(created.name)
+    for name in names:  # warm up every session and the connection
+        await stub.AppendEvent(pb.AppendEventRequest(parent=name, event=_event()))
+    per_worker = total // concurrency
+    requests = [
+        [pb.AppendEventRequest(parent=names[w % sessions], event=_event()) for _ in range(per_worker)]
+        for w in range(concurrency)
+    ]
+
+    for extra in stubs[1:]:  # every connection up before the clock starts
+        await extra.AppendEvent(pb.AppendEventRequest(parent=names[0], event=_event()))
+
+    async def worker(mine: list[pb.AppendEventRequest], own: Any) -> None:
+        for request in mine:
+            await own.AppendEvent(request)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(r, stubs[w % len(stubs)]) for w, r in enumerate(requests)))
+    return per_worker * concurrency / (time.perf_counter() - started)
+
+
+async def floor_rate(port: int, certs: pathlib.Path, concurrency: int, total: int, connections: int = 1) -> float:
     """Empty unary calls (grpc.health.v1 Check) on the same server: what any
     RPC costs here, the ceiling for AppendEvent."""
-    creds = channel_credentials(certs / "ca.pem", certs / "agent-client.pem", certs / "agent-client.key")
-    async with grpc.aio.secure_channel(
-        f"127.0.0.1:{port}", creds, options=[("grpc.ssl_target_name_override", "localhost")]
-    ) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
+    channels = _channels(port, certs, connections)
+    try:
+        healths = [health_pb2_grpc.HealthStub(c) for c in channels]
         request = health_pb2.HealthCheckRequest()
-        await health.Check(request)
+        for health in healths:
+            await health.Check(request)
 
-        async def worker() -> None:
+        async def worker(health: Any) -> None:
             for _ in range(total // concurrency):
                 await health.Check(request)
 
         started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(healths[w % len(healths)]) for w in range(concurrency)))
         return total // concurrency * concurrency / (time.perf_counter() - started)
+    finally:
+        for channel in channels:
+            await channel.close()
 
 
 # --- driver ---------------------------------------------------------------------------------------
@@ -283,28 +317,52 @@ def run_backend(backend: str, tmp: pathlib.Path, certs: pathlib.Path, n1: int, n
     try:
         asyncio.run(_migrate(url))
         proc, port = start_service(tmp, certs, url)
+        procs = [proc]
         samples: dict[str, list[float]] = {}
         try:
+            proc2, port2 = start_service(tmp, certs, url, workers=2)
+            procs.append(proc2)
             # Interleaved rounds, medians: load from other processes on the
             # machine then falls on both sides of each ratio alike.
             for _ in range(rounds):
                 for label, measure in (
                     ("raw_c1", lambda: raw(1, n1)),
                     ("grpc_c1", lambda: asyncio.run(grpc_rate(port, certs, 1, n1, 1))),
+                    ("grpc_floor_c1", lambda: asyncio.run(floor_rate(port, certs, 1, n1))),
                     ("raw_c32", lambda: raw(32, n32)),
                     ("grpc_c32", lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 32))),
                     ("grpc_c32_one_session", lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 1))),
                     ("grpc_floor_c32", lambda: asyncio.run(floor_rate(port, certs, 32, n32))),
+                    ("grpc_c32_workers1", lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 32, WORKER_CONNECTIONS))),
+                    ("grpc_c32_workers2", lambda: asyncio.run(grpc_rate(port2, certs, 32, n32, 32, WORKER_CONNECTIONS))),
+                    ("grpc_floor_c32_workers1",
+                     lambda: asyncio.run(floor_rate(port, certs, 32, n32, WORKER_CONNECTIONS))),
+                    ("grpc_floor_c32_workers2",
+                     lambda: asyncio.run(floor_rate(port2, certs, 32, n32, WORKER_CONNECTIONS))),
                 ):
                     samples.setdefault(label, []).append(measure())
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                p.wait(timeout=60)
         figures = {f"{backend}_{label}_eps": round(statistics.median(v), 1) for label, v in samples.items()}
         for label, c in (("c1", 1), ("c32", 32), ("c32_one_session", 32)):
             figures[f"{backend}_{label}_ratio"] = round(
                 figures[f"{backend}_grpc_{label}_eps"] / figures[f"{backend}_raw_c{c}_eps"], 3
             )
+        # Against the empty-call floor of the same server, same concurrency.
+        for label, floor in (("c1", "floor_c1"), ("c32", "floor_c32"), ("c32_one_session", "floor_c32"),
+                             ("c32_workers1", "floor_c32_workers1"), ("c32_workers2", "floor_c32_workers2")):
+            figures[f"{backend}_{label}_floor_ratio"] = round(
+                figures[f"{backend}_grpc_{label}_eps"] / figures[f"{backend}_grpc_{floor}_eps"], 3
+            )
+        figures[f"{backend}_c32_workers2_ratio"] = round(
+            figures[f"{backend}_grpc_c32_workers2_eps"] / figures[f"{backend}_grpc_c32_workers1_eps"], 3
+        )
+        figures[f"{backend}_floor_c32_workers2_ratio"] = round(
+            figures[f"{backend}_grpc_floor_c32_workers2_eps"] / figures[f"{backend}_grpc_floor_c32_workers1_eps"], 3
+        )
         # Against the better raw rate at either concurrency (SQLite's 32
         # per-row writers mostly wait on each other's lock).
         best_raw = max(figures[f"{backend}_raw_c1_eps"], figures[f"{backend}_raw_c32_eps"])

@@ -10,6 +10,13 @@ and regrouped (the first build after an append), and google-adk's own
 in-process content building over the same events when google-adk is
 importable (it is not installable against this project's google-genai pin).
 
+After an append (what every turn does): on sessions of 100 and 1,000
+events, each round appends one event through AppendEvent (the realistic
+mix, so tool calls and their results land in separate appends), then
+times one BuildContext right after it and one more on the unchanged
+session. ``after_append_p50_ms_{100,1k}`` and ``after_append_ratio_{100,1k}``
+(after-append p50 over that warm p50; aim: at most 1.2).
+
 Run: ``.venv/bin/python -m bench.build_context`` from the repository root.
 The last line is one JSON object with every figure.
 """
@@ -36,10 +43,13 @@ from context_service.domain import model as m
 from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
+from context_service.mapping.convert import event_to_proto
 from context_service.storage.sql_store import open_store
 from tests.support.servers import context_settings, secure_channel, start_context
 
 SIZES = (100, 1_000, 10_000)
+# Sessions timed right after an append, and the rounds (append, build, build).
+AFTER_APPEND = {100: ("100", 600), 1_000: ("1k", 300)}
 # Samples per size, gathered in interleaved rounds so drift hits all alike.
 SAMPLES = {0: 3000, 100: 3000, 1_000: 600, 10_000: 80}
 ROUNDS = 10
@@ -96,9 +106,35 @@ async def populate(db_url: str) -> dict[int, list[m.Event]]:
             for e in events:
                 await store.append_event(key, e)
             made[n] = await store.list_events(key)
+        for n in AFTER_APPEND:
+            key = SessionKey(APP, "u", f"a{n}")
+            await store.create_session(key, state={}, config=ContextConfig())
+            for e in session_events(n):
+                await store.append_event(key, e)
     finally:
         await store.close()
     return made
+
+
+async def after_append(stub: Any) -> dict[int, tuple[list[float], list[float]]]:
+    """Per size: BuildContext seconds right after an AppendEvent, and on the
+    unchanged session right after that, in alternation."""
+    out: dict[int, tuple[list[float], list[float]]] = {}
+    for n, (_, rounds) in AFTER_APPEND.items():
+        name = f"apps/{APP}/users/u/sessions/a{n}"
+        req = request(n)
+        req.session = name
+        fresh = session_events(n + rounds)[n:]
+        for _ in range(3):
+            await stub.BuildContext(req)
+        appended: list[float] = []
+        warm: list[float] = []
+        for event in fresh:
+            await stub.AppendEvent(pb.AppendEventRequest(parent=name, event=event_to_proto(event, None)))
+            await timed(lambda req=req: stub.BuildContext(req), 1, appended)
+            await timed(lambda req=req: stub.BuildContext(req), 1, warm)
+        out[n] = (appended, warm)
+    return out
 
 
 async def timed(call: Callable[[], Awaitable[Any]], count: int, into: list[float]) -> None:
@@ -194,6 +230,7 @@ async def main() -> dict[str, Any]:
                 await timed(lambda: health.Check(ping), SAMPLES[0] // ROUNDS, samples[0])
                 for n in SIZES:
                     await timed(lambda n=n: stub.BuildContext(requests[n]), SAMPLES[n] // ROUNDS, samples[n])
+            after = await after_append(stub)
         finally:
             await channel.close()
             await server.stop(None)
@@ -207,6 +244,11 @@ async def main() -> dict[str, Any]:
         figures[f"p50_us_{n}"], figures[f"p99_us_{n}"] = round(p50[n], 1), round(p99, 1)
         figures[f"response_bytes_{n}"] = response_bytes[n]
     figures["floor_ratio_100"] = round(p50[100] / floor_p50, 3)
+    for n, (label, _) in AFTER_APPEND.items():
+        appended_p50, warm_p50 = statistics.median(after[n][0]), statistics.median(after[n][1])
+        figures[f"after_append_p50_ms_{label}"] = round(appended_p50 * 1e3, 3)
+        figures[f"after_append_warm_p50_ms_{label}"] = round(warm_p50 * 1e3, 3)
+        figures[f"after_append_ratio_{label}"] = round(appended_p50 / warm_p50, 3)
     figures["growth_1k_to_10k"] = round(p50[10_000] / p50[1_000], 3)
     for n in SIZES:
         count = 50 if n == 10_000 else 300

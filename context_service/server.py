@@ -21,6 +21,7 @@ from agentctx_common.tls import channel_credentials
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp, limits_of, session_defaults
+from context_service.building.appends import ObservedSessions
 from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
 from context_service.cache_client import CacheClient
@@ -60,17 +61,20 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         settings, sessions=backend.sessions, compactions=backend.compactions, jobs=backend.jobs,
         defaults=defaults, cache=cache,
     )
+    history = HistoryCache(backend.sessions, render)
+    # Appends through the application extend the history cache (no read after).
+    sessions = ObservedSessions(backend.sessions, history)
     builder = ContextBuilder(
         heads=backend.heads,
-        history=HistoryCache(backend.sessions, render),
+        history=history,
         render=render,
         limits=limits_of(settings),
         effective_config=functools.partial(overlay, defaults),
         compressors=compaction.service,
     )
-    turns = TurnRunner(sessions=backend.sessions, builder=builder, compaction=compaction.service, cache=cache)
+    turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache)
     app = ContextApp(
-        settings=settings, defaults=defaults, sessions=backend.sessions, lifecycle=backend.lifecycle,
+        settings=settings, defaults=defaults, sessions=sessions, lifecycle=backend.lifecycle,
         builder=builder, compaction=compaction.service, cache=cache, turns=turns,
     )
     return app, compaction

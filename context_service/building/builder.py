@@ -45,6 +45,22 @@ class _Effective:
     keys: sel.SecretKeys
 
 
+def _without(view: HistoryView, exclude: frozenset[str]) -> HistoryView:
+    """``view`` without the events ``exclude`` names. A turn's input events
+    are the newest records (unless another writer appended after them): the
+    prefix before them shares the view's memo, whose grouped states serve
+    prefixes too. Anywhere else, a filtered list with a memo of its own."""
+    records = view.records
+    end = len(records)
+    while end and records[end - 1].event_id in exclude:
+        end -= 1
+    if not any(r.event_id in exclude for r in records[:end]):
+        ci = view.compaction_index
+        return HistoryView(records[:end], ci if ci is None or ci < end else sel.latest_compaction(records[:end]), view.memo)
+    kept = [r for r in records if r.event_id not in exclude]
+    return HistoryView(kept, sel.latest_compaction(kept))
+
+
 class ContextBuilder:
     """``effective_config``: a session's stored config over the server's
     defaults. ``compressors``: overflow COMPRESS (None: COMPRESS is
@@ -91,9 +107,7 @@ class ContextBuilder:
         instruction = self._instruction(request.system_instruction, keys)
         view = await self.history.load(session, keys)
         if exclude_events:
-            records = [r for r in view.records if r.event_id not in exclude_events]
-            # A memo of its own: the view's memo describes the full record list.
-            view = HistoryView(records, sel.latest_compaction(records))
+            view = _without(view, exclude_events)
 
         with telemetry.build_span(policy) as build_span:
             selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)

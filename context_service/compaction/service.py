@@ -146,11 +146,20 @@ class CompactionService:
         return await self._compact(key, config, policy, CompactionTrigger.MANUAL, instructions, remaining, attempts=1)
 
     async def maybe_compact_at_turn_boundary(
-        self, key: SessionKey, *, reported_tokens: int | None = None, remaining: float | None = None
+        self,
+        key: SessionKey,
+        *,
+        reported_tokens: int | None = None,
+        remaining: float | None = None,
+        config: ContextConfig | None = None,
     ) -> CompactionOutcome:
         """``reported_tokens``: the real prompt+output size of the model call
-        that just ended, when the caller has it."""
-        config = await self._config(key)
+        that just ended, when the caller has it. ``config``: the session's
+        effective config when the caller has it (a Generate turn's built
+        context does), saving the session read; the view is then the one
+        read of the check (one query for the row and its latest compaction,
+        one for the events appended since the cached view)."""
+        config = config if config is not None else await self._config(key)
         policy = self._policy(config)
         if not policy.enabled:
             return CompactionOutcome(False, skipped="DISABLED")

@@ -199,28 +199,32 @@ def response_wire(built: BuiltContext) -> bytes:
     chunks += [c.rendered.wire for c in parts.memory]
     if selection.summary is not None:
         chunks.append(selection.summary.rendered.wire)
-    chunks.append(_events_wire(built.memo, selection))
+    chunks.append(_events_wire(selection))
     chunks += [c.rendered.wire for c in parts.inputs]
     chunks.append(_encoded(built.settings).wire)
     accounting = accounting_to_proto(built.accounting).SerializeToString()
     return wire_field(1, b"".join(chunks)) + wire_field(2, accounting)
 
 
-def _events_wire(memo: dict[Any, Any], selection: sel.Selection) -> bytes | memoryview:
-    """The selected events' cached wire bytes, laid out once per grouping
-    (the memo is emptied whenever the history changes)."""
+def _wire_layout(bodies: Sequence[sel.ContentRecord], older: tuple[bytes, list[int]] | None) -> tuple[bytes, list[int]]:
+    """The bodies' cached wire bytes end to end and where each starts,
+    extending the layout of a shorter history when there is one."""
+    blob, offsets = older if older is not None else (b"", [])
+    offsets = offsets.copy()
+    wires = [_rendered(b).wire for b in bodies[len(offsets):]]
+    at = len(blob)
+    for w in wires:
+        offsets.append(at)
+        at += len(w)
+    return b"".join([blob, *wires]), offsets
+
+
+def _events_wire(selection: sel.Selection) -> bytes | memoryview:
+    """The selected events' cached wire bytes, laid out once per history
+    and extended after an append (``Grouping.derive``)."""
     g = selection.grouping
     assert g is not None
-    slot = ("wire", id(g))
-    layout = memo.get(slot)
-    if layout is None or layout[0] is not g:
-        wires = [_rendered(b).wire for b in g.units.bodies]
-        offsets, at = [], 0
-        for w in wires:
-            offsets.append(at)
-            at += len(w)
-        layout = memo[slot] = (g, b"".join(wires), offsets)
-    _, blob, offsets = layout
+    blob, offsets = g.derive("wire", _wire_layout)
     first = selection.first_event
     return memoryview(blob)[offsets[first]:] if first < len(offsets) else b""
 

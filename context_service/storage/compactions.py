@@ -57,17 +57,22 @@ class SqlCompactionStore:
         the same session), only the events appended since are read, unless
         the session was re-created or compacted meanwhile."""
         async with self._store.read_connection() as conn:
+            # One round trip for the row and its latest compaction's sequence
+            # (the turn-boundary check runs this every turn).
+            latest = (
+                sa.select(sa.func.max(events.c.sequence))
+                .where(events.c.session_pk == sessions.c.pk, events.c.kind == _COMPACTION)
+                .scalar_subquery()
+            )
             session = (
                 await conn.execute(
-                    sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.last_sequence).where(key_clause(key))
+                    sa.select(sessions.c.pk, sessions.c.incarnation, sessions.c.last_sequence, latest.label("latest"))
+                    .where(key_clause(key))
                 )
             ).first()
             if session is None:
                 raise session_not_found(key)
-            latest_sequence = (await conn.execute(
-                sa.select(sa.func.max(events.c.sequence))
-                .where(events.c.session_pk == session.pk, events.c.kind == _COMPACTION)
-            )).scalar_one_or_none() or 0
+            latest_sequence = session.latest or 0
             if (
                 known is not None
                 and known.generation == session.incarnation
@@ -82,13 +87,14 @@ class SqlCompactionStore:
                     last = max(session.last_sequence, new[-1].sequence if new else known.last_sequence)
                     return History((*known.visible, *new), known.latest_compaction, last, session.incarnation)
             latest_row = await _latest_compaction(conn, session.pk)
-            latest = codec.event_from_row(latest_row) if latest_row is not None else None
-            first_kept = latest.compaction.first_kept_sequence if latest and latest.compaction else 0
+            latest_event = codec.event_from_row(latest_row) if latest_row is not None else None
+            compaction = latest_event.compaction if latest_event is not None else None
+            first_kept = compaction.first_kept_sequence if compaction is not None else 0
             visible = await self._decode(conn, sa.select(events).where(
                 events.c.session_pk == session.pk, events.c.kind == _MESSAGE, events.c.sequence >= first_kept
             ).order_by(events.c.sequence))
         last = max(session.last_sequence, visible[-1].sequence if visible else 0)
-        return History(tuple(visible), latest, last, generation=session.incarnation)
+        return History(tuple(visible), latest_event, last, generation=session.incarnation)
 
     @staticmethod
     async def _decode(conn: AsyncConnection, stmt: sa.Select[Any]) -> list[Event]:

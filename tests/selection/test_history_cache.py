@@ -123,8 +123,10 @@ async def test_compaction_position_is_tracked(store: SqlSessionStore) -> None:
     await store.append_event(KEY, Event(id="c", author="compactor", kind=c.kind, compaction=c.compaction))
     cache = HistoryCache(store, render)
     view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
-    assert view.compaction_index == 3 and view.records[3].is_compaction
-    assert view.records[3].body.rendered.proto.parts[0].text.endswith("summary")
+    # The record before the compaction's first kept sequence (2) is let go.
+    assert [r.sequence for r in view.records] == [2, 3, 4]
+    assert view.compaction_index == 2 and view.records[2].is_compaction
+    assert view.records[2].body.rendered.proto.parts[0].text.endswith("summary")
 
 
 async def test_session_heads_read_the_same_as_the_store(store: SqlSessionStore) -> None:
@@ -161,3 +163,31 @@ async def test_session_heads_fall_back_to_the_store_elsewhere(store: SqlSessionS
     heads = StoreSessionHeads(Plain())
     assert await heads.get(KEY) == head_of(await store.get_session(KEY))
     await heads.close()
+
+
+async def test_appends_through_the_app_extend_the_cache_without_a_read(store: SqlSessionStore) -> None:
+    """An append made here is taken as is; one made elsewhere (another
+    replica or process, here the raw store) leaves a gap that the next load
+    reads from the last cached sequence, and the appended one after it is
+    not taken out of order."""
+    from context_service.building.appends import ObservedSessions
+
+    await store.create_session(KEY, state={}, config=ContextConfig())
+    await append(store, KEY, 3)
+    spy = CountingStore(store)
+    cache = HistoryCache(spy, render)
+    sessions = ObservedSessions(store, cache)
+    await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    await sessions.append_event(KEY, Event(id="here", author="user", content=text("user", "mine")))
+    view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    assert spy.fetches == [0] and [r.event_id for r in view.records][-1] == "here"
+
+    await store.append_event(KEY, Event(id="elsewhere", author="user", content=text("user", "theirs")))
+    await sessions.append_event(KEY, Event(id="here-2", author="user", content=text("user", "mine again")))
+    view = await cache.load(head_of(await store.get_session(KEY)), DEFAULT_SECRET_KEYS)
+    assert spy.fetches == [0, 4]
+    assert [r.sequence for r in view.records] == [1, 2, 3, 4, 5, 6]
+    assert [r.event_id for r in view.records][-2:] == ["elsewhere", "here-2"]
+    dedup = await sessions.append_event(KEY, Event(id="here-2", author="user", content=text("user", "mine again")))
+    assert dedup.deduplicated and len((await cache.load(head_of(await store.get_session(KEY)),
+                                                         DEFAULT_SECRET_KEYS)).records) == 6

@@ -246,7 +246,8 @@ def test_a_memo_reuses_the_grouping_for_the_same_window_filter_and_input() -> No
     assert again.grouping is first.grouping and seqs(again) == seqs(first)
     other = select(recs, inputs(response(("x", "f", {}))), policy(), memo=memo)
     assert other.grouping is not first.grouping  # the input's response ids are part of the key
-    assert len(memo) == 2
+    assert select(recs, inputs(response(("x", "f", {}))), policy(), memo=memo).grouping is other.grouping
+    assert select(recs, inputs(text("user", "b")), policy(), memo=memo).grouping is first.grouping
 
 
 @pytest.mark.parametrize("bpt", [0.25, 1.0, 3.7, 4.0, 64.0, 1e300])

@@ -18,6 +18,7 @@ Decisions:
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -41,45 +42,86 @@ class Units:
     sizes: list[int]
 
 
-def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ()) -> Units:
-    kept: list[EventRecord] = []
-    bodies: list[ContentRecord] = []
-    sizes: list[int] = []
-    reach: list[int] = []  # per position: the last position its unit must reach
-    call_at: dict[str, int] = {}
-    orphans = 0
-    for r in events:
-        body = r.body
-        if body is None:
-            continue
-        pos = len(kept)
-        if body.response_ids:
-            linked = [call_at[i] for i in body.response_ids if i in call_at]
-            if not linked and r.content_types <= _ONLY_RESPONSES:
-                orphans += 1
+class Grouper:
+    """``group`` one event at a time, so a history that grows by appends is
+    extended instead of regrouped. Pinning depends on the request's input,
+    so it is applied to a snapshot (``units``), never to the state.
+
+    Same result as the reach scan of ``group``: a response links back to
+    the calls it answers, and the unit holding the oldest of them then runs
+    to the response, taking in every unit after it (units are contiguous
+    and the response is the newest event)."""
+
+    __slots__ = ("bodies", "bounds", "call_at", "kept", "orphans", "sizes")
+
+    def __init__(self) -> None:
+        self.kept: list[EventRecord] = []
+        self.bodies: list[ContentRecord] = []
+        self.bounds: list[tuple[int, int]] = []
+        self.sizes: list[int] = []  # per unit
+        self.call_at: dict[str, int] = {}
+        self.orphans = 0
+
+    def copy(self) -> Grouper:
+        other = Grouper.__new__(Grouper)
+        other.kept, other.bodies = self.kept.copy(), self.bodies.copy()
+        other.bounds, other.sizes = self.bounds.copy(), self.sizes.copy()
+        other.call_at, other.orphans = self.call_at.copy(), self.orphans
+        return other
+
+    def add(self, events: Iterable[EventRecord]) -> None:
+        kept, bodies, bounds, sizes, call_at = self.kept, self.bodies, self.bounds, self.sizes, self.call_at
+        for r in events:
+            body = r.body
+            if body is None:
                 continue
-            for p in linked:
-                reach[p] = pos
-        kept.append(r)
-        bodies.append(body)
-        sizes.append(body.size)
-        reach.append(pos)
-        for call_id in body.call_ids:
-            call_at[call_id] = pos
-    pinned_from = min((call_at[i] for i in input_response_ids if i in call_at), default=None)
-    if pinned_from is not None:
-        reach[pinned_from] = len(kept) - 1
-    bounds: list[tuple[int, int]] = []
-    unit_sizes: list[int] = []
-    i, n = 0, len(kept)
-    while i < n:
-        end = reach[i]
-        j = i
-        while j < end:
-            j += 1
-            if reach[j] > end:
-                end = reach[j]
-        bounds.append((i, end))
-        unit_sizes.append(sizes[i] if i == end else sum(sizes[i:end + 1]))
-        i = end + 1
-    return Units(kept, bodies, bounds, orphans, pinned_from is not None, unit_sizes)
+            pos = len(kept)
+            oldest = pos
+            if body.response_ids:
+                for i in body.response_ids:
+                    p = call_at.get(i)
+                    if p is not None and p < oldest:
+                        oldest = p
+                if oldest == pos and r.content_types <= _ONLY_RESPONSES:
+                    self.orphans += 1
+                    continue
+            kept.append(r)
+            bodies.append(body)
+            if oldest == pos:
+                bounds.append((pos, pos))
+                sizes.append(body.size)
+            else:
+                _merge_tail(bounds, sizes, oldest, pos, body.size)
+            for call_id in body.call_ids:
+                call_at[call_id] = pos
+
+    def units(self, input_response_ids: Iterable[str] = ()) -> Units:
+        """A snapshot (later ``add`` calls do not change it), the last unit
+        pinned from the oldest call the input answers."""
+        call_at = self.call_at
+        pinned_from = min((call_at[i] for i in input_response_ids if i in call_at), default=None)
+        bounds, sizes = self.bounds.copy(), self.sizes.copy()
+        if pinned_from is not None:
+            _merge_tail(bounds, sizes, pinned_from, len(self.kept) - 1, 0)
+        return Units(self.kept.copy(), self.bodies.copy(), bounds, self.orphans, pinned_from is not None, sizes)
+
+
+def _merge_tail(bounds: list[tuple[int, int]], sizes: list[int], position: int, last: int, extra: int) -> None:
+    """Merges the unit holding ``position`` and every unit after it into one
+    unit ending at ``last``, with ``extra`` more bytes (a new event)."""
+    k = bisect.bisect_right(bounds, (position, _END)) - 1
+    first = bounds[k][0]
+    merged = sum(sizes[k:]) + extra
+    del bounds[k:], sizes[k:]
+    bounds.append((first, last))
+    sizes.append(merged)
+
+
+_END = 1 << 62
+
+
+def group(events: Iterable[EventRecord], input_response_ids: Iterable[str] = ()) -> Units:
+    """The units of ``events`` from scratch."""
+    grouper = Grouper()
+    grouper.add(events)
+    return grouper.units(input_response_ids)
