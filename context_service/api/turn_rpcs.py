@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx_common.errors import FieldViolation, InvalidArgument, Unimplemented
+from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import value_violations
 from agentctx_common.reasons import Reason
 from context_service.domain import turns
@@ -37,10 +37,8 @@ class TurnRpcs:
         caller = app.caller(context)
         key = parse_session_name(request.session, app.limits, f"{prefix}session")
         caller.require(key.app)
-        if request.storage == pb.TURN_STORAGE_NONE:
-            # Declared for ADK's runner (it appends its own events); until the
-            # turn path serves it, refused rather than stored twice.
-            raise Unimplemented("storage TURN_STORAGE_NONE is not served yet", reason=Reason.UNIMPLEMENTED)
+        # NONE: ADK's runner appends its own events; the turn stores nothing.
+        store = request.storage != pb.TURN_STORAGE_NONE
         if len(request.input) > app.settings.max_turn_inputs:
             # Before anything is decoded: the turn's inputs are stored in one transaction.
             raise InvalidArgument.fields([FieldViolation(
@@ -54,20 +52,24 @@ class TurnRpcs:
         violations = turns.input_violations(
             events, [raw.ByteSize() for raw in request.input], app.limits,
             now=dt.datetime.now(dt.UTC), reply_id=request.reply_event_id,
-            invocation_id=request.invocation_id, agent=request.agent, prefix=prefix,
+            invocation_id=request.invocation_id, agent=request.agent, prefix=prefix, require_input=store,
         )
         if violations:
             raise InvalidArgument.fields(violations, reason=Reason.INVALID_GENERATE_REQUEST)
         inputs = tuple(prepare_event(e) for e in events)
-        ids = turns.turn_ids(
-            [e.id for e in inputs], invocation_id=request.invocation_id, reply_id=request.reply_event_id
-        )
-        return key, Turn(inputs, ids, request.agent, inputs[-1].branch, app.mapper.generate_request(request, inputs))
+        if store:
+            ids = turns.turn_ids(
+                [e.id for e in inputs], invocation_id=request.invocation_id, reply_id=request.reply_event_id
+            )
+        else:
+            ids = turns.unstored_turn_ids(invocation_id=request.invocation_id, reply_id=request.reply_event_id)
+        branch = inputs[-1].branch if inputs else ""
+        return key, Turn(inputs, ids, request.agent, branch, app.mapper.generate_request(request, inputs), store)
 
     async def Generate(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.GenerateResponse:
         key, turn = self._turn(request, context, "")
         result = await self.app.turns.generate(key, turn, turns.Deadline(context.time_remaining()))
-        return _response(result, key)
+        return _response(result, key, stored=turn.store)
 
     async def StreamGenerate(
         self, request: pb.StreamGenerateRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -78,15 +80,17 @@ class TurnRpcs:
             if isinstance(item, Event):
                 event_to_proto(item, key, out.chunk)
             else:
-                out.result.CopyFrom(_response(item, key))
+                out.result.CopyFrom(_response(item, key, stored=turn.store))
             yield out
 
 
-def _response(result: TurnResult, key: SessionKey) -> pb.GenerateResponse:
+def _response(result: TurnResult, key: SessionKey, *, stored: bool) -> pb.GenerateResponse:
     out = pb.GenerateResponse(
         background_compaction_scheduled=result.background_scheduled, deduplicated=result.deduplicated
     )
     event_to_proto(result.reply, key, out.reply)
+    if not stored:
+        out.reply.ClearField("name")  # no stored event to name
     if result.accounting is not None:
         out.accounting.CopyFrom(accounting_to_proto(result.accounting))
     for event in result.compactions:

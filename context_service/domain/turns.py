@@ -18,6 +18,7 @@ import datetime as dt
 import hashlib
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -94,6 +95,27 @@ def turn_ids(input_ids: Sequence[str], *, invocation_id: str = "", reply_id: str
     return TurnIds(invocation_id or f"inv-{digest[:32]}", reply_id or f"reply-{digest[:32]}")
 
 
+def unstored_turn_ids(*, invocation_id: str = "", reply_id: str = "") -> TurnIds:
+    """The ids of a turn that stores nothing (TURN_STORAGE_NONE): nothing
+    is looked up by them, so what the client leaves empty is fresh."""
+    fresh = uuid.uuid4().hex
+    return TurnIds(invocation_id or f"inv-{fresh}", reply_id or f"reply-{fresh}")
+
+
+def current_input_count(history: Sequence[Content], input_count: int) -> int:
+    """How many contents at the end of a request are its current input,
+    left out of the cached prefix. With TURN_STORAGE_NONE the agent's
+    runner stored the user message or tool results before the call, so
+    they end the history: the stored contents after the newest model
+    content count as input, with the request's own (unstored) inputs."""
+    trailing = 0
+    for content in reversed(history):
+        if content.role == "model":
+            break
+        trailing += 1
+    return trailing + input_count
+
+
 def partial_id(reply_id: str, index: int) -> str:
     """Id of the reply's ``index``-th streamed chunk event."""
     candidate = f"{reply_id}.p{index}"
@@ -120,12 +142,15 @@ def input_violations(
     invocation_id: str = "",
     agent: str = "",
     prefix: str = "",
+    require_input: bool = True,
 ) -> list[FieldViolation]:
     """Everything wrong with a turn's input events (``sizes``: their encoded
     sizes) and the client's reply id, invocation id and agent name.
-    ``prefix``: where the turn sits in the request ("turn." in a stream)."""
+    ``prefix``: where the turn sits in the request ("turn." in a stream).
+    ``require_input``: False for a turn that stores nothing, whose input is
+    usually already stored by the agent's runner."""
     v: list[FieldViolation] = []
-    if not events:
+    if require_input and not events:
         v.append(FieldViolation(f"{prefix}input", "needs at least one event: the user message or the tool results"))
     seen: set[str] = set()
     for i, (event, size) in enumerate(zip(events, sizes, strict=True)):

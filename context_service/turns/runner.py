@@ -18,6 +18,18 @@
 
 Every downstream call gets what is left of the agent's deadline, and no
 model call starts once it has passed (DEADLINE_TOO_SHORT).
+
+A turn with ``store`` False (TURN_STORAGE_NONE, for ADK's Runner, which
+appends every event through its session service) skips steps 1 and 2 and
+the append of step 4: the context is the stored history (the runner's user
+message or tool results end it) followed by the request's input events, if
+any, sent as current input but never stored; the reply comes back unstored
+with a fresh id (a retry calls the model again; the cache tier keeps the
+prefix). The lease's prefix stops before the stored contents after the
+newest model content, as it stops before the input of a storing turn.
+Overflow compaction (step 5) and turn-boundary compaction (step 6) still
+run: they only append the service's own COMPACTION events over the stored
+history, and neither reads the reply from storage.
 """
 
 from __future__ import annotations
@@ -90,7 +102,10 @@ class TurnRunner:
         self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline
     ) -> tuple[CacheScope, Lease]:
         scope = cache_scope(key, built.model, built.config.cache)
-        return scope, await self.gateway.acquire(scope, built, len(turn.inputs), built.config.cache, deadline)
+        inputs = len(turn.inputs)
+        if not turn.store:
+            inputs = turns.current_input_count([r.content for r in built.selection.history], inputs)
+        return scope, await self.gateway.acquire(scope, built, inputs, built.config.cache, deadline)
 
     async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline) -> tuple[Event, bool]:
         _require_time(deadline)
@@ -155,6 +170,8 @@ class TurnRunner:
     async def _open(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult | BuiltContext:
         """The reply of an earlier attempt (deduplicated), or, once the input
         is stored, the context for the model call."""
+        if not turn.store:
+            return await self._build(key, turn, deadline)
         stored = await self._sessions.get_event(key, turn.ids.reply_id)
         if stored is not None:
             if not turns.is_reply(stored):
@@ -166,12 +183,14 @@ class TurnRunner:
 
     async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> BuiltContext:
         head = await self._builder.head(key)
-        return await self._builder.build(
-            head, turn.build, remaining=deadline.remaining(), exclude_events=turn.input_ids
-        )
+        # An unstored input is in no history to leave it out of.
+        exclude = turn.input_ids if turn.store else frozenset()
+        return await self._builder.build(head, turn.build, remaining=deadline.remaining(), exclude_events=exclude)
 
     async def _store_reply(self, key: SessionKey, turn: Turn, answer: turns.ModelAnswer) -> tuple[Event, bool]:
         event = turns.reply_event(answer, turn.ids, author=turn.author, branch=turn.branch)
+        if not turn.store:
+            return event, False
         try:
             result = await self._sessions.append_event(key, event)
         except AlreadyExists as err:

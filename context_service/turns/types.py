@@ -15,13 +15,16 @@ from context_service.domain.selection import Accounting
 class Turn:
     """A validated Generate request: the input events (ids set), the turn's
     ids, the reply's author and branch, and the context to build for the
-    model call (its input: the input events' contents)."""
+    model call (its input: the input events' contents). ``store`` False
+    (TURN_STORAGE_NONE): neither the input nor the reply is appended; the
+    agent's runner appends them itself."""
 
     inputs: tuple[Event, ...]
     ids: turns.TurnIds
     author: str
     branch: str
     build: BuildRequest
+    store: bool = True
 
     @property
     def input_ids(self) -> frozenset[str]:

@@ -110,11 +110,3 @@ async def test_a_delta_too_deep_or_not_finite_is_refused(stub, scope: str) -> No
                                                                  state_delta=delta)))
     assert err.code.value == "INVALID_ARGUMENT"
     assert (await stub.GetSession(pb.GetSessionRequest(name=session.name))).last_sequence == 0
-
-
-async def test_a_turn_that_stores_nothing_is_refused_until_served(stub) -> None:  # type: ignore[no-untyped-def]
-    session = await stub.CreateSession(pb.CreateSessionRequest(parent=PARENT, session_id="t1"))
-    err = await rpc_error(stub.Generate(pb.GenerateRequest(session=session.name, input=[_event("e1")],
-                                                           storage=pb.TURN_STORAGE_NONE)))
-    assert err.code.value == "UNIMPLEMENTED"
-    assert (await stub.GetSession(pb.GetSessionRequest(name=session.name))).last_sequence == 0

@@ -157,3 +157,25 @@ def test_lease_refusals_are_reasons_the_cache_service_gives(reason: Reason) -> N
     root = pathlib.Path(__file__).resolve().parents[2] / "cache_service"
     sources = "".join(p.read_text() for p in root.rglob("*.py"))
     assert f"reason=Reason.{reason.name}" in sources
+
+
+def test_the_current_input_of_an_unstored_turn_is_what_follows_the_newest_model_content() -> None:
+    def c(role: str) -> Content:
+        return Content(role, (Part(text=role),))
+
+    assert turns.current_input_count([c("user"), c("model"), c("user"), c("user")], 0) == 2
+    assert turns.current_input_count([c("user"), c("model"), c("user")], 1) == 2
+    assert turns.current_input_count([c("user"), c("model")], 1) == 1
+    assert turns.current_input_count([c("user")], 0) == 1
+    assert turns.current_input_count([], 0) == 0
+
+
+def test_unstored_turn_ids_keep_the_clients_and_are_fresh_otherwise() -> None:
+    assert turns.unstored_turn_ids(invocation_id="i", reply_id="r") == turns.TurnIds("i", "r")
+    assert turns.unstored_turn_ids().reply_id != turns.unstored_turn_ids().reply_id
+
+
+def test_an_unstored_turn_may_come_without_input() -> None:
+    now = dt.datetime.now(dt.UTC)
+    assert turns.input_violations([], [], Limits(), now=now, require_input=False) == []
+    assert [v.field for v in turns.input_violations([], [], Limits(), now=now)] == ["input"]

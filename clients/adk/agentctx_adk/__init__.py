@@ -7,6 +7,7 @@
   side), from the session's stored events.
 """
 
+from agentctx_adk._llm import CACHE_METADATA_KEY, AgentCtxLlm, AgentCtxPlugin
 from agentctx_adk._session_service import AgentCtxSessionService
 
-__all__ = ["AgentCtxSessionService"]
+__all__ = ["CACHE_METADATA_KEY", "AgentCtxLlm", "AgentCtxPlugin", "AgentCtxSessionService"]
