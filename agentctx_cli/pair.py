@@ -250,3 +250,153 @@ def stop_pair(pair: Pair) -> None:
     if pair.procs:
         with contextlib.suppress(OSError):
             (pair.home / PID_FILE).unlink()
+
+
+# --- `agentctx up --cluster`: two context replicas on PostgreSQL, three
+# cache replicas on Redis sharing one simulated provider -------------------
+
+CLUSTER_CONTEXT_REPLICAS = 2
+CLUSTER_CACHE_REPLICAS = 3
+CLUSTER_PORT_STEP = 100  # replica i listens on the base port + i * 100
+
+CLUSTER_TEMPLATE = CONFIG_TEMPLATE.replace(
+    'cache_target = "127.0.0.1:{cache_port}"', 'cache_target = "{cache_target}"'
+).replace('data_dir = "{home}/data"\ncache_target', 'database_url = "{database_url}"\ndata_dir = "{home}/data"\ncache_target'
+          ) + """\
+redis_url = "{redis_url}"
+redis_key_prefix = "{redis_prefix}"
+redis_encryption_key = "{encryption_key}"
+lease_keys = [{{ id = "{lease_key_id}", secret = "{lease_secret}" }}]
+active_lease_key_id = "{lease_key_id}"
+local_shared_state = true
+local_state_prefix = "{sim_prefix}"
+"""
+
+
+@dataclass
+class Cluster(Pair):
+    """The processes of ``up --cluster``: context replicas first, then cache
+    replicas (``procs`` in start order)."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    postgres_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    database: str = "agentctx_cluster"
+
+    def ports(self, base: int, n: int) -> list[int]:
+        return [base + i * CLUSTER_PORT_STEP for i in range(n)]
+
+    @property
+    def context_ports(self) -> list[int]:
+        return self.ports(self.context_port, CLUSTER_CONTEXT_REPLICAS)
+
+    @property
+    def cache_ports(self) -> list[int]:
+        return self.ports(self.cache_port, CLUSTER_CACHE_REPLICAS)
+
+    @property
+    def database_url(self) -> str:
+        base = self.postgres_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+        return f"{base}/{self.database}"
+
+    @property
+    def context_target(self) -> str:
+        return "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in self.context_ports)
+
+
+def _cluster_secrets(config: pathlib.Path) -> dict[str, str]:
+    """The encryption key and lease key of the home's cluster: generated the
+    first time, then read back from agentctx.toml so that restarts keep
+    the leases and the stored names readable."""
+    import base64
+    import secrets
+    import tomllib
+
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, KeyError, IndexError, TypeError):
+        cache = tomllib.loads(config.read_text())["cache"]
+        key = cache["lease_keys"][0]
+        return {"encryption_key": str(cache["redis_encryption_key"]), "lease_key_id": str(key["id"]),
+                "lease_secret": str(key["secret"])}
+    return {"encryption_key": base64.b64encode(secrets.token_bytes(32)).decode(),
+            "lease_key_id": "up1", "lease_secret": secrets.token_hex(32)}
+
+
+def prepare_cluster_home(cluster: Cluster) -> pathlib.Path:
+    import hashlib
+
+    home, certs, config = cluster.home, cluster.certs, cluster.home / "agentctx.toml"
+    tag = hashlib.sha256(str(home).encode()).hexdigest()[:8]  # one key space per home on a shared Redis
+    try:
+        init_dev_certs(certs)
+        for sub in ("data", "logs"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        keys = _cluster_secrets(config)
+        config.write_text(CLUSTER_TEMPLATE.format(
+            home=home, certs=certs, context_port=cluster.context_port, cache_port=cluster.cache_port,
+            sample_agent=SAMPLE_AGENT_ID, database_url=cluster.database_url, redis_url=cluster.redis_url,
+            cache_target="ipv4:" + ",".join(f"127.0.0.1:{p}" for p in cluster.cache_ports),
+            redis_prefix=f"agentctx-up-{tag}:", sim_prefix=f"agentctx-up-{tag}-sim:", **keys,
+        ))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename or home}: {exc.strerror}") from None
+    return config
+
+
+async def _ensure_database(cluster: Cluster, config: pathlib.Path) -> None:
+    import asyncpg
+
+    from agentctx_cli.commands.db import _upgrade
+    from context_service.settings import ContextSettings
+
+    try:
+        conn = await asyncpg.connect(cluster.postgres_url, timeout=10)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise ConfigError(f"cannot reach PostgreSQL for the cluster: {type(exc).__name__}") from None
+    try:
+        if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", cluster.database):
+            await conn.execute(f'CREATE DATABASE "{cluster.database}"')
+    finally:
+        await conn.close()
+    await _upgrade(ContextSettings.load(config, dev_plaintext=True, host="127.0.0.1", dev_anonymous_apps=[]))
+
+
+def _spawn_replica(service: str, config: pathlib.Path, log_path: pathlib.Path,
+                   overrides: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
+            stdout=log, stderr=subprocess.STDOUT, env={**service_env(service, os.environ), **overrides},
+        )
+
+
+def start_cluster(cluster: Cluster, command: str) -> None:
+    """Creates and migrates the database if needed, then starts the cache
+    replicas and the context replicas, each on its own port and data
+    directory, and waits until all are healthy."""
+    import asyncio
+
+    ports = [*cluster.context_ports, *cluster.cache_ports]
+    taken = [p for p in ports if _port_taken(p)]
+    if taken:
+        raise ConfigError(f"ports {', '.join(map(str, taken))} already in use; choose other base ports "
+                          "(--context-port, --cache-port; replicas use base + 100 * i)")
+    config = prepare_cluster_home(cluster)
+    asyncio.run(_ensure_database(cluster, config))
+    waits = []
+    for i, port in enumerate(cluster.cache_ports):
+        data = cluster.home / "data" / f"cache-{i}"
+        data.mkdir(parents=True, exist_ok=True)
+        proc = _spawn_replica("cache", config, cluster.logs / f"cache-{i}.log",
+                              {"AGENTCTX_CACHE_PORT": str(port), "AGENTCTX_CACHE_DATA_DIR": str(data)})
+        cluster.procs.append(proc)
+        waits.append((port, "context-client", proc))
+    for i, port in enumerate(cluster.context_ports):
+        proc = _spawn_replica("context", config, cluster.logs / f"context-{i}.log", {"AGENTCTX_CONTEXT_PORT": str(port)})
+        cluster.procs.append(proc)
+        waits.append((port, "agent-client", proc))
+    (cluster.home / PID_FILE).write_text(json.dumps({
+        "pid": os.getpid(), "command": command, "context_port": cluster.context_port,
+        "cache_port": cluster.cache_port, "service_pids": [p.pid for p in cluster.procs],
+    }) + "\n")
+    deadline = time.monotonic() + 90
+    for port, client, proc in waits:
+        wait_healthy(port, cluster.certs, client, deadline, proc)

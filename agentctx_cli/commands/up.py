@@ -16,7 +16,7 @@ import time
 from agentctx_cli.arguments import positive_int
 from agentctx_cli.demo.show import run_demo_once
 from agentctx_cli.invocation import runnable
-from agentctx_cli.pair import Pair, start_pair, stop_pair
+from agentctx_cli.pair import Cluster, Pair, start_cluster, start_pair, stop_pair
 from agentctx_common.errors import ConfigError
 
 
@@ -30,6 +30,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help="stop both services once they are healthy (and the demo has run): a smoke test")
     up.add_argument("--no-demo", action="store_true", help="do not run the demo conversation once the pair is up")
     up.add_argument("--demo-turns", type=positive_int, default=30, help="model calls in the demo (default 30)")
+    up.add_argument("--cluster", action="store_true",
+                    help="2 context replicas on PostgreSQL and 3 cache replicas on Redis (ports: base + 100 * i)")
+    up.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="--cluster: the cache tier's Redis")
+    up.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                    help="--cluster: a PostgreSQL database to connect to for creating the cluster's database")
+    up.add_argument("--cluster-database", default="agentctx_cluster",
+                    help="--cluster: the context replicas' database (created and migrated if missing)")
     up.set_defaults(func=run)
 
 
@@ -50,7 +57,12 @@ def grpcurl_hint(home: pathlib.Path, context_port: int, cache_port: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    pair = Pair(args.home.resolve(), args.context_port, args.cache_port)
+    pair: Pair
+    if args.cluster:
+        pair = Cluster(args.home.resolve(), args.context_port, args.cache_port, redis_url=args.redis_url,
+                       postgres_url=args.postgres_url, database=args.cluster_database)
+    else:
+        pair = Pair(args.home.resolve(), args.context_port, args.cache_port)
     stop = {"now": False}
 
     def on_signal(signum: int, frame: object) -> None:
@@ -58,15 +70,24 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        start_pair(pair, "up")
-        print(f"agentctx is up: context service on 127.0.0.1:{args.context_port} (TLS), "
-              f"cache service on 127.0.0.1:{args.cache_port} (mTLS)")
-        print(f"home {pair.home}: certs/, data/, logs/ (context.log, cache.log), agentctx.toml")
+        target = f"127.0.0.1:{args.context_port}"
+        if isinstance(pair, Cluster):
+            start_cluster(pair, "up")
+            target = pair.context_target
+            print(f"agentctx is up as a cluster: context replicas on {', '.join(map(str, pair.context_ports))} "
+                  f"(TLS, PostgreSQL database {pair.database}), cache replicas on "
+                  f"{', '.join(map(str, pair.cache_ports))} (mTLS, Redis)")
+            print(f"home {pair.home}: certs/, data/, logs/ (context-N.log, cache-N.log), agentctx.toml")
+        else:
+            start_pair(pair, "up")
+            print(f"agentctx is up: context service on 127.0.0.1:{args.context_port} (TLS), "
+                  f"cache service on 127.0.0.1:{args.cache_port} (mTLS)")
+            print(f"home {pair.home}: certs/, data/, logs/ (context.log, cache.log), agentctx.toml")
         demo_failed = False
         if not args.no_demo:
             # Ctrl-C during the demo stops it and, as always, both services.
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            demo_failed = not run_demo_once(f"127.0.0.1:{args.context_port}", pair.certs, args.demo_turns)
+            demo_failed = not run_demo_once(target, pair.certs, args.demo_turns)
             signal.signal(signal.SIGINT, on_signal)
         print(grpcurl_hint(pair.home, args.context_port, args.cache_port))
         if args.exit_when_ready:
@@ -85,4 +106,4 @@ def run(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if pair.procs:
-            print("stopped both services", flush=True)
+            print("stopped every replica" if isinstance(pair, Cluster) else "stopped both services", flush=True)

@@ -26,14 +26,21 @@ def compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
+def _interpolated(value: str) -> str:
+    """What compose makes of ``${NAME:-default}`` with NAME unset."""
+    return re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}]*)\}", r"\1", value)
+
+
 def _env(service: dict) -> dict[str, str]:
-    return {k: str(v) for k, v in (service.get("environment") or {}).items()}
+    return {k: _interpolated(str(v)) for k, v in (service.get("environment") or {}).items()}
 
 
 def test_services_and_their_order(compose) -> None:
     services = compose["services"]
-    assert {"certs", "postgres", "migrate", "cache", "context"} <= set(services)
-    assert services["context"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert {"certs", "postgres", "redis", "migrate", "cache", "context", "context-2"} <= set(services)
+    for context in ("context", "context-2"):
+        assert services[context]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert services["cache"]["depends_on"]["redis"]["condition"] == "service_healthy"
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert services["cache"]["depends_on"]["certs"]["condition"] == "service_completed_successfully"
 
@@ -41,7 +48,7 @@ def test_services_and_their_order(compose) -> None:
 def test_commands_are_real_cli_commands(compose) -> None:
     parser = build_parser()
     commands = [s["command"] for s in compose["services"].values() if s.get("command", [None])[0] == "agentctx"]
-    assert len(commands) == 4
+    assert len(commands) == 5
     for command in commands:
         args = parser.parse_args(command[1:])  # exits (fails the test) on an unknown command or flag
         assert callable(args.func)
@@ -75,8 +82,13 @@ def test_ports_and_targets_agree(compose) -> None:
     services = compose["services"]
     context, cache = _env(services["context"]), _env(services["cache"])
     assert services["context"]["ports"] == [f"{context['AGENTCTX_CONTEXT_PORT']}:{context['AGENTCTX_CONTEXT_PORT']}"]
-    assert services["cache"]["ports"] == [f"{cache['AGENTCTX_CACHE_PORT']}:{cache['AGENTCTX_CACHE_PORT']}"]
-    assert context["AGENTCTX_CONTEXT_CACHE_TARGET"] == f"cache:{cache['AGENTCTX_CACHE_PORT']}"
+    assert services["context-2"]["ports"] == [f"50061:{context['AGENTCTX_CONTEXT_PORT']}"]
+    assert _env(services["context-2"]) == context
+    # Three cache replicas on one compose name: reached by DNS, no host port.
+    assert services["cache"]["deploy"]["replicas"] == 3 and "ports" not in services["cache"]
+    assert services["cache"]["expose"] == [cache["AGENTCTX_CACHE_PORT"]]
+    assert context["AGENTCTX_CONTEXT_CACHE_TARGET"] == f"dns:///cache:{cache['AGENTCTX_CACHE_PORT']}"
+    assert cache["AGENTCTX_CACHE_REDIS_URL"] == "redis://redis:6379/0"
     assert context["AGENTCTX_CONTEXT_DATABASE_URL"].startswith("postgresql+asyncpg://")
     assert "@postgres:5432/" in context["AGENTCTX_CONTEXT_DATABASE_URL"]
     # The dev server certificates name localhost, not the compose host names.

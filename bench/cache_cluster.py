@@ -1,0 +1,260 @@
+"""The cache tier as a cluster: three cache replicas on Redis, each a real
+process (``agentctx serve cache``), sharing one simulated provider (the
+simulator's caches in Redis), behind one context service whose
+``cache_target`` is the ``ipv4:`` list of the three. Loopback only, its own
+Redis key prefixes, deleted at the end.
+
+- ``creates_for_256``: 256 concurrent AcquireLease misses for one prefix,
+  spread round-robin over the three replicas; provider creates counted in
+  the shared simulator's stats (single flight across replicas: 1).
+- ``hit_ratio_vs_single``: p50 of a lease hit on the cluster (round-robin
+  over the replicas) over the p50 of the same hit on one in-memory replica
+  (a fourth process without Redis), interleaved rounds in the same run
+  (aim: at most 1.5); ``hit_p50_ms_one_redis_replica``, the same hits on
+  one Redis replica only, tells the Redis share from the spread's.
+- ``turns_failed``: concurrent conversations of Generate turns (caching on)
+  through the context service while one replica is killed with SIGKILL and
+  started again on its port; a turn is retried once, and this counts the
+  turns that failed after the retry (aim: 0).
+- ``orphans``: caches left at the provider (rows in the shared simulator,
+  expired or not) once the conversations are over, the killed replica is
+  back, and every cache's TTL plus the tier's dead-replica window has
+  passed (0).
+
+Run: ``.venv/bin/python -m bench.cache_cluster`` from the repository root.
+The last line is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import pathlib
+import secrets
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import grpc
+import redis
+
+from agentctx.cache.v1 import cache_service_pb2 as cpb
+from agentctx.cache.v1 import cache_service_pb2_grpc
+from agentctx.context.v1 import context_service_pb2 as pb
+from agentctx.context.v1 import context_service_pb2_grpc
+from agentctx.type.v1 import cache_pb2
+from agentctx_common.certs import init_dev_certs
+from tests.cache import protos
+from tests.support import processes
+from tests.support.servers import context_settings, secure_channel, start_context
+from tests.turns.builders import SYSTEM, TOOLS, create_session, user_text
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+REPLICAS = 3
+MISSES = 256
+MISS_REPEATS = 3
+PREFIX_TURNS = 6
+HIT_ROUNDS = 10
+HITS_PER_ROUND = 100
+CONVERSATIONS = 6
+TURNS = 40
+KILL_AFTER_TURNS = 12  # turns completed (all conversations) before the kill
+CACHE_TTL_S = 4.0
+HEARTBEAT_S = 0.3
+DEAD_AFTER_S = 1.2
+TURN_TIMEOUT_S = 15.0
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Tier:
+    """The replica processes, their configs and ports."""
+
+    def __init__(self, tmp: pathlib.Path, certs: pathlib.Path, prefix: str) -> None:
+        self.tmp, self.certs, self.prefix = tmp, certs, prefix
+        self.sim_prefix = prefix.rstrip(":") + "-sim:"
+        self.ports = [processes.free_port() for _ in range(REPLICAS)]
+        self.single_port = processes.free_port()
+        self.procs: dict[int, Any] = {}
+        common = dict(sightings_before_create=0, min_prefix_tokens=64, local_min_cache_tokens=64,
+                      max_waiters=MISSES, max_inflight_rpcs=2 * MISSES, default_ttl_s=CACHE_TTL_S,
+                      max_ttl_s=CACHE_TTL_S, expiry_margin_s=0.5, sweep_interval_s=0.3, log_level="WARNING")
+        shared = dict(redis_url=REDIS_URL, redis_key_prefix=prefix,
+                      redis_encryption_key=base64.b64encode(secrets.token_bytes(32)).decode(),
+                      lease_keys=[{"id": "bench", "secret": secrets.token_hex(32)}], active_lease_key_id="bench",
+                      local_shared_state=True, local_state_prefix=self.sim_prefix,
+                      replica_heartbeat_s=HEARTBEAT_S, replica_dead_after_s=DEAD_AFTER_S,
+                      tier_sweep_interval_s=HEARTBEAT_S)
+        self.configs = {port: self._config(f"r{i}", port, {**common, **shared}) for i, port in enumerate(self.ports)}
+        self.configs[self.single_port] = self._config("single", self.single_port, common)
+
+    def _config(self, name: str, port: int, cache: dict[str, Any]) -> pathlib.Path:
+        data = self.tmp / name
+        data.mkdir()
+        return processes.write_config(self.tmp / f"{name}.toml", self.certs, context_port=processes.free_port(),
+                                      cache_port=port, data_dir=data, cache=cache)
+
+    def start(self, port: int) -> None:
+        proc = processes.spawn("cache", self.configs[port], self.tmp / f"{port}.log")
+        self.procs[port] = proc
+        processes.wait_healthy(port, self.certs, "context-client", proc, timeout=60)
+
+    def kill(self, port: int) -> None:
+        processes.stop(self.procs.pop(port), sig=signal.SIGKILL)
+
+    def stop_all(self) -> None:
+        for port in list(self.procs):
+            processes.stop(self.procs.pop(port))
+
+    def creates(self, r: redis.Redis) -> int:
+        return int(r.hget(f"{self.sim_prefix}stats", "create") or 0)
+
+    def provider_rows(self, r: redis.Redis) -> int:
+        return int(r.hlen(f"{self.sim_prefix}caches"))
+
+    def cleanup(self, r: redis.Redis) -> int:
+        deleted = 0
+        for prefix in (self.prefix, self.sim_prefix):
+            for key in r.scan_iter(match=f"{prefix}*", count=500):
+                deleted += r.delete(key)
+        return deleted
+
+
+async def concurrent_misses(stubs: list[Any], tier: Tier, r: redis.Redis) -> dict[str, Any]:
+    creates, walls = [], []
+    for repeat in range(MISS_REPEATS):
+        request = protos.acquire(PREFIX_TURNS, user=f"miss-{repeat}")
+        before = tier.creates(r)
+        started = time.perf_counter()
+        replies = await asyncio.gather(*(stubs[i % len(stubs)].AcquireLease(request, timeout=30)
+                                         for i in range(MISSES)))
+        walls.append((time.perf_counter() - started) * 1000)
+        creates.append(tier.creates(r) - before)
+        states = [reply.metadata.state for reply in replies]
+        assert all(reply.lease for reply in replies), "a miss got no lease"
+        assert states.count(cache_pb2.CACHE_STATE_CREATED) >= 1, states
+    return {f"creates_for_{MISSES}": max(creates), f"wall_ms_{MISSES}": round(statistics.median(walls), 3)}
+
+
+async def _hits(stubs: list[Any], request: cpb.AcquireLeaseRequest, n: int, out: list[float]) -> None:
+    for i in range(n):
+        stub = stubs[i % len(stubs)]
+        started = time.perf_counter()
+        reply = await stub.AcquireLease(request)
+        out.append((time.perf_counter() - started) * 1000)
+        assert reply.metadata.state == cache_pb2.CACHE_STATE_HIT, reply.metadata
+        await stub.ReleaseLease(cpb.ReleaseLeaseRequest(lease=reply.lease))
+
+
+async def hit_vs_single(cluster: list[Any], single: Any) -> dict[str, Any]:
+    request = protos.acquire(PREFIX_TURNS, user="hit")
+    for stubs in (cluster, [single]):
+        first = await stubs[0].AcquireLease(request)
+        assert first.metadata.state == cache_pb2.CACHE_STATE_CREATED, first.metadata
+        await stubs[0].ReleaseLease(cpb.ReleaseLeaseRequest(lease=first.lease))
+        await _hits(stubs, request, 100, [])  # warm-up
+    on_cluster: list[float] = []
+    on_single: list[float] = []
+    on_one: list[float] = []  # one Redis replica only: the Redis share apart from the spread
+    for _ in range(HIT_ROUNDS):
+        await _hits(cluster, request, HITS_PER_ROUND, on_cluster)
+        await _hits([single], request, HITS_PER_ROUND, on_single)
+        await _hits(cluster[:1], request, HITS_PER_ROUND, on_one)
+    cluster_p50, single_p50 = statistics.median(on_cluster), statistics.median(on_single)
+    return {"hit_p50_ms_one_redis_replica": round(statistics.median(on_one), 4),"hit_p50_ms_cluster": round(cluster_p50, 4), "hit_p99_ms_cluster": round(_pct(on_cluster, 0.99), 4),
+            "hit_p50_ms_single": round(single_p50, 4), "hit_p99_ms_single": round(_pct(on_single, 0.99), 4),
+            "hit_ratio_vs_single": round(cluster_p50 / single_p50, 3), "hit_samples": len(on_cluster)}
+
+
+async def turns_through_a_kill(stub: Any, tier: Tier) -> dict[str, Any]:
+    sessions = [await create_session(stub, cache=True, user=f"conv-{i}") for i in range(CONVERSATIONS)]
+    done = {"turns": 0, "retried": 0, "failed": 0, "deduplicated": 0}
+    killed, reached = asyncio.Event(), asyncio.Event()
+
+    async def turn(session: str, i: int) -> bool:
+        request = pb.GenerateRequest(session=session, input=[user_text(f"t-{i}", f"Turn {i}: the next stop?")],
+                                     system_instruction=SYSTEM, tools=TOOLS)
+        for attempt in range(2):
+            try:
+                reply = await stub.Generate(request, timeout=TURN_TIMEOUT_S)
+                done["deduplicated"] += reply.deduplicated  # the retry of a turn that had landed
+                return True
+            except grpc.RpcError:
+                if attempt == 0:
+                    done["retried"] += 1
+        return False
+
+    async def conversation(session: str) -> None:
+        for i in range(TURNS):
+            if not await turn(session, i):
+                done["failed"] += 1
+            done["turns"] += 1
+            if done["turns"] >= KILL_AFTER_TURNS:
+                reached.set()
+
+    async def killer() -> None:
+        await reached.wait()
+        victim = tier.ports[1]
+        await asyncio.to_thread(tier.kill, victim)
+        killed.set()
+        await asyncio.sleep(DEAD_AFTER_S)
+        await asyncio.to_thread(tier.start, victim)
+
+    started = time.perf_counter()
+    await asyncio.gather(killer(), *(conversation(s.name) for s in sessions))
+    return {"turns": done["turns"], "turns_retried": done["retried"], "turns_failed": done["failed"],
+            "turns_wall_s": round(time.perf_counter() - started, 3), "turns_deduplicated": done["deduplicated"],
+            "killed": killed.is_set()}
+
+
+async def main() -> dict[str, Any]:
+    r = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    r.ping()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = pathlib.Path(tmp_name)
+        certs = tmp / "certs"
+        init_dev_certs(certs)
+        tier = Tier(tmp, certs, f"agentctx-bench-{secrets.token_hex(4)}:")
+        channels: list[grpc.aio.Channel] = []
+        context = None
+        try:
+            for port in [*tier.ports, tier.single_port]:
+                await asyncio.to_thread(tier.start, port)
+            channels = [secure_channel(p, certs, client="context-client") for p in [*tier.ports, tier.single_port]]
+            stubs = [cache_service_pb2_grpc.CacheServiceStub(c) for c in channels]
+            figures: dict[str, Any] = {"replicas": REPLICAS}
+            figures.update(await concurrent_misses(stubs[:REPLICAS], tier, r))
+            figures.update(await hit_vs_single(stubs[:REPLICAS], stubs[REPLICAS]))
+            target = "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in tier.ports)
+            context = await start_context(context_settings(certs, tmp, cache_target=target, log_level="WARNING"))
+            agent = secure_channel(context.port, certs)
+            channels.append(agent)
+            figures.update(await turns_through_a_kill(context_service_pb2_grpc.ContextServiceStub(agent), tier))
+            # Every cache's TTL and the dead replica's window pass; the
+            # janitors and the tier sweep what is left.
+            await asyncio.sleep(CACHE_TTL_S + 2 * DEAD_AFTER_S + 1.0)
+            figures["orphans"] = tier.provider_rows(r)
+            figures["provider_creates"] = tier.creates(r)
+        finally:
+            for channel in channels:
+                await channel.close()
+            if context is not None:
+                await context.stop(grace=1)
+            tier.stop_all()
+            tier.cleanup(r)
+    r.close()
+    return figures
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main())
+    for key, value in result.items():
+        print(f"{key:>22}: {value}", file=sys.stderr)
+    print(json.dumps(result, sort_keys=True))
