@@ -2,22 +2,19 @@
 service's extra has no provider SDK, one with only the cache service's has
 no database driver, and each starts and answers health checks.
 
-The venvs live under .venv-apart/<service>-<hash of the install inputs>,
+The venvs live under .venv-apart/<service>/<hash of the install inputs>,
 built once and reused (editable installs, so they follow the sources)."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import pathlib
-import shutil
 import subprocess
-import sys
 
 import pytest
 
 from tests.support.processes import free_port, stop, wait_healthy, write_config
+from tests.support.venvs import cached_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VENVS = ROOT / ".venv-apart"
@@ -31,31 +28,9 @@ FORBIDDEN = {
 
 
 def _venv(service: str) -> pathlib.Path:
-    h = hashlib.sha256()
-    for path in INPUTS:
-        h.update(path.read_bytes())
-    key = f"{service}-{h.hexdigest()[:16]}"
-    venv = VENVS / key
-    python = venv / "bin" / "python"
-    VENVS.mkdir(exist_ok=True)
-    with open(VENVS / f".{service}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        ready = venv / ".installed"
-        if not ready.exists():
-            shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-            subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                 "-c", str(ROOT / "constraints.txt"), "-e", str(ROOT / "clients" / "python"),
-                 "-e", f"{ROOT}[{service}]"],
-                check=True, env=env, timeout=900, capture_output=True,
-            )
-            ready.touch()
-        for stale in VENVS.glob(f"{service}-*"):
-            if stale.is_dir() and stale.name != key:
-                shutil.rmtree(stale, ignore_errors=True)
-    return python
+    # Editable installs: the venv follows the sources, only dependencies are cached.
+    return cached_venv(VENVS / service, key_files=INPUTS, constraints=ROOT / "constraints.txt",
+                       install=["-e", str(ROOT / "clients" / "python"), "-e", f"{ROOT}[{service}]"], packages=[])
 
 
 def _importable(python: pathlib.Path, module: str) -> bool:
