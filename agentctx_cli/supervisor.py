@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from agentctx_common.errors import ConfigError
@@ -35,6 +35,8 @@ log = logging.getLogger("agentctx.supervisor")
 # How long the workers get after a forwarded signal before they are killed
 # (their own graceful shutdown drains RPCs for shutdown_grace_s first).
 STOP_TIMEOUT_S = 60.0
+# How long the first worker may take to start serving before the others start anyway.
+STARTUP_TIMEOUT_S = 60.0
 
 
 def reserve_port(host: str, port: int) -> socket.socket:
@@ -68,10 +70,14 @@ def supervise(worker_argv: Sequence[str], workers: int, host: str, port: int) ->
 
         previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            for _ in range(workers):
+            for i in range(workers):
                 if stopping:
                     break
                 children.append(subprocess.Popen(argv))
+                if i == 0 and workers > 1:
+                    # The first worker creates and checks the database (a new
+                    # SQLite file, its schema) alone; the others start once it serves.
+                    _wait_serving(host, bound, children[0], lambda: stopping)
             if stopping:  # a signal came while they were starting
                 for child in children:
                     child.send_signal(signal.SIGTERM)
@@ -99,6 +105,19 @@ def supervise(worker_argv: Sequence[str], workers: int, host: str, port: int) ->
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _wait_serving(host: str, port: int, child: subprocess.Popen[bytes], stopping: Callable[[], bool]) -> None:
+    """Until something listens on ``port`` (the reserved socket never
+    does), ``child`` exits, a signal arrives, or STARTUP_TIMEOUT_S passes."""
+    target = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while child.poll() is None and not stopping() and time.monotonic() < deadline:
+        try:
+            socket.create_connection((target, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 def _wait_first(children: Sequence[subprocess.Popen[bytes]]) -> int:
