@@ -262,10 +262,15 @@ def event_to_proto(event: Event) -> event_pb2.Event:
 
 def event_from_proto(proto: event_pb2.Event) -> Event:
     """The ADK event an agentctx event stores."""
-    custom = from_struct(proto.custom_metadata) if proto.HasField("custom_metadata") else {}
-    rest = custom.get(ADK_KEY, {})
     # Validated from JSON, as ADK's DatabaseSessionService reads its rows:
     # bytes in the dump are base64 text, which only JSON validation decodes.
+    return Event.model_validate_json(event_json(proto))
+
+
+def event_json(proto: event_pb2.Event) -> str:
+    """The ADK event an agentctx event stores, as the JSON ADK validates."""
+    custom = from_struct(proto.custom_metadata) if proto.HasField("custom_metadata") else {}
+    rest = custom.get(ADK_KEY, {})
     data: dict[str, Any] = {
         "id": proto.id, "invocation_id": proto.invocation_id, "author": proto.author,
         "timestamp": proto.create_time.ToDatetime(tzinfo=datetime.UTC).timestamp(),
@@ -280,4 +285,4 @@ def event_from_proto(proto: event_pb2.Event) -> Event:
             data[flag] = True
     if "content" not in rest and proto.HasField("content"):
         data["content"] = content_from_proto(proto.content).model_dump(mode="json", exclude_none=True)
-    return Event.model_validate_json(json.dumps(data))
+    return json.dumps(data)

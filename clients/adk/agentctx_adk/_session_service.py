@@ -8,7 +8,9 @@ state scopes map onto agentctx's: ``app:`` keys onto the app's shared state,
 are never stored. An event and its state delta are written in one
 transaction. A session read here carries the session's etag, and appending
 to it is conditional on that etag: a session changed since it was read is
-StaleSessionError, as with ADK's DatabaseSessionService.
+StaleSessionError, as with ADK's DatabaseSessionService. The events of
+recently used sessions are kept (``_event_cache``), so that reading a
+session again fetches only the events stored since.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import agentctx_client
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2, session_pb2
 from agentctx_adk import _convert
+from agentctx_adk._event_cache import EventCache
 
 _STALE_MESSAGE = ("The session has been modified in storage since it was loaded. "
                   "Please reload the session before appending more events.")
@@ -45,16 +48,19 @@ class AgentCtxSessionService(BaseSessionService):
     compaction and cache policies). ``app_prefix`` is put before every ADK
     app name to make the agentctx app id ("{app_prefix}{app_name}"), to keep
     several deployments (or test runs) apart in one context service.
+    ``cached_sessions`` bounds how many sessions' events are kept between
+    reads (0: none, every read lists all events).
     """
 
     def __init__(self, client: agentctx_client.ContextClient, *, model: str = "",
                  config: policy_pb2.ContextConfig | None = None, app_prefix: str = "",
-                 owns_client: bool = False) -> None:
+                 owns_client: bool = False, cached_sessions: int = 256) -> None:
         self.client = client
         self.model = model
         self.config = config
         self.app_prefix = app_prefix
         self._owns_client = owns_client
+        self._cache = EventCache(cached_sessions)
 
     @classmethod
     def connect(cls, target: str, *, tls: agentctx_client.TlsConfig | None = None, insecure_loopback: bool = False,
@@ -104,6 +110,7 @@ class AgentCtxSessionService(BaseSessionService):
             proto = await self.client._call(self.client.stub.CreateSession, request, None, retry=False)
         except agentctx_client.AlreadyExistsError:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        self._cache.started(proto.name, proto)
         return self._session(app_name, user_id, proto, [])
 
     @override
@@ -114,23 +121,44 @@ class AgentCtxSessionService(BaseSessionService):
             proto = await self.client._call(self.client.stub.GetSession, pb.GetSessionRequest(name=name), None)
         except (agentctx_client.NotFoundError, agentctx_client.InvalidArgumentError):
             return None
-        events: list[Event] = []
-        if not (config and config.num_recent_events == 0) and proto.last_sequence > 0:
+        if config is None or (config.num_recent_events is None and config.after_timestamp is None):
+            events = await self._all_events(name, proto)
+        elif config.num_recent_events == 0 or proto.last_sequence == 0:
+            events = []
+        else:
             request = pb.ListEventsRequest(parent=name, page_size=_PAGE)
-            if config and config.after_timestamp is not None:
+            if config.after_timestamp is not None:
                 request.after_time.FromDatetime(
                     datetime.datetime.fromtimestamp(max(config.after_timestamp, 0.0), tz=datetime.UTC))
-            if config and config.num_recent_events:
+            if config.num_recent_events:
                 request.most_recent = config.num_recent_events
-            while True:
-                page = await self.client._call(self.client.stub.ListEvents, request, None)
-                # Events appended after the session was read belong to a
-                # later revision than its etag: left out, so the etag holds.
-                events += [_convert.event_from_proto(e) for e in page.events if e.sequence <= proto.last_sequence]
-                if not page.next_page_token or (page.events and page.events[-1].sequence >= proto.last_sequence):
-                    break
-                request.page_token = page.next_page_token
+            events = [Event.model_validate_json(j) for _, j in await self._list(request, proto.last_sequence)]
         return self._session(app_name, user_id, proto, events)
+
+    async def _all_events(self, name: str, proto: session_pb2.Session) -> list[Event]:
+        """Every event of the session as read (``proto``): the kept ones,
+        then those stored since, read from the context service."""
+        history = self._cache.valid(name, proto)
+        after = history.last_sequence if history else 0
+        kept = list(history.events) if history else []
+        fresh: list[tuple[int, str]] = []
+        if proto.last_sequence > after:
+            fresh = await self._list(pb.ListEventsRequest(parent=name, page_size=_PAGE, after_sequence=after),
+                                     proto.last_sequence)
+        self._cache.extend(name, proto, after, fresh)
+        return [Event.model_validate_json(j) for _, j in kept + fresh]
+
+    async def _list(self, request: pb.ListEventsRequest, last_sequence: int) -> list[tuple[int, str]]:
+        """(sequence, ADK JSON) of the listed events up to ``last_sequence``:
+        events appended after the session was read belong to a later
+        revision than its etag and are left out, so the etag holds."""
+        out: list[tuple[int, str]] = []
+        while True:
+            page = await self.client._call(self.client.stub.ListEvents, request, None)
+            out += [(e.sequence, _convert.event_json(e)) for e in page.events if e.sequence <= last_sequence]
+            if not page.next_page_token or (page.events and page.events[-1].sequence >= last_sequence):
+                return out
+            request.page_token = page.next_page_token
 
     @override
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
@@ -149,6 +177,7 @@ class AgentCtxSessionService(BaseSessionService):
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         name = self.session_name(app_name, user_id, session_id)
+        self._cache.drop(name)
         try:
             await self.client._call(self.client.stub.DeleteSession, pb.DeleteSessionRequest(name=name), None,
                                     retry=False)
@@ -179,8 +208,9 @@ class AgentCtxSessionService(BaseSessionService):
             delta = session_pb2.StateDelta(session=_convert.to_struct(session_delta or None),
                                            user=_convert.to_struct(user_delta or None),
                                            app=_convert.to_struct(app_delta or None))
+        name = self.session_name(session.app_name, session.user_id, session.id)
         request = pb.AppendEventRequest(
-            parent=self.session_name(session.app_name, session.user_id, session.id),
+            parent=name,
             event=_convert.event_to_proto(event), expected_etag=session._storage_update_marker or "",
             state_delta=delta,
         )
@@ -190,6 +220,8 @@ class AgentCtxSessionService(BaseSessionService):
             raise StaleSessionError(_STALE_MESSAGE) from None
         except agentctx_client.NotFoundError:
             raise SessionNotFoundError(f"Session {session.id} not found.") from None
+        if not response.deduplicated:
+            self._cache.appended(name, response.event)
         session._storage_update_marker = response.session_etag
         session.last_update_time = _seconds(response.session_update_time)
         return self._commit_event_to_session(session, event)
