@@ -6,16 +6,23 @@ Bars: at 100 events, p50 within 2x the floor's p50; from 1,000 to 10,000
 events, p50 grows no more than 11x. The timed calls repeat one request on
 an unchanged session (history cache and grouping warm). Also reported: the
 selection pipeline in-process (no gRPC) over the same cached records, warm
-and regrouped (the first build after an append), and google-adk's own
-in-process content building over the same events when google-adk is
-importable (it is not installable against this project's google-genai pin).
+and regrouped (the first build after an append).
 
 After an append (what every turn does): on sessions of 100 and 1,000
 events, each round appends one event through AppendEvent (the realistic
 mix, so tool calls and their results land in separate appends), then
 times one BuildContext right after it and one more on the unchanged
 session. ``after_append_p50_ms_{100,1k}`` and ``after_append_ratio_{100,1k}``
-(after-append p50 over that warm p50; aim: at most 1.2).
+(after-append p50 over that warm p50; aim: at most 1.2), and the same at
+10,000 events.
+
+The ADK peer: ADK's contents processor (``_get_contents``, what ADK's
+``_ContentLlmRequestProcessor`` builds ``LlmRequest.contents`` with from a
+session's events; in process, no I/O) over the same events, run in the ADK
+venv (tests/adk/venv.py; google-adk needs google-genai < 3) once the server
+has stopped. ``adk_peer_p50_us_{100,1000,10000}`` and
+``adk_ratio_{100,1k,10k}``: agentctx's after-append p50 (through gRPC) over
+ADK's p50 (aim: at most 1.0 each). Without the ADK venv the figures say why.
 
 Run: ``.venv/bin/python -m bench.build_context`` from the repository root.
 The last line is one JSON object with every figure.
@@ -33,6 +40,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentctx.context.v1 import context_service_pb2 as pb
@@ -45,11 +53,16 @@ from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
 from context_service.mapping.convert import event_to_proto
 from context_service.storage.sql_store import open_store
+from tests.adk.conftest import run_adk
+from tests.adk.venv import ROOT, adk_python
 from tests.support.servers import context_settings, secure_channel, start_context
 
 SIZES = (100, 1_000, 10_000)
 # Sessions timed right after an append, and the rounds (append, build, build).
-AFTER_APPEND = {100: ("100", 600), 1_000: ("1k", 300)}
+AFTER_APPEND = {100: ("100", 600), 1_000: ("1k", 300), 10_000: ("10k", 60)}
+# ADK's contents processor: samples per size.
+ADK_SAMPLES = {100: 200, 1_000: 60, 10_000: 12}
+AIM_ADK_RATIO = 1.0
 # Samples per size, gathered in interleaved rounds so drift hits all alike.
 SAMPLES = {0: 3000, 100: 3000, 1_000: 600, 10_000: 80}
 ROUNDS = 10
@@ -169,37 +182,26 @@ def inprocess(events: list[m.Event], req: pb.BuildContextRequest, count: int, *,
     return statistics.median(samples)
 
 
-def adk_peer(events: list[m.Event], count: int) -> float | str:
-    """Median seconds of google-adk's own content building over the same
-    events, or why it could not run."""
+async def adk_peer(made: dict[int, list[m.Event]]) -> dict[int, float] | str:
+    """Median seconds of ADK's contents processor over the same events per
+    size, from the ADK venv, or why it could not run."""
     try:
-        from google.adk.events import Event as AdkEvent  # type: ignore[import-not-found]
-        from google.adk.flows.llm_flows import contents as adk_contents  # type: ignore[import-not-found]
-        from google.genai import types
-    except ImportError:
-        return "unavailable: google-adk needs google-genai<3 and this project pins google-genai 3.x"
-    try:
-        adk_events = []
-        for e in events:
-            parts = []
-            for p in e.content.parts:
-                if p.text is not None:
-                    parts.append(types.Part(text=p.text))
-                elif p.function_call is not None:
-                    fc = p.function_call
-                    parts.append(types.Part(function_call=types.FunctionCall(id=fc.id, name=fc.name, args=fc.args)))
-                elif p.function_response is not None:
-                    fr = p.function_response
-                    parts.append(types.Part(function_response=types.FunctionResponse(id=fr.id, name=fr.name, response=fr.response)))
-            adk_events.append(AdkEvent(author=e.author, invocation_id=e.invocation_id, content=types.Content(role=e.content.role, parts=parts)))
-        samples = []
-        for _ in range(count):
-            start = time.perf_counter()
-            adk_contents._get_contents(None, adk_events, "agent")
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples)
-    except Exception as exc:  # noqa: BLE001 - a peer's private API may move
-        return f"failed: {type(exc).__name__}"
+        python = await asyncio.to_thread(adk_python)
+    except Exception as exc:  # noqa: BLE001 - reported instead of numbers
+        return f"unavailable: the ADK venv could not be built ({type(exc).__name__}: {exc})"
+    spec = {}
+    for n in SIZES:
+        protos = [event_to_proto(e, None) for e in made[n]]
+        spec[str(n)] = ([{"id": p.id, "author": p.author, "invocation_id": p.invocation_id,
+                          "content": json_format.MessageToDict(p.content)} for p in protos], ADK_SAMPLES[n])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "adk_events.json"
+        path.write_text(json.dumps(spec))
+        run = await run_adk(python, ["-m", "bench.adk_side", "contents", "--events", str(path)], {}, cwd=ROOT)
+    if run.returncode != 0:
+        return f"failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else run.returncode}"
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    return {n: result[str(n)]["p50_s"] for n in SIZES}
 
 
 async def main() -> dict[str, Any]:
@@ -254,9 +256,13 @@ async def main() -> dict[str, Any]:
         count = 50 if n == 10_000 else 300
         figures[f"inprocess_p50_us_{n}"] = round(inprocess(made[n], requests[n], count) * 1e6, 1)
         figures[f"inprocess_regroup_p50_us_{n}"] = round(inprocess(made[n], requests[n], count, warm=False) * 1e6, 1)
-    peer = {n: adk_peer(made[n], 20 if n == 10_000 else 100) for n in SIZES}
+    peer = await adk_peer(made)
     for n in SIZES:
-        figures[f"adk_peer_p50_us_{n}"] = round(peer[n] * 1e6, 1) if isinstance(peer[n], float) else peer[n]
+        figures[f"adk_peer_p50_us_{n}"] = round(peer[n] * 1e6, 1) if isinstance(peer, dict) else peer
+    for n, (label, _) in AFTER_APPEND.items():
+        figures[f"adk_ratio_{label}"] = (round(statistics.median(after[n][0]) / peer[n], 3) if isinstance(peer, dict)
+                                         else peer)
+    figures["aim_adk_ratio_max"] = AIM_ADK_RATIO
     figures["bar_floor_ratio_100_max"] = 2.0
     figures["bar_growth_1k_to_10k_max"] = 11.0
     figures["bars_met"] = figures["floor_ratio_100"] <= 2.0 and figures["growth_1k_to_10k"] <= 11.0
