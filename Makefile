@@ -43,6 +43,8 @@ lint: venv $(TOOLS)/buf
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	cd clients/python && ../../$(BIN)/mypy
+# clients/adk in the ADK venv (built or reused), where google.adk's types are
+	ADK_PY=$$($(BIN)/python -m tests.adk.venv) && cd clients/adk && $$ADK_PY -m mypy
 
 clean:
 	rm -rf $(VENV) .venv-client .venv-adk .venv-apart tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx

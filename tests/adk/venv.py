@@ -1,6 +1,6 @@
 """The ADK virtual environment: google-adk 2.x needs google-genai below 3,
 the cache service 3.x, so ADK runs in a venv of its own holding
-agentctx-adk, agentctx-client and their test extras (pinned by
+agentctx-adk, agentctx-client and their test and lint extras (pinned by
 clients/adk/constraints.txt). Built once under
 .venv-adk/<hash of clients/adk/pyproject.toml and its constraints.txt> and
 reused; the two clients are reinstalled whenever their sources change."""
@@ -21,7 +21,7 @@ VENVS = ROOT / ".venv-adk"
 def adk_python() -> pathlib.Path:
     """The python of the ADK venv, built or refreshed as needed."""
     return cached_venv(VENVS, key_files=[ADK / "pyproject.toml", CONSTRAINTS], constraints=CONSTRAINTS,
-                       install=[str(CLIENT), f"{ADK}[test]"], packages=[CLIENT, ADK])
+                       install=[str(CLIENT), f"{ADK}[test,lint]"], packages=[CLIENT, ADK])
 
 
 if __name__ == "__main__":
