@@ -182,18 +182,19 @@ def inprocess(events: list[m.Event], req: pb.BuildContextRequest, count: int, *,
     return statistics.median(samples)
 
 
-async def adk_peer(made: dict[int, list[m.Event]]) -> dict[int, float] | str:
+async def adk_peer(made: dict[int, list[m.Event]], samples: dict[int, int] | None = None) -> dict[int, float] | str:
     """Median seconds of ADK's contents processor over the same events per
-    size, from the ADK venv, or why it could not run."""
+    size (``samples`` timed calls each), from the ADK venv, or why it could
+    not run."""
     try:
         python = await asyncio.to_thread(adk_python)
     except Exception as exc:  # noqa: BLE001 - reported instead of numbers
         return f"unavailable: the ADK venv could not be built ({type(exc).__name__}: {exc})"
     spec = {}
-    for n in SIZES:
-        protos = [event_to_proto(e, None) for e in made[n]]
+    for n, events in made.items():
+        protos = [event_to_proto(e, None) for e in events]
         spec[str(n)] = ([{"id": p.id, "author": p.author, "invocation_id": p.invocation_id,
-                          "content": json_format.MessageToDict(p.content)} for p in protos], ADK_SAMPLES[n])
+                          "content": json_format.MessageToDict(p.content)} for p in protos], (samples or ADK_SAMPLES)[n])
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "adk_events.json"
         path.write_text(json.dumps(spec))
@@ -201,7 +202,7 @@ async def adk_peer(made: dict[int, list[m.Event]]) -> dict[int, float] | str:
     if run.returncode != 0:
         return f"failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else run.returncode}"
     result = json.loads(run.stdout.strip().splitlines()[-1])
-    return {n: result[str(n)]["p50_s"] for n in SIZES}
+    return {n: result[str(n)]["p50_s"] for n in made}
 
 
 async def main() -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
+import shutil
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -65,3 +66,15 @@ async def run_adk(python: pathlib.Path, args: Sequence[str], env: dict[str, str]
         await proc.wait()
         raise
     return AdkRun(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+async def run_checks(python: pathlib.Path, checks: pathlib.Path, tmp: pathlib.Path,
+                     env: dict[str, str] | None = None) -> AdkRun:
+    """Runs the pytest module ``checks`` (a file of this folder) in the ADK
+    venv, from a copy in ``tmp``: outside the repository, whose conftest
+    files are for the main venv."""
+    copy = tmp / f"test_{checks.name}"
+    await asyncio.to_thread(shutil.copyfile, checks, copy)
+    return await run_adk(
+        python, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto", "-rfE", "--tb=short",
+                 "-p", "no:logging", str(copy)], env or {}, cwd=tmp)
