@@ -158,7 +158,10 @@ def content_to_proto(content: types.Content, author: str = "") -> tuple[content_
     proto = content_pb2.Content(role=role, parts=parts) if parts else None
     if proto is None:
         return None, False
-    exact = content_from_proto(proto) == content
+    # The context service names id-less function calls (for pairing with
+    # their responses): such a content reads back from the ADK copy.
+    exact = content_from_proto(proto) == content and all(
+        p.function_call.id for p in proto.parts if p.WhichOneof("data") == "function_call")
     return proto, exact
 
 

@@ -209,11 +209,11 @@ class AgentCtxSessionService(BaseSessionService):
                                            user=_convert.to_struct(user_delta or None),
                                            app=_convert.to_struct(app_delta or None))
         name = self.session_name(session.app_name, session.user_id, session.id)
-        request = pb.AppendEventRequest(
-            parent=name,
-            event=_convert.event_to_proto(event), expected_etag=session._storage_update_marker or "",
-            state_delta=delta,
-        )
+        marker = session._storage_update_marker
+        if marker is None:
+            marker = await self._revision_of_unread(name, session)
+        request = pb.AppendEventRequest(parent=name, event=_convert.event_to_proto(event), expected_etag=marker,
+                                        state_delta=delta)
         try:
             response = await self.client._call(self.client.stub.AppendEvent, request, None)
         except agentctx_client.ConflictError:
@@ -225,6 +225,25 @@ class AgentCtxSessionService(BaseSessionService):
         session._storage_update_marker = response.session_etag
         session.last_update_time = _seconds(response.session_update_time)
         return self._commit_event_to_session(session, event)
+
+    async def _revision_of_unread(self, name: str, session: Session) -> str:
+        """The etag to append to a session this service did not read (built
+        by hand, or by another session service), as ADK's
+        DatabaseSessionService judges one: stale when storage was updated
+        after ``session.last_update_time`` and its newest event is not the
+        session's."""
+        try:
+            proto: session_pb2.Session = await self.client._call(self.client.stub.GetSession,
+                                                                 pb.GetSessionRequest(name=name), None)
+        except agentctx_client.NotFoundError:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from None
+        if _seconds(proto.update_time) > session.last_update_time:
+            newest = await self.client._call(self.client.stub.ListEvents, pb.ListEventsRequest(
+                parent=name, most_recent=1, page_size=1), None)
+            newest_id = newest.events[-1].id if newest.events else None
+            if newest_id != (session.events[-1].id if session.events else None):
+                raise StaleSessionError(_STALE_MESSAGE)
+        return proto.etag
 
     # --- plumbing
 
