@@ -439,3 +439,18 @@ async def test_events_read_by_another_service_instance(services: dict[str, BaseS
     # ``second`` took e5 in memory when the twin appended it.
     e1_5 = ["e1", "e2", "e3", "e4", "e5"]
     assert seen["agentctx"] == seen["adk"] == [["e1"], e1_5, e1_5, []]
+
+
+async def test_known_difference_events_read_in_append_order(services: dict[str, BaseSessionService]) -> None:
+    """Documented (README, ADK): agentctx returns events in the order they
+    were appended; ADK's database orders them by timestamp (then id), so an
+    event appended with an earlier timestamp moves up."""
+    seen = {}
+    for name, svc in services.items():
+        s = await svc.create_session(app_name="app", user_id="u", session_id="s")
+        for i in (3, 1, 2):
+            await svc.append_event(s, text_event(i))
+        got = await svc.get_session(app_name="app", user_id="u", session_id="s")
+        assert got is not None
+        seen[name] = [e.id for e in got.events]
+    assert seen == {"agentctx": ["e3", "e1", "e2"], "adk": ["e1", "e2", "e3"]}
