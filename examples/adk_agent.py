@@ -7,7 +7,7 @@ state of every model call.
 Run it in the ADK venv against the pair ``make up`` starts (the local
 simulator model):
 
-    .venv/bin/python tests/adk/venv.py        # prints the ADK venv's python
+    .venv/bin/python -m tests.adk.venv        # builds or reuses the ADK venv, prints its python
     .venv-adk/<hash>/bin/python examples/adk_agent.py [--target 127.0.0.1:50051] [--certs .agentctx/certs]
 """
 
