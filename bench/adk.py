@@ -7,14 +7,16 @@ AgentCtxSessionService with AgentCtxLlm (model calls through the context
 service and the cache tier), and the same conversation on ADK's
 DatabaseSessionService on a SQLite file (its model sends ADK's own contents
 to the same simulator, storing nothing, so both sides store the same
-events), in alternating rounds (ABBA) after a warm-up of each. Every call
+events), and on AgentCtxSessionService without its event cache, in
+alternating rounds (ABC CBA ...) after a warm-up of each. Every call
 the Runner makes on its session service (get_session, append_event,
 create_session...) is timed in the ADK venv (tests/adk/venv.py, built or
 reused here), against a context service and cache service this process
 starts on 127.0.0.1 port 0 with SQLite.
 
 Figures: ``session_ops_ratio``, the time inside session-service calls,
-agentctx over ADK (aim: at most 1.0), and its value per round pair;
+agentctx over ADK (aim: at most 1.0), and its value per round;
+``session_ops_ratio_uncached``, the same without the event cache;
 ``cached_share``, the share of the agentctx side's prompt tokens the cache
 tier reports served from cache; per side the seconds and calls per method.
 
@@ -41,14 +43,9 @@ from tests.support.pair import start_pair
 AIM_SESSION_OPS_RATIO = 1.0
 
 
-def ratios_per_pair(rounds: list[dict[str, Any]]) -> list[float]:
-    """agentctx over ADK for each round pair (A B, then B A, ...)."""
-    out = []
-    for i in range(0, len(rounds) - 1, 2):
-        pair = {r["side"]: r["session_ops_s"] for r in rounds[i:i + 2]}
-        if pair.get("adk"):
-            out.append(round(pair["agentctx"] / pair["adk"], 3))
-    return out
+def ratios_per_round(rounds: list[dict[str, float]], side: str = "agentctx") -> list[float]:
+    """``side`` over ADK in each round (the sides run one after another)."""
+    return [round(r[side] / r["adk"], 3) for r in rounds if r.get("adk")]
 
 
 async def run(turns: int = 30, rounds: int = 4, *, tmp: pathlib.Path) -> dict[str, Any]:
@@ -70,18 +67,20 @@ async def run(turns: int = 30, rounds: int = 4, *, tmp: pathlib.Path) -> dict[st
     if side.returncode != 0:
         return {"error": "the ADK side failed", "stderr": side.stderr[-3000:]}
     result = json.loads(side.stdout.strip().splitlines()[-1])
-    ours, theirs = result["sides"]["agentctx"], result["sides"]["adk"]
-    per_pair = ratios_per_pair(result["rounds"])
+    ours, theirs, uncached = (result["sides"][k] for k in ("agentctx", "adk", "agentctx_uncached"))
+    per_round = ratios_per_round(result["rounds"])
     figures: dict[str, Any] = {
         "session_ops_ratio": round(ours["session_ops_s"] / theirs["session_ops_s"], 3),
-        "session_ops_ratio_per_round_pair": per_pair,
-        "session_ops_ratio_median_pair": round(statistics.median(per_pair), 3) if per_pair else None,
+        "session_ops_ratio_per_round": per_round,
+        "session_ops_ratio_median_round": round(statistics.median(per_round), 3) if per_round else None,
+        "session_ops_ratio_uncached": round(uncached["session_ops_s"] / theirs["session_ops_s"], 3),
+        "session_ops_ratio_uncached_per_round": ratios_per_round(result["rounds"], "agentctx_uncached"),
         "cached_share": round(ours["cached_prompt_tokens"] / max(ours["prompt_tokens"], 1), 4),
         "aim_session_ops_ratio_max": AIM_SESSION_OPS_RATIO,
         "turns_per_conversation": turns,
         "rounds": rounds,
     }
-    for name, values in (("agentctx", ours), ("adk", theirs)):
+    for name, values in (("agentctx", ours), ("adk", theirs), ("agentctx_uncached", uncached)):
         figures[f"{name}_session_ops_ms_per_turn"] = values["session_ops_ms_per_turn"]
         figures[f"{name}_session_ops_s"] = values["session_ops_s"]
         figures[f"{name}_ms_by_call"] = {k: round(v * 1e3, 3) for k, v in values["seconds"].items()}
@@ -96,7 +95,7 @@ async def run(turns: int = 30, rounds: int = 4, *, tmp: pathlib.Path) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=4, help="conversations per side, in ABBA order")
+    parser.add_argument("--rounds", type=int, default=4, help="conversations per side, in ABC CBA order")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(run(args.turns, args.rounds, tmp=pathlib.Path(tmp)))

@@ -4,8 +4,9 @@ The drivers start it as a subprocess; the last line it prints is one JSON
 object.
 
 - ``conversation``: ADK Runner conversations (an LlmAgent with the two tools
-  of examples/adk_agent.py) on AgentCtxSessionService with AgentCtxLlm, and
-  on ADK's DatabaseSessionService on a SQLite file, in alternating rounds.
+  of examples/adk_agent.py) on AgentCtxSessionService with AgentCtxLlm (with
+  and without its event cache), and on ADK's DatabaseSessionService on a
+  SQLite file, in alternating rounds.
   Every session-service call is timed.
 - ``contents``: ADK's contents processor (``_get_contents``, what ADK's
   ``_ContentLlmRequestProcessor`` builds ``LlmRequest.contents`` with) over
@@ -184,27 +185,34 @@ async def conversation(args: argparse.Namespace) -> dict[str, Any]:
     cached = policy_pb2.ContextConfig(model=adk_agent.MODEL, cache=policy_pb2.CachePolicy(enabled=True))
     plain = policy_pb2.ContextConfig(model=adk_agent.MODEL)
     sqlite = pathlib.Path(args.sqlite)
+    # agentctx_uncached: the same service without its event cache (every
+    # get_session lists the whole history), to show what the cache saves.
     async with AgentCtxSessionService.connect(args.target, tls=tls, config=cached, app_prefix="bench.") as ours, \
+            AgentCtxSessionService.connect(args.target, tls=tls, config=cached, app_prefix="bench-uncached.",
+                                           cached_sessions=0) as uncached, \
             AgentCtxSessionService.connect(args.target, tls=tls, config=plain, app_prefix="shadow.") as shadow, \
             DatabaseSessionService(f"sqlite+aiosqlite:///{sqlite}") as theirs:
         # Names are unique per service, and the app is what the Runner passes on.
         sides = {
-            "agentctx": Side("agentctx", ours, _runner(
-                args.app, AgentCtxLlm.for_sessions(ours, model=adk_agent.MODEL), AgentCtxPlugin(ours), ours)),
-            "adk": Side("adk", theirs, _runner(
-                args.app, ContentsLlm(shadow.client, model=adk_agent.MODEL), AgentCtxPlugin(shadow), theirs),
-                shadow=shadow),
+            name: Side(name, service, _runner(args.app, AgentCtxLlm.for_sessions(service, model=adk_agent.MODEL),
+                                              AgentCtxPlugin(service), service))
+            for name, service in (("agentctx", ours), ("agentctx_uncached", uncached))
         }
+        sides["adk"] = Side("adk", theirs, _runner(
+            args.app, ContentsLlm(shadow.client, model=adk_agent.MODEL), AgentCtxPlugin(shadow), theirs),
+            shadow=shadow)
         for side in sides.values():  # warm-up: tables, channels, imports
             await side.conversation(args.app, min(3, args.turns), 0, count=False)
-        order = ["agentctx", "adk"]
+        order = ["agentctx", "adk", "agentctx_uncached"]
         rounds = []
         for r in range(args.rounds):
-            # ABBA...: drift and the machine's other load hit both alike.
+            # ABC CBA ...: drift and the machine's other load hit all alike.
+            timed: dict[str, float] = {}
             for name in (order if r % 2 == 0 else order[::-1]):
                 before = sides[name].timings.total()
                 await sides[name].conversation(args.app, args.turns, r)
-                rounds.append({"side": name, "session_ops_s": round(sides[name].timings.total() - before, 6)})
+                timed[name] = round(sides[name].timings.total() - before, 6)
+            rounds.append(timed)
         return {"sides": {name: side.figures() for name, side in sides.items()}, "rounds": rounds}
 
 

@@ -18,7 +18,8 @@ async def test_bench_adk_runs_the_same_conversation_on_both_services(tmp_path: p
     assert figures["agentctx_calls"] == figures["adk_calls"], figures
     assert figures["agentctx_calls"]["get_session"] == 2 * 3 and figures["agentctx_calls"]["append_event"] > 6
     assert figures["agentctx_model_calls"] == figures["adk_model_calls"] == 2 * 5  # two tool turns, one plain
-    assert figures["session_ops_ratio"] > 0 and len(figures["session_ops_ratio_per_round_pair"]) == 2
+    assert figures["session_ops_ratio"] > 0 and len(figures["session_ops_ratio_per_round"]) == 2
+    assert figures["agentctx_uncached_calls"] == figures["adk_calls"] and figures["session_ops_ratio_uncached"] > 0
     assert 0 < figures["cached_share"] < 1, figures
     assert set(figures["agentctx_cache_states"]) <= {"CREATED", "HIT", "GROWN", "BYPASS"}
     assert figures["agentctx_cache_states"].get("HIT", 0) + figures["agentctx_cache_states"].get("GROWN", 0) > 0
