@@ -32,13 +32,15 @@ T0 = 1_760_000_000.0  # event times: fixed, so that both services see the same
 
 
 # Every scenario with the event cache (the default), with a cache of one
-# session (evictions between sessions) and without.
-@pytest.fixture(params=[256, 1, 0], ids=["cached", "cache1", "uncached"])
+# session or of 4 KiB (evictions between and within sessions), and without.
+@pytest.fixture(params=[(256, 64 << 20), (1, 64 << 20), (256, 4096), (0, 0)],
+                ids=["cached", "cache1", "cache4k", "uncached"])
 async def services(request: pytest.FixtureRequest,
                    tmp_path: pathlib.Path) -> AsyncIterator[dict[str, BaseSessionService]]:
     ours = AgentCtxSessionService.connect(
         os.environ["AGENTCTX_ADK_TARGET"], tls=TlsConfig(ca=os.environ["AGENTCTX_ADK_CA"], server_name="localhost"),
-        app_prefix=f"{os.environ['AGENTCTX_ADK_RUN']}.{next(_runs)}.", cached_sessions=request.param)
+        app_prefix=f"{os.environ['AGENTCTX_ADK_RUN']}.{next(_runs)}.", cached_sessions=request.param[0],
+        cached_bytes=request.param[1])
     theirs = DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path / 'adk.sqlite'}")
     try:
         yield {"agentctx": ours, "adk": theirs}
@@ -411,7 +413,8 @@ async def test_events_read_by_another_service_instance(services: dict[str, BaseS
     ours = services["agentctx"]
     assert isinstance(ours, AgentCtxSessionService)
     twins = {"agentctx": AgentCtxSessionService(ours.client, app_prefix=ours.app_prefix,
-                                                cached_sessions=ours._cache.max_sessions),
+                                                cached_sessions=ours._cache.max_sessions,
+                                                cached_bytes=ours._cache.max_bytes),
              "adk": DatabaseSessionService(f"sqlite+aiosqlite:///{tmp_path / 'adk.sqlite'}")}
 
     async def scenario_for(name: str) -> Scenario:

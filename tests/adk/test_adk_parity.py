@@ -22,4 +22,4 @@ async def test_session_service_matches_adks_database_service(adk_venv_python: pa
                            {**pair_env(adk_pair), "AGENTCTX_ADK_RUN": f"parity{os.getpid()}"})
     assert run.returncode == 0, run.stdout[-12000:] + run.stderr[-3000:]
     passed = re.search(r"(\d+) passed", run.stdout)
-    assert passed and int(passed.group(1)) == 3 * 15, run.stdout[-2000:]
+    assert passed and int(passed.group(1)) == 4 * 15, run.stdout[-2000:]

@@ -8,8 +8,8 @@ session's history read up to sequence N stays true, and a later read asks
 the context service only for events after N (``ListEvents.after_sequence``).
 Each event is kept as ADK's JSON and validated afresh on every read, so
 callers never share (and cannot mutate) one another's Event objects, as
-with ADK's DatabaseSessionService. Bounded by a count of sessions, least
-recently used dropped first.
+with ADK's DatabaseSessionService. Bounded by a count of sessions and by
+the bytes of JSON kept, least recently used dropped first.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class History:
     created: tuple[int, int]
     last_sequence: int = 0
     events: list[tuple[int, str]] = field(default_factory=list)
+    size: int = 0  # bytes of JSON in ``events``
 
 
 def _created(stamp: timestamp_pb2.Timestamp) -> tuple[int, int]:
@@ -38,8 +39,10 @@ def _created(stamp: timestamp_pb2.Timestamp) -> tuple[int, int]:
 
 
 class EventCache:
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, max_bytes: int) -> None:
         self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
+        self.size = 0
         self._histories: collections.OrderedDict[str, History] = collections.OrderedDict()
 
     def valid(self, name: str, session: session_pb2.Session) -> History | None:
@@ -48,7 +51,7 @@ class EventCache:
         if history is None:
             return None
         if history.created != _created(session.create_time) or history.last_sequence > session.last_sequence:
-            del self._histories[name]  # another session under the same name
+            self.drop(name)  # another session under the same name
             return None
         self._histories.move_to_end(name)
         return history
@@ -67,10 +70,13 @@ class EventCache:
                 return
             history = History(_created(session.create_time))
             self._put(name, history)
+            if self._histories.get(name) is not history:
+                return  # nothing is kept
         elif history.last_sequence != after or history.created != _created(session.create_time):
             return
-        history.events.extend(events)
+        self._grow(history, events)
         history.last_sequence = session.last_sequence
+        self._bound()
 
     def appended(self, name: str, stored: event_pb2.Event) -> None:
         """An event this process appended, as the context service stored it;
@@ -78,16 +84,29 @@ class EventCache:
         nor a compaction record, in between)."""
         history = self._histories.get(name)
         if history is not None and stored.sequence == history.last_sequence + 1:
-            history.events.append((stored.sequence, _convert.event_json(stored)))
+            self._grow(history, [(stored.sequence, _convert.event_json(stored))])
             history.last_sequence = stored.sequence
+            self._bound()
 
     def drop(self, name: str) -> None:
-        self._histories.pop(name, None)
+        history = self._histories.pop(name, None)
+        if history is not None:
+            self.size -= history.size
+
+    def _grow(self, history: History, events: list[tuple[int, str]]) -> None:
+        added = sum(len(j) for _, j in events)
+        history.events.extend(events)
+        history.size += added
+        self.size += added
 
     def _put(self, name: str, history: History) -> None:
         if self.max_sessions <= 0:
             return
+        self.drop(name)
         self._histories[name] = history
-        self._histories.move_to_end(name)
-        while len(self._histories) > self.max_sessions:
-            self._histories.popitem(last=False)
+        self.size += history.size
+        self._bound()
+
+    def _bound(self) -> None:
+        while self._histories and (len(self._histories) > self.max_sessions or self.size > self.max_bytes):
+            self.drop(next(iter(self._histories)))

@@ -48,19 +48,20 @@ class AgentCtxSessionService(BaseSessionService):
     compaction and cache policies). ``app_prefix`` is put before every ADK
     app name to make the agentctx app id ("{app_prefix}{app_name}"), to keep
     several deployments (or test runs) apart in one context service.
-    ``cached_sessions`` bounds how many sessions' events are kept between
-    reads (0: none, every read lists all events).
+    ``cached_sessions`` and ``cached_bytes`` bound the sessions whose
+    events are kept between reads and the bytes they hold (0 sessions:
+    none, every read lists all events).
     """
 
     def __init__(self, client: agentctx_client.ContextClient, *, model: str = "",
                  config: policy_pb2.ContextConfig | None = None, app_prefix: str = "",
-                 owns_client: bool = False, cached_sessions: int = 256) -> None:
+                 owns_client: bool = False, cached_sessions: int = 256, cached_bytes: int = 64 << 20) -> None:
         self.client = client
         self.model = model
         self.config = config
         self.app_prefix = app_prefix
         self._owns_client = owns_client
-        self._cache = EventCache(cached_sessions)
+        self._cache = EventCache(cached_sessions, cached_bytes)
 
     @classmethod
     def connect(cls, target: str, *, tls: agentctx_client.TlsConfig | None = None, insecure_loopback: bool = False,
