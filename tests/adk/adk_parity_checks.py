@@ -381,12 +381,15 @@ async def test_update_times_follow_appends(services: dict[str, BaseSessionServic
         # A Runner's events are stamped just before they are appended: the
         # update time is the event's (ADK) or the commit's (agentctx), a
         # moment later, never earlier.
-        return {"moved": s.last_update_time > created,
-                "in_memory": round(s.last_update_time - event.timestamp, 1),
-                "read": round(got.last_update_time - event.timestamp, 1),
-                "listed": round(listed.last_update_time - event.timestamp, 1)}
+        def near(t: float) -> bool:  # a loaded machine may take a while to commit
+            return abs(t - event.timestamp) < 2.0
 
-    assert await same(services, scenario) == {"moved": True, "in_memory": 0.0, "read": 0.0, "listed": 0.0}
+        return {"moved": s.last_update_time > created, "in_memory": near(s.last_update_time),
+                "read": near(got.last_update_time), "listed": near(listed.last_update_time),
+                "read_as_in_memory": round(got.last_update_time, 6) == round(s.last_update_time, 6)}
+
+    assert await same(services, scenario) == {"moved": True, "in_memory": True, "read": True, "listed": True,
+                                              "read_as_in_memory": True}
 
 
 async def test_known_difference_an_event_from_the_past_does_not_move_the_update_time_back(
