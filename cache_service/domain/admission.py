@@ -4,10 +4,12 @@ decides for it (see docs/ARCHITECTURE.md, "Cache service").
 - Checks: the provider is configured, the scope is within
   ``max_scope_bytes``, the TTL is normalized to [1 s, ``max_ttl_s``].
 - Matching: the live cache over the longest leading part of the prefix
-  (same scope and TTL, not retiring, not within the expiry margin).
+  (same scope, one of the TTLs a create may take, not retiring, not within
+  the expiry margin).
 - Decision: domain.policy, fed with the floor (the provider's minimum and
-  what its refusals taught) and the agreeing sightings; every non-empty
-  prefix is then recorded as a sighting.
+  what its refusals taught), the scope's evidence (the store records every
+  non-empty prefix with its time, in the same step), the cache kind's
+  prices and the TTL options.
 - Slots: ``max_entries`` live caches, in-flight creates included; when
   full, the least recently used cache no lease names is evicted.
 """
@@ -20,16 +22,19 @@ from agentctx_common.errors import FailedPrecondition, FieldViolation, InvalidAr
 from agentctx_common.reasons import Reason
 from cache_service.domain import policy
 from cache_service.domain.entry import Entry
-from cache_service.domain.keys import PrefixView, Scope
+from cache_service.domain.keys import PrefixView, Scope, invocation_count
 from cache_service.domain.lifecycle import Lifecycle
-from cache_service.domain.ports import Provider, RegistryStore, SingleFlight
+from cache_service.domain.model import BypassReason
+from cache_service.domain.ports import CacheKind, Clock, Provider, RegistryStore, SingleFlight
+from cache_service.domain.pricing import cache_prices
 from cache_service.domain.registry_settings import RegistrySettings
 
 
 class Admission:
     def __init__(self, providers: Mapping[str, Provider], store: RegistryStore, flights: SingleFlight,
-                 lifecycle: Lifecycle, settings: RegistrySettings) -> None:
+                 lifecycle: Lifecycle, settings: RegistrySettings, clock: Clock) -> None:
         self.providers = providers
+        self._clock = clock
         self._store = store
         self._flights = flights
         self._lifecycle = lifecycle
@@ -62,29 +67,56 @@ class Admission:
     def too_large(self, view: PrefixView) -> bool:
         return view.size_bytes > self._settings.max_prefix_bytes
 
+    def ttl_options(self, provider: Provider, ttl_s: float | None) -> tuple[float, ...]:
+        """The TTLs a create may take: the caller's, or when it set none the
+        default and the longer steps the provider offers within
+        ``max_ttl_s`` (domain.policy, rule 6). A caller's own TTL is kept."""
+        if ttl_s or provider.cache_kind is CacheKind.AUTOMATIC or self._settings.policy.variant == policy.ADK:
+            return (self.normalize_ttl(ttl_s),)
+        default = self._settings.default_ttl_s
+        steps = [t for t in (default, 3 * default, 12 * default) if t <= self._settings.max_ttl_s] or [default]
+        # Only TTLs that the provider keeps apart (a MARKED one has two).
+        kept: dict[float, float] = {}
+        for t in steps:
+            kept.setdefault(provider.prefix_ttl_s(t), t)
+        return tuple(kept.values())
+
     async def decide(self, scope: Scope, provider: Provider, view: PrefixView,
-                     ttl: float) -> tuple[policy.Decision, Entry | None]:
+                     ttls: tuple[float, ...]) -> tuple[policy.Decision, Entry | None]:
         """The policy's decision and the matching live cache, if any."""
         sfp = scope.fingerprint
-        match = await self.match(sfp, view, ttl)
+        match = await self.match(sfp, view, ttls)
+        if view.prefix.is_empty:
+            return policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX), match
         floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
-        # Every non-empty prefix is recorded, in the same step as the count.
-        agreeing = (await self._store.agreeing_sightings(sfp, view.chain) if view.prefix.is_empty
-                    else await self._store.record_sighting(sfp, view.chain))
+        # Every non-empty prefix is recorded, in the same step as the evidence.
+        evidence = await self._store.record_sighting(sfp, view.chain, self._clock.wall(), max(ttls))
+        settings = self._settings.policy
         decision = policy.decide(
-            empty=view.prefix.is_empty,
+            empty=False,
             tokens=view.tokens,
             history_len=view.history_len,
-            floor=floor,
-            match=policy.CachedPrefix(match.tokens, match.history_len, match.uses) if match else None,
-            agreeing_sightings=agreeing,
-            settings=self._settings.policy,
+            floor=floor if settings.variant == policy.ADK else max(floor, settings.min_prefix_tokens),
+            match=self._cached(match, view) if match else None,
+            evidence=evidence,
+            prices=cache_prices(provider.cache_kind.value),
+            ttls=ttls,
+            settings=settings,
+            model=scope.model,
         )
         return decision, match
 
-    async def match(self, scope_fp: str, view: PrefixView, ttl: float) -> Entry | None:
-        """The live cache over the longest leading part of ``view``."""
-        keys = [(view.chain[n], ttl) for n in range(view.history_len, -1, -1)]
+    def _cached(self, entry: Entry, view: PrefixView) -> policy.CachedPrefix:
+        invocations = 0
+        if self._settings.policy.variant == policy.ADK:
+            # The cache was created by the call whose history it holds.
+            history = view.prefix.history
+            invocations = invocation_count(history) - invocation_count(history[:entry.history_len]) + 1
+        return policy.CachedPrefix(entry.tokens, entry.history_len, entry.uses, entry.ttl_s, invocations)
+
+    async def match(self, scope_fp: str, view: PrefixView, ttls: tuple[float, ...]) -> Entry | None:
+        """The live cache over the longest leading part of ``view``, of any of ``ttls``."""
+        keys = [(view.chain[n], ttl) for n in range(view.history_len, -1, -1) for ttl in ttls]
         return await self._store.first_match(scope_fp, keys, self._usable)
 
     def _usable(self, entry: Entry) -> bool:
