@@ -128,11 +128,12 @@ class RedisRegistryStore:
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float) -> Evidence:
         n = self._n
         fields = [f"{i}:{d.hex()}" for i, d in enumerate(chain)]
-        age, previous, gaps = await self._scripts["RECORD_SIGHTING"](
+        age, previous, gaps, head_gaps, continued = await self._scripts["RECORD_SIGHTING"](
             keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq],
             args=[self._max_sightings, n.sightings(""), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT, *fields])
-        return Evidence(float(age) if age else None, tuple(float(g) for g in text(gaps).split(",") if g),
-                        bool(int(previous)))
+        flags = text(continued).split(",")
+        return Evidence(float(age) if age else None, _floats(gaps), bool(int(previous)), _floats(head_gaps),
+                        flags.count("1") / len(flags))
 
     async def forget_sightings(self, scope_fp: str) -> None:
         await self._scripts["FORGET_SIGHTINGS"](keys=[self._n.sightings(scope_fp), self._n.sighting_order],
@@ -163,3 +164,7 @@ class RedisRegistryStore:
         if not reply:
             return None
         return decode_entry(entry_id, pairs(reply[0]), pairs(reply[1]), self._cipher)
+
+
+def _floats(joined: object) -> tuple[float, ...]:
+    return tuple(float(g) for g in text(joined).split(",") if g)

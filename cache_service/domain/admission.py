@@ -42,8 +42,9 @@ class Admission:
 
     def normalize_ttl(self, ttl_s: float | None) -> float:
         if not ttl_s:
-            return self._settings.default_ttl_s
-        return max(1.0, min(float(ttl_s), self._settings.max_ttl_s))
+            return float(self._settings.default_ttl_s)
+        # A float always: TTLs are part of entry keys, and 600 is not 600.0 to Redis.
+        return float(max(1.0, min(float(ttl_s), self._settings.max_ttl_s)))
 
     def provider(self, name: str) -> Provider:
         provider = self.providers.get(name)
@@ -69,17 +70,16 @@ class Admission:
 
     def ttl_options(self, provider: Provider, ttl_s: float | None) -> tuple[float, ...]:
         """The TTLs a create may take: the caller's, or when it set none the
-        default and the longer steps the provider offers within
-        ``max_ttl_s`` (domain.policy, rule 6). A caller's own TTL is kept."""
+        default and the longer steps (2x, 4x, 12x) the provider keeps apart
+        within ``max_ttl_s`` (domain.policy, rule 6): a MARKED provider
+        offers two, an AUTOMATIC one keeps prefixes for its own TTL."""
         if ttl_s or provider.cache_kind is CacheKind.AUTOMATIC or self._settings.policy.variant == policy.ADK:
             return (self.normalize_ttl(ttl_s),)
-        default = self._settings.default_ttl_s
-        steps = [t for t in (default, 3 * default, 12 * default) if t <= self._settings.max_ttl_s] or [default]
-        # Only TTLs that the provider keeps apart (a MARKED one has two).
-        kept: dict[float, float] = {}
-        for t in steps:
-            kept.setdefault(provider.prefix_ttl_s(t), t)
-        return tuple(kept.values())
+        default = float(self._settings.default_ttl_s)
+        steps = [t for t in (default, 2 * default, 4 * default, 12 * default) if t <= self._settings.max_ttl_s]
+        if provider.cache_kind is CacheKind.MARKED:
+            steps = [self.normalize_ttl(provider.prefix_ttl_s(t)) for t in steps]
+        return tuple(sorted(set(steps or [default])))
 
     async def decide(self, scope: Scope, provider: Provider, view: PrefixView,
                      ttls: tuple[float, ...]) -> tuple[policy.Decision, Entry | None]:

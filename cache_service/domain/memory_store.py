@@ -39,9 +39,24 @@ class _ScopeEntries:
 
 @dataclass
 class _ScopeSightings:
-    gaps: deque[float]  # the scope's recent arrival gaps (Evidence.gaps)
+    """A scope's recent arrivals (domain.policy.Evidence), ``GAPS_KEPT`` of each."""
+
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    head_gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    continued: deque[bool] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
     previous: tuple[int, bytes] | None = None  # the previous request's (history length, digest)
     records: int = 0  # of the scope's sightings still kept
+
+    def note(self, has_history: bool, agreeing: float | None, head: float | None) -> None:
+        self.continued.append(has_history)
+        if has_history and agreeing is not None:
+            self.gaps.append(agreeing)
+        if head is not None:
+            self.head_gaps.append(head)
+
+    def evidence(self, agreeing: float | None, previous_agrees: bool) -> Evidence:
+        share = sum(self.continued) / len(self.continued) if self.continued else 0.0
+        return Evidence(agreeing, tuple(self.gaps), previous_agrees, tuple(self.head_gaps), share)
 
 
 class MemoryRegistryStore:
@@ -161,18 +176,17 @@ class MemoryRegistryStore:
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float) -> Evidence:
         key = (scope_fp, len(chain) - 1, chain[-1])
         state = self._sighting_scopes.get(scope_fp)
-        agreeing = previous = None
-        if state is not None:
-            for n in range(len(chain) - 1, -1, -1):
-                seen = self._sightings.get((scope_fp, n, chain[n]))
-                if seen is not None and now - seen < horizon_s:
-                    agreeing = max(0.0, now - seen)
-                    break
-            previous = state.previous
-        else:
-            state = self._sighting_scopes[scope_fp] = _ScopeSightings(deque(maxlen=GAPS_KEPT))
-        if agreeing is not None:
-            state.gaps.append(agreeing)
+        if state is None:
+            state = self._sighting_scopes[scope_fp] = _ScopeSightings()
+        agreeing = None
+        for n in range(len(chain) - 1, -1, -1):
+            seen = self._sightings.get((scope_fp, n, chain[n]))
+            if seen is not None and now - seen < horizon_s:
+                agreeing = max(0.0, now - seen)
+                break
+        head = self._sightings.get((scope_fp, 0, chain[0]))
+        state.note(len(chain) > 1, agreeing, None if head is None or now - head >= horizon_s else max(0.0, now - head))
+        previous = state.previous
         previous_agrees = previous is not None and previous[0] < len(chain) and chain[previous[0]] == previous[1]
         state.previous = (len(chain) - 1, chain[-1])
         for k in (key, (scope_fp, 0, chain[0])):  # the prefix, and its head
@@ -181,7 +195,7 @@ class MemoryRegistryStore:
             self._sightings[k] = now
         while len(self._sightings) > self._max_sightings:
             self._drop_oldest_sighting()
-        return Evidence(agreeing, tuple(state.gaps), previous_agrees)
+        return state.evidence(agreeing, previous_agrees)
 
     def _drop_oldest_sighting(self) -> None:
         (scope_fp, _, _), _ = self._sightings.popitem(last=False)

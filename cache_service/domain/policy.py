@@ -25,11 +25,13 @@ The default policy (``agentctx``):
    to it and younger than the TTL it would be cached with: an older one
    says nothing about reads before expiry. With no agreeing record the
    request is a first sighting: BYPASS FIRST_SIGHTING, and never a create.
-   The age of the longest agreeing record is the request's arrival gap;
-   the scope's recent gaps say how often a cache of TTL ``L`` would be read
-   again before it expires: with ``q`` the share of gaps below ``L``, the
-   expected reads are ``q / (1 - q)`` (each read refreshes the cache),
-   at most ``max_expected_reads``.
+   The scope's recent arrivals say how often a cache of TTL ``L`` would be
+   read again before it expires (``reads_of``): a cache of the head alone
+   by any request of the scope, one of a conversation's prefix by that
+   conversation's next call, which comes as often as the scope's requests
+   have a history, after one of the scope's conversation gaps. With ``x``
+   the chance that a read follows within ``L``, ``x / (1 - x)`` reads are
+   expected (each read refreshes the cache), at most ``max_expected_reads``.
 5. **Create and grow** only when the expected reads repay what the cache
    costs (``net_gain``): for a create, the write (and, NAMED, the storage
    from now to the expected last read plus one TTL) against the input
@@ -79,8 +81,8 @@ class PolicySettings:
     variant: str = AGENTCTX
     # adk only: invocations a cache serves before it is re-created.
     refresh_after_uses: int = 10
-    # The cap on expected reads: how far the observed gaps are trusted.
-    max_expected_reads: float = 8.0
+    # The cap on expected reads: no more than the gaps a scope keeps.
+    max_expected_reads: float = 16.0
 
 
 class Action(enum.Enum):
@@ -124,17 +126,24 @@ class CachePrices:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the scope's recorded requests say about this one.
+    """What the scope's recorded requests say about this one, this one's
+    own arrival included.
 
     ``agreeing_age``: seconds since the longest recorded prefix that is a
     leading part of (or equal to) this one was last seen; None if none is.
-    ``gaps``: the scope's recent arrival gaps (each an ``agreeing_age``),
-    this request's included. ``previous_agrees``: the scope's previous
-    request's prefix is a leading part of this one (adk)."""
+    ``gaps``: the recent ``agreeing_age`` of requests with a history (a
+    conversation's gaps between its calls). ``previous_agrees``: the
+    scope's previous request's prefix is a leading part of this one (adk).
+    ``head_gaps``: the recent gaps between any two requests of the scope
+    with this head (what a cache of the head alone is read by).
+    ``continued``: the share of the scope's recent requests with a history
+    (how often a call is followed by another of its conversation)."""
 
     agreeing_age: float | None = None
     gaps: tuple[float, ...] = ()
     previous_agrees: bool = False
+    head_gaps: tuple[float, ...] = ()
+    continued: float = 0.0
 
 
 def adk_floor(model: str) -> int:
@@ -142,18 +151,28 @@ def adk_floor(model: str) -> int:
     return next((floor for start, floor in _ADK_FLOORS if name.startswith(start)), 0)
 
 
-def expected_reads(gaps: Sequence[float], ttl_s: float, cap: float) -> float:
+def expected_reads(gaps: Sequence[float], ttl_s: float, cap: float, go_on: float = 1.0) -> float:
     """Reads before expiry of a cache of ``ttl_s`` refreshed by each read,
-    if the next arrivals follow the observed gaps."""
+    if each next request comes with probability ``go_on``, after one of
+    the observed gaps: a read follows a read with probability
+    ``x = go_on * q`` (``q`` the share of gaps below ``ttl_s``), so
+    ``x / (1 - x)`` of them, at most ``cap``."""
     if not gaps:
         return 0.0
-    q = sum(1 for g in gaps if g < ttl_s) / len(gaps)
-    return cap if q >= 1.0 else min(cap, q / (1.0 - q))
+    x = go_on * sum(1 for g in gaps if g < ttl_s) / len(gaps)
+    return cap if x >= 1.0 else min(cap, x / (1.0 - x))
 
 
-def _mean_gap(gaps: Sequence[float], ttl_s: float) -> float:
+def reads_of(evidence: Evidence, history_len: int, ttl_s: float, cap: float) -> tuple[float, float]:
+    """(expected reads, their mean gap) of a cache over a prefix of
+    ``history_len`` contents: the head alone is read by every request of
+    the scope, a conversation's prefix by its own next calls only."""
+    if history_len == 0:
+        gaps, go_on = evidence.head_gaps, 1.0
+    else:
+        gaps, go_on = evidence.gaps, evidence.continued
     inside = [g for g in gaps if g < ttl_s]
-    return sum(inside) / len(inside) if inside else 0.0
+    return expected_reads(gaps, ttl_s, cap, go_on), (sum(inside) / len(inside) if inside else 0.0)
 
 
 def net_gain(prices: CachePrices, *, tokens: int, new_tokens: int, reads: float, mean_gap_s: float,
@@ -176,16 +195,15 @@ def net_gain(prices: CachePrices, *, tokens: int, new_tokens: int, reads: float,
     return saved - tokens * (write - prices.input + prices.cached) - tokens * hours * prices.storage_hour
 
 
-def _best_ttl(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, settings: PolicySettings, *,
-              tokens: int, new_tokens: int) -> tuple[float, float]:
+def best_ttl(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, settings: PolicySettings, *,
+             tokens: int, new_tokens: int, history_len: int) -> tuple[float, float]:
     """(gain, ttl) of the TTL option with the largest expected gain."""
     best = (float("-inf"), ttls[0])
     for ttl in ttls:
         if evidence.agreeing_age is None or evidence.agreeing_age >= ttl:
             continue  # an older record is no agreement for this TTL
-        reads = expected_reads(evidence.gaps, ttl, settings.max_expected_reads)
-        gain = net_gain(prices, tokens=tokens, new_tokens=new_tokens, reads=reads,
-                        mean_gap_s=_mean_gap(evidence.gaps, ttl), ttl_s=ttl)
+        reads, gap = reads_of(evidence, history_len, ttl, settings.max_expected_reads)
+        gain = net_gain(prices, tokens=tokens, new_tokens=new_tokens, reads=reads, mean_gap_s=gap, ttl_s=ttl)
         best = max(best, (gain, ttl))
     return best
 
@@ -213,13 +231,14 @@ def decide(
         uncached = tokens - match.tokens
         if match.history_len >= history_len or uncached <= settings.grow_share * match.tokens:
             return Decision(Action.HIT)
-        gain, ttl = _best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached)
+        gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached,
+                             history_len=history_len)
         return Decision(Action.GROW, ttl_s=ttl) if gain > 0 else Decision(Action.HIT)
     if tokens < max(floor, settings.min_prefix_tokens):
         return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
     if settings.sightings_before_create == 0:
-        evidence = Evidence(0.0, evidence.gaps or (0.0,), evidence.previous_agrees)
-    gain, ttl = _best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=tokens)
+        evidence = Evidence(0.0, (0.0,), evidence.previous_agrees, (0.0,), 1.0)
+    gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=tokens, history_len=history_len)
     if gain > 0:
         return Decision(Action.CREATE, ttl_s=ttl)
     return Decision(Action.BYPASS, BypassReason.FIRST_SIGHTING)

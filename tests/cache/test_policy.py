@@ -20,7 +20,7 @@ GEMINI = cache_prices("named")
 ANTHROPIC = cache_prices("marked")
 OPENAI = cache_prices("automatic")
 # A conversation whose calls come 20 s apart.
-BUSY = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8)
+BUSY = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, head_gaps=(20.0,) * 8, continued=1.0)
 
 
 def _decide(**kw: object) -> Action | BypassReason:
@@ -47,8 +47,8 @@ def test_decision_table() -> None:
 def test_an_old_sighting_is_no_agreement() -> None:
     """A record older than the TTL the cache would get says nothing about
     reads before expiry (issue 16: 50 one-call sessions 600 s apart)."""
-    sparse = Evidence(agreeing_age=600.0, gaps=(600.0,) * 8)
-    assert _decide(evidence=sparse) is BypassReason.FIRST_SIGHTING
+    sparse = Evidence(agreeing_age=600.0, head_gaps=(600.0,) * 8, continued=0.0)
+    assert _decide(evidence=sparse, history_len=0) is BypassReason.FIRST_SIGHTING
     # Given a TTL that outlives the gap, a Gemini cache pays (storage for
     # 600 s costs less than the input a read saves) ...
     d = decide(empty=False, tokens=13_200, history_len=0, floor=0, match=None, evidence=sparse, prices=GEMINI,
@@ -61,18 +61,20 @@ def test_an_old_sighting_is_no_agreement() -> None:
 
 
 def test_a_cache_nobody_reads_again_is_not_created() -> None:
-    # Calls of the scope arrive 20 s apart, but every other one is new: one
-    # read expected in two. On Gemini that repays a create; the cost test
-    # refuses a grow that adds too little.
-    half = Evidence(agreeing_age=20.0, gaps=(20.0, 400.0) * 4)
+    # Calls come 20 s apart, but half the scope's requests open a new
+    # conversation: one read expected. On Gemini that repays a create; the
+    # cost test refuses a grow that adds too little.
+    half = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, head_gaps=(20.0,) * 8, continued=0.5)
     assert _decide(evidence=half) is Action.CREATE
     assert _decide(evidence=half, match=CachedPrefix(tokens=780, history_len=2)) is Action.HIT
-    lonely = Evidence(agreeing_age=20.0, gaps=(20.0,) + (400.0,) * 7)
+    lonely = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, head_gaps=(20.0,) * 8, continued=0.125)
     assert _decide(evidence=lonely) is BypassReason.FIRST_SIGHTING
+    # The head alone is read by every request of the scope.
+    assert _decide(evidence=lonely, history_len=0) is Action.CREATE
 
 
 def test_an_automatic_cache_costs_nothing_to_steer() -> None:
-    assert _decide(prices=OPENAI, evidence=Evidence(agreeing_age=20.0, gaps=(20.0, 400.0))) is Action.CREATE
+    assert _decide(prices=OPENAI, evidence=Evidence(agreeing_age=20.0, gaps=(20.0,), continued=0.5)) is Action.CREATE
     assert _decide(prices=OPENAI, evidence=Evidence()) is BypassReason.FIRST_SIGHTING
 
 

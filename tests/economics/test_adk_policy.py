@@ -30,7 +30,7 @@ def _decide(settings: PolicySettings, **kw: object) -> Action | BypassReason:
 
 def test_adk_never_grows_a_valid_cache_and_recreates_after_its_interval() -> None:
     small = CachedPrefix(tokens=200, history_len=2, uses=1, invocations=1)
-    busy = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, previous_agrees=True)
+    busy = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, previous_agrees=True, continued=1.0)
     assert _decide(PolicySettings(min_prefix_tokens=100), match=small, evidence=busy) is Action.GROW
     assert _decide(ADK_SETTINGS, match=small) is Action.HIT
     assert _decide(ADK_SETTINGS, match=CachedPrefix(tokens=200, history_len=2, invocations=3)) is Action.HIT
