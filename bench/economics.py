@@ -73,9 +73,9 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
 from agentctx.type.v1 import cache_pb2, event_pb2, generation_pb2
 from agentctx_cli.demo import script
-from bench import economics_shapes
 from agentctx_client import Event, FunctionCall
 from agentctx_common.certs import init_dev_certs
+from bench import economics_shapes
 from cache_service.app import CacheApp
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import Prefix
