@@ -16,12 +16,13 @@ decides for it (see docs/ARCHITECTURE.md, "Cache service").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import overload
 
 from agentctx_common.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
 from cache_service.domain import policy
-from cache_service.domain.entry import Entry
+from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.keys import PrefixView, Scope, invocation_count
 from cache_service.domain.lifecycle import Lifecycle
 from cache_service.domain.model import BypassReason
@@ -35,6 +36,7 @@ class Admission:
                  lifecycle: Lifecycle, settings: RegistrySettings, clock: Clock) -> None:
         self.providers = providers
         self._clock = clock
+        self._steps: dict[str, tuple[float, ...]] = {}  # provider -> its TTL steps
         self._store = store
         self._flights = flights
         self._lifecycle = lifecycle
@@ -75,6 +77,12 @@ class Admission:
         offers two, an AUTOMATIC one keeps prefixes for its own TTL."""
         if ttl_s or provider.cache_kind is CacheKind.AUTOMATIC or self._settings.policy.variant == policy.ADK:
             return (self.normalize_ttl(ttl_s),)
+        steps = self._steps.get(provider.name)
+        if steps is None:
+            steps = self._steps[provider.name] = self._ttl_steps(provider)
+        return steps
+
+    def _ttl_steps(self, provider: Provider) -> tuple[float, ...]:
         default = float(self._settings.default_ttl_s)
         steps = [t for t in (default, 2 * default, 4 * default, 12 * default) if t <= self._settings.max_ttl_s]
         if provider.cache_kind is CacheKind.MARKED:
@@ -116,8 +124,7 @@ class Admission:
 
     async def match(self, scope_fp: str, view: PrefixView, ttls: tuple[float, ...]) -> Entry | None:
         """The live cache over the longest leading part of ``view``, of any of ``ttls``."""
-        keys = [(view.chain[n], ttl) for n in range(view.history_len, -1, -1) for ttl in ttls]
-        return await self._store.first_match(scope_fp, keys, self._usable)
+        return await self._store.first_match(scope_fp, _Keys(view.chain, ttls), self._usable)
 
     def _usable(self, entry: Entry) -> bool:
         return not entry.retiring and self._lifecycle.usable(entry)
@@ -127,3 +134,38 @@ class Admission:
         if await self._store.count() + self._flights.count() < self._settings.max_entries:
             return True
         return await self._lifecycle.evict_one()
+
+
+class _Keys(Sequence[EntryKey]):
+    """The keys a match looks up, longest prefix first and every TTL option
+    for each, made as the store reads them: a hit near the end of a long
+    history reads only a few."""
+
+    __slots__ = ("_chain", "_ttls")
+
+    def __init__(self, chain: Sequence[bytes], ttls: tuple[float, ...]) -> None:
+        self._chain = chain
+        self._ttls = ttls
+
+    def __len__(self) -> int:
+        return len(self._chain) * len(self._ttls)
+
+    @overload
+    def __getitem__(self, i: int) -> EntryKey: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[EntryKey]: ...
+
+    def __getitem__(self, i: int | slice) -> EntryKey | Sequence[EntryKey]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        n, t = divmod(i % len(self), len(self._ttls))
+        return (self._chain[len(self._chain) - 1 - n], self._ttls[t])
+
+    def __iter__(self) -> Iterator[EntryKey]:
+        ttls = self._ttls
+        for digest in reversed(self._chain):
+            for ttl in ttls:
+                yield (digest, ttl)

@@ -44,18 +44,22 @@ class _ScopeSightings:
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
     head_gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
     continued: deque[bool] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    with_history: int = 0  # of ``continued``, how many are True
     previous: tuple[int, bytes] | None = None  # the previous request's (history length, digest)
     records: int = 0  # of the scope's sightings still kept
 
     def note(self, has_history: bool, agreeing: float | None, head: float | None) -> None:
+        if len(self.continued) == GAPS_KEPT:
+            self.with_history -= self.continued[0]
         self.continued.append(has_history)
+        self.with_history += has_history
         if has_history and agreeing is not None:
             self.gaps.append(agreeing)
         if head is not None:
             self.head_gaps.append(head)
 
     def evidence(self, agreeing: float | None, previous_agrees: bool) -> Evidence:
-        share = sum(self.continued) / len(self.continued) if self.continued else 0.0
+        share = self.with_history / len(self.continued) if self.continued else 0.0
         return Evidence(agreeing, tuple(self.gaps), previous_agrees, tuple(self.head_gaps), share)
 
 
