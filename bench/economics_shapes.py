@@ -108,6 +108,8 @@ class Played:
     creates: int
     states: dict[str, int]
     replies: list[bytes]
+    cache_write_tokens: int = 0  # as the GenerateResponses reported them
+    billed_write_tokens: int = 0  # as the simulator billed them
 
 
 async def play(workload: Workload, provider_factory: Any, provider_name: str, model: str, mode: str,
@@ -128,7 +130,7 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
     stub = context_service_pb2_grpc.ContextServiceStub(channel)
     system, tools = head(workload.big_head)
     sessions: dict[str, str] = {}
-    prompt = cached = 0
+    prompt = cached = written = 0
     states: dict[str, int] = {}
     replies: list[bytes] = []
     try:
@@ -151,6 +153,7 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
             replies.append(response.reply.content.SerializeToString(deterministic=True))
             prompt += response.reply.usage.prompt_tokens
             cached += response.reply.usage.cached_prompt_tokens
+            written += response.reply.usage.cache_write_tokens
             meta = response.reply.cache_metadata
             name = cache_pb2.CacheState.Name(meta.state).removeprefix("CACHE_STATE_").lower()
             if meta.bypass_reason == cache_pb2.CACHE_BYPASS_REASON_DISABLED:
@@ -158,7 +161,8 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
             states[name] = states.get(name, 0) + 1
         clock.advance(4 * 3600)
         bill = provider.bill()
-        return Played(prompt, cached, bill.cost(provider.pricing), provider.counts["create"], states, replies)
+        return Played(prompt, cached, bill.cost(provider.pricing), provider.counts["create"], states, replies,
+                      written, bill.cache_write_tokens)
     finally:
         await channel.close()
         await context_server.stop(0)
