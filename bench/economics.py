@@ -213,15 +213,16 @@ def session_config(mode: str, model: str = script.MODEL, agent: str = "") -> pol
     return config
 
 
-async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Path) -> Run:
+async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Path, min_cache_tokens: int = 1024,
+                   tag: str = "") -> Run:
     clock = ManualClock()
     provider = RecordingProvider(name=shape.provider, clock=clock, context_window=CONTEXT_WINDOW,
-                                 naive=mode == "naive", machines=shape.machines)
+                                 naive=mode == "naive", machines=shape.machines, min_cache_tokens=min_cache_tokens)
     provider.caching = mode != "uncached"
     overrides: dict[str, Any] = {"local_context_window": CONTEXT_WINDOW}
     if mode == "adk":
         overrides.update(ADK_OVERRIDES)
-    work = tmp / shape.name / mode
+    work = tmp / shape.name / (mode + tag)
     settings = cache_settings(certs, work, **overrides)
     cache_app = await CacheApp.create(settings, clock=clock, providers={shape.provider: provider})
     cache_server = await build_cache_server(settings, app=cache_app)
@@ -352,6 +353,10 @@ async def main() -> dict[str, Any]:
         init_dev_certs(certs)
         shapes = {shape.name: (shape, await run_shape(shape, certs, tmp)) for shape in SHAPES}
         workloads = await run_workloads(certs, tmp)
+        # ADK on Gemini models, where adk-python applies the model's floor
+        # (2,048 tokens for gemini-2.5, 4,096 for gemini-3) to the prefix:
+        # the same gate as the provider's minimum.
+        adk_floors = {floor: await run_mode(SHAPES[0], "adk", certs, tmp, floor, f"-{floor}") for floor in (2048, 4096)}
     runs = shapes["gemini"][1]
     base, adk, ours = runs["uncached"], runs["adk"], runs["agentctx"]
     ideal = ideal_share(base.requests)
@@ -371,6 +376,10 @@ async def main() -> dict[str, Any]:
         "cost_ratio_vs_uncached": round(ours.cost_usd / base.cost_usd, 4),
         "cost_ratio_vs_adk": round(ours.cost_usd / adk.cost_usd, 4),
         "adk_cost_ratio_vs_uncached": round(adk.cost_usd / base.cost_usd, 4),
+        "adk_gemini_2_5_cached_share": round(adk_floors[2048].cached_share, 4),
+        "adk_gemini_2_5_cost_ratio_vs_uncached": round(adk_floors[2048].cost_usd / base.cost_usd, 4),
+        "adk_gemini_3_cached_share": round(adk_floors[4096].cached_share, 4),
+        "adk_gemini_3_cost_ratio_vs_uncached": round(adk_floors[4096].cost_usd / base.cost_usd, 4),
         "share_of_ideal": round(ours.cached_share / ideal, 4) if ideal else 0.0,
         # The Anthropic-like (marked) and OpenAI-like (automatic) shapes.
         "anthropic_cached_share": per_shape["anthropic"]["cached_share"],
