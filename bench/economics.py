@@ -6,11 +6,13 @@ TLS, the cache service over mTLS, in this process on 127.0.0.1:0):
 - ``uncached``: the session's cache is off (and the simulator caches
   nothing);
 - the ecosystem's naive policy: on the Gemini-like shape (explicit caches,
-  ``local``) ``adk``, adk-python's published policy (ContextCacheConfig
-  defaults: create only after two requests agree on the prefix, re-create
-  every 10 invocations, TTL 30 minutes, no TTL refresh; ADK counts
-  invocations, the registry model calls, so the interval is 10
-  invocations' worth of calls in this trace); on the Anthropic-like shape
+  ``local``) ``adk``, adk-python 2.13's policy (ContextCacheConfig
+  defaults: create once a request agrees with the previous one of its
+  agent, re-create after 10 invocations, TTL 30 minutes, no TTL refresh,
+  no floor of its own on this model; the registry's ``adk`` variant, each
+  session a scope of its own as ADK keys its agent's record). Replayed
+  through adk-python 2.13's own cache code this trace caches 75.7% and
+  costs 0.451x uncached, which the mode reproduces; on the Anthropic-like shape
   (marked caches, ``local-anthropic``) ``naive``: a breakpoint at the end of
   every request; on the OpenAI-like shape (automatic caches,
   ``local-openai``) ``naive``: no steering (no prompt_cache_key);
@@ -53,8 +55,15 @@ requests.
 Bars (Gemini shape): agentctx serves >= 75% of prompt tokens from cache and
 costs <= half of the uncached run; and agentctx costs less than the naive
 policy on every shape's trace (``cheaper_than_naive_on_every_shape``).
+Beyond the trace, ``workloads`` plays bench.economics_shapes (a large-head
+chat, a compacting session, many short sessions, sparse sessions with gaps
+above the TTL, bursts with idle gaps) on the Gemini-like shape against the
+adk mode and on the Anthropic-like one against its naive client, and
+reports ``worst_cost_ratio_vs_uncached``, ``worst_cost_ratio_vs_adk`` and
+``worst_cost_ratio_vs_naive`` over them.
+
 Run: ``.venv/bin/python -m bench.economics`` from the repository root
-(about 2 minutes). The last line is one JSON object with every figure.
+(about 5 minutes). The last line is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -75,6 +84,7 @@ from agentctx.type.v1 import cache_pb2, event_pb2, generation_pb2
 from agentctx_cli.demo import script
 from agentctx_client import Event, FunctionCall
 from agentctx_common.certs import init_dev_certs
+from bench import economics_shapes
 from cache_service.app import CacheApp
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import Prefix
@@ -92,6 +102,9 @@ SECONDS_PER_CALL = 20.0  # an agent's think time plus a tool run, simulated
 CONTEXT_WINDOW = 1_000_000  # Gemini-sized: no overflow, no compaction
 ADK_INTERVAL_INVOCATIONS = 10
 ADK_TTL_S = 1800
+# adk-python's ContextCacheConfig defaults: 10 invocations, 30 minutes, no refresh.
+ADK_OVERRIDES: dict[str, Any] = {"create_policy": "adk", "adk_cache_intervals": ADK_INTERVAL_INVOCATIONS,
+                                 "refresh_on_hit": False}
 BAR_CACHED_SHARE = 0.75
 BAR_COST_RATIO = 0.5
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -189,25 +202,27 @@ def invocations_for(calls: int) -> int:
     return invocations
 
 
-def session_config(mode: str, model: str = script.MODEL) -> policy_pb2.ContextConfig:
+def session_config(mode: str, model: str = script.MODEL, agent: str = "") -> policy_pb2.ContextConfig:
     config = policy_pb2.ContextConfig(model=model)
     # The naive clients manage their provider's cache themselves: no leases.
     config.cache.enabled = mode not in ("uncached", "naive")
     if mode == "adk":
         config.cache.ttl.FromSeconds(ADK_TTL_S)
+        # ADK keeps its cache record per agent of a session: a scope of its own.
+        config.cache.scope_policy.update({"adk_agent": agent})
     return config
 
 
-async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Path,
-                   adk_interval_calls: int) -> Run:
+async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Path, min_cache_tokens: int = 1024,
+                   tag: str = "") -> Run:
     clock = ManualClock()
     provider = RecordingProvider(name=shape.provider, clock=clock, context_window=CONTEXT_WINDOW,
-                                 naive=mode == "naive", machines=shape.machines)
+                                 naive=mode == "naive", machines=shape.machines, min_cache_tokens=min_cache_tokens)
     provider.caching = mode != "uncached"
     overrides: dict[str, Any] = {"local_context_window": CONTEXT_WINDOW}
     if mode == "adk":
-        overrides.update(create_policy="adk", adk_cache_intervals=adk_interval_calls, refresh_on_hit=False)
-    work = tmp / shape.name / mode
+        overrides.update(ADK_OVERRIDES)
+    work = tmp / shape.name / (mode + tag)
     settings = cache_settings(certs, work, **overrides)
     cache_app = await CacheApp.create(settings, clock=clock, providers={shape.provider: provider})
     cache_server = await build_cache_server(settings, app=cache_app)
@@ -223,7 +238,7 @@ async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Pa
     try:
         sessions = [await stub.CreateSession(pb.CreateSessionRequest(
             parent=f"apps/bench/users/economics-{u}", session_id=mode,
-            session=session_pb2.Session(config=session_config(mode, shape.model)),
+            session=session_pb2.Session(config=session_config(mode, shape.model, f"economics-{u}/{mode}")),
         )) for u in range(shape.users)]
         # The demo's script, as messages for the raw stub.
         system = script.system_instruction().to_proto()
@@ -244,7 +259,7 @@ async def run_mode(shape: Shape, mode: str, certs: pathlib.Path, tmp: pathlib.Pa
             if shape.side_every and n % shape.side_every == 0:
                 side = await stub.CreateSession(pb.CreateSessionRequest(
                     parent="apps/bench/users/economics-0", session_id=f"{mode}-side-{n}",
-                    session=session_pb2.Session(config=session_config(mode, shape.model)),
+                    session=session_pb2.Session(config=session_config(mode, shape.model, f"side-{n}")),
                 ))
                 turns.append((side.name, side_event(f"{mode}-side-{n}", n), -1))
             for session_name, event, u in turns:
@@ -298,9 +313,8 @@ def ideal_share(requests: list[ModelCall]) -> float:
     return stable / total if total else 0.0
 
 
-async def run_shape(shape: Shape, certs: pathlib.Path, tmp: pathlib.Path,
-                    adk_interval_calls: int) -> dict[str, Run]:
-    runs = {mode: await run_mode(shape, mode, certs, tmp, adk_interval_calls)
+async def run_shape(shape: Shape, certs: pathlib.Path, tmp: pathlib.Path) -> dict[str, Run]:
+    runs = {mode: await run_mode(shape, mode, certs, tmp)
             for mode in ("uncached", shape.naive, "agentctx")}
     first = next(iter(runs.values()))
     # The simulator's replies hash the whole conversation, cached part
@@ -332,13 +346,17 @@ def shape_figures(shape: Shape, runs: dict[str, Run]) -> dict[str, Any]:
 
 async def main() -> dict[str, Any]:
     invocations = invocations_for(CALLS)
-    adk_interval_calls = max(1, round(ADK_INTERVAL_INVOCATIONS * CALLS / invocations))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agentctx-bench-economics-") as tmp_name:
         tmp = pathlib.Path(tmp_name)
         certs = tmp / "certs"
         init_dev_certs(certs)
-        shapes = {shape.name: (shape, await run_shape(shape, certs, tmp, adk_interval_calls)) for shape in SHAPES}
+        shapes = {shape.name: (shape, await run_shape(shape, certs, tmp)) for shape in SHAPES}
+        workloads = await run_workloads(certs, tmp)
+        # ADK on Gemini models, where adk-python applies the model's floor
+        # (2,048 tokens for gemini-2.5, 4,096 for gemini-3) to the prefix:
+        # the same gate as the provider's minimum.
+        adk_floors = {floor: await run_mode(SHAPES[0], "adk", certs, tmp, floor, f"-{floor}") for floor in (2048, 4096)}
     runs = shapes["gemini"][1]
     base, adk, ours = runs["uncached"], runs["adk"], runs["agentctx"]
     ideal = ideal_share(base.requests)
@@ -347,7 +365,7 @@ async def main() -> dict[str, Any]:
         "calls": CALLS,
         "invocations": invocations,
         "seconds_per_call": SECONDS_PER_CALL,
-        "adk_interval_calls": adk_interval_calls,
+        "adk_interval_invocations": ADK_INTERVAL_INVOCATIONS,
         # The Gemini-like shape (explicit caches), against ADK's policy.
         "ideal_share": round(ideal, 4),
         "cached_share": round(ours.cached_share, 4),
@@ -358,6 +376,10 @@ async def main() -> dict[str, Any]:
         "cost_ratio_vs_uncached": round(ours.cost_usd / base.cost_usd, 4),
         "cost_ratio_vs_adk": round(ours.cost_usd / adk.cost_usd, 4),
         "adk_cost_ratio_vs_uncached": round(adk.cost_usd / base.cost_usd, 4),
+        "adk_gemini_2_5_cached_share": round(adk_floors[2048].cached_share, 4),
+        "adk_gemini_2_5_cost_ratio_vs_uncached": round(adk_floors[2048].cost_usd / base.cost_usd, 4),
+        "adk_gemini_3_cached_share": round(adk_floors[4096].cached_share, 4),
+        "adk_gemini_3_cost_ratio_vs_uncached": round(adk_floors[4096].cost_usd / base.cost_usd, 4),
         "share_of_ideal": round(ours.cached_share / ideal, 4) if ideal else 0.0,
         # The Anthropic-like (marked) and OpenAI-like (automatic) shapes.
         "anthropic_cached_share": per_shape["anthropic"]["cached_share"],
@@ -375,10 +397,66 @@ async def main() -> dict[str, Any]:
         "bar_cost_ratio_max": BAR_COST_RATIO,
         "bars_met": (ours.cached_share >= BAR_CACHED_SHARE and ours.cost_usd <= BAR_COST_RATIO * base.cost_usd
                      and all(f["cheaper_than_naive"] for name, f in per_shape.items() if name not in PLAIN)),
+        "workloads": workloads,
+        "worst_cost_ratio_vs_uncached": max(w["cost_ratio_vs_uncached"] for w in workloads.values()),
+        "worst_cost_ratio_vs_adk": max(w["cost_ratio_vs_adk"] for w in workloads.values() if "cost_ratio_vs_adk" in w),
+        "worst_cost_ratio_vs_naive": max(w["cost_ratio_vs_naive"] for w in workloads.values()),
         "wall_s": round(time.monotonic() - started, 2),
         "shapes": per_shape,
     }
     return figures
+
+
+def _provider(name: str, naive: bool, caching: bool) -> Any:
+    def make(clock: ManualClock) -> RecordingProvider:
+        provider = RecordingProvider(name=name, clock=clock, context_window=CONTEXT_WINDOW, naive=naive)
+        provider.caching = caching
+        return provider
+    return make
+
+
+# (price shape, its provider, model, modes): Gemini against ADK, Anthropic against its naive client.
+WORKLOAD_SHAPES = (
+    ("gemini", "local", script.MODEL, ("uncached", "adk", "agentctx")),
+    ("anthropic", "local-anthropic", "local-sim-anthropic-1", ("uncached", "naive", "agentctx")),
+)
+
+
+async def run_workloads(certs: pathlib.Path, tmp: pathlib.Path) -> dict[str, Any]:
+    """Every economics_shapes workload on the Gemini-like shape (against
+    ADK's policy) and the Anthropic-like one (against a breakpoint at every
+    request's end); the OpenAI-like shape is left out: nothing is written
+    there, so no policy can cost more than uncached."""
+    out: dict[str, Any] = {}
+    for workload in economics_shapes.workloads():
+        for shape, provider, model, modes in WORKLOAD_SHAPES:
+            played = {}
+            for mode in modes:
+                played[mode] = await economics_shapes.play(
+                    workload, _provider(provider, mode == "naive", mode != "uncached"), provider, model, mode,
+                    certs, tmp / "workloads" / workload.name / shape / mode, ADK_OVERRIDES)
+            first = played["uncached"]
+            assert all(p.replies == first.replies for p in played.values()), "the runs must hold the same calls"
+            base, ours = played["uncached"], played["agentctx"]
+            other = modes[1]
+            figures: dict[str, Any] = {
+                "calls": len(workload.calls),
+                "cost_ratio_vs_uncached": round(ours.cost_usd / base.cost_usd, 4),
+                f"{other}_cost_ratio_vs_uncached": round(played[other].cost_usd / base.cost_usd, 4),
+                "cost_ratio_vs_naive": round(ours.cost_usd / played[other].cost_usd, 4),
+                "cached_share": round(ours.cached_tokens / ours.prompt_tokens, 4),
+                f"{other}_cached_share": round(played[other].cached_tokens / played[other].prompt_tokens, 4),
+                "creates": ours.creates, f"{other}_creates": played[other].creates,
+                "states": ours.states, f"{other}_states": played[other].states,
+            }
+            if other == "adk":
+                figures["cost_ratio_vs_adk"] = figures["cost_ratio_vs_naive"]
+            out[f"{workload.name}/{shape}"] = figures
+            print(f"{workload.name:<17} {shape:<9} vs uncached {figures['cost_ratio_vs_uncached']:.4f}  "
+                  f"vs {other} {figures['cost_ratio_vs_naive']:.4f}  {other} vs uncached "
+                  f"{figures[f'{other}_cost_ratio_vs_uncached']:.4f}  states {ours.states} / {played[other].states}",
+                  file=sys.stderr)
+    return out
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ class CacheSettings(ServerSettings):
     min_prefix_tokens: int = Field(
         1024, ge=0, description="Prefixes below this many estimated tokens bypass without a provider call."
     )
-    default_ttl_s: float = Field(300.0, gt=0, description="TTL of a created cache when the caller sets none.")
+    default_ttl_s: float = Field(300.0, gt=0, description="The shortest TTL a cache gets when the caller sets none "
+        "(the policy may choose 2x, 4x or 12x it from the observed gaps, within max_ttl_s).")
     max_ttl_s: float = Field(3600.0, gt=0, description="Cap on a caller's TTL.")
     max_entries: int = Field(256, ge=1, description="Live caches across all scopes; the least recently used idle one is evicted.")
     max_prefix_bytes: int = Field(4 * MiB, ge=1, description="Largest prefix (canonical bytes) the registry caches.")
@@ -103,10 +104,12 @@ class CacheSettings(ServerSettings):
 
     # --- create policy (see cache_service/domain/policy.py) ---------------------
     sightings_before_create: int = Field(
-        1, ge=0, description="Earlier agreeing sightings a prefix needs before a cache is created (0: create at once)."
+        1, ge=0, description="0: create without evidence of reuse (the cost test still applies); otherwise a prefix "
+        "is cached only once a request it extends was seen within the TTL and the expected reads repay the cache."
     )
     grow_share: float = Field(
-        0.25, gt=0, description="Grow a cache when the uncached part of the prefix exceeds this share of the cached part."
+        0.25, gt=0, description="Grow a cache only when the uncached part of the prefix exceeds this share of the "
+        "cached part (and the expected reads repay the grown cache)."
     )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
     grow_in_background: bool = Field(
@@ -114,10 +117,11 @@ class CacheSettings(ServerSettings):
         "uses the cache it has, later calls the grown one (faster turns, slightly fewer cached tokens).",
     )
     create_policy: Literal["agentctx", "adk"] = Field(
-        "agentctx", description="agentctx (grow by grow_share), or adk: adk-python's policy, for comparisons "
-        "(never grow a valid cache; re-create it after adk_cache_intervals uses).",
+        "agentctx", description="agentctx (cost-aware), or adk: adk-python 2.13's policy, for comparisons "
+        "(never grow a valid cache; re-create it after adk_cache_intervals invocations).",
     )
-    adk_cache_intervals: int = Field(10, ge=1, le=100, description="adk policy: uses before a cache is re-created.")
+    adk_cache_intervals: int = Field(10, ge=1, le=100, description="adk policy: invocations a cache serves "
+        "before it is re-created.")
     content_memo_bytes: int = Field(
         64 * MiB, ge=0, description="Memory for contents already converted and hashed, so a turn hashes only "
         "its new contents (least recently used dropped first; 0: off).",

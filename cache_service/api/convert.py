@@ -228,6 +228,7 @@ def reply_to_proto(r: ModelReply, out: generation_pb2.ModelResponse) -> None:
         out.usage.output_tokens = u.output_tokens
         out.usage.thoughts_tokens = u.thoughts_tokens
         out.usage.total_tokens = u.total_tokens
+        out.usage.cache_write_tokens = u.cache_write_tokens
     out.model_version = r.model_version
 
 

@@ -70,35 +70,56 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HSET', KEYS[1], 'exp', ARGV[1])
 """ + _RETURN_ENTRY
 
-# KEYS: scope sightings, order, seq. ARGV: field, member, max, key prefix of sightings
-SIGHT = """
-redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[2])
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
-if over > 0 then
-  for _, m in ipairs(redis.call('ZPOPMIN', KEYS[2], over)) do
-    local bar = string.find(m, '|', 1, true)
-    if bar then redis.call('HDEL', ARGV[4] .. string.sub(m, 1, bar - 1), string.sub(m, bar + 1)) end
-  end
-end
-return 1
-"""
-
-# KEYS: scope sightings, order, seq. ARGV: max, key prefix of sightings, scope fp, then the chain's fields
+# KEYS: scope sightings, order, seq. ARGV: max, key prefix of sightings, scope fp, now, horizon, gaps kept,
+# then the chain's fields (history length 0 first). A field holds when it was last seen; '~prev' the
+# previous request's field; '~gaps', '~hgaps' the scope's recent conversation and head gaps, '~cont'
+# whether its recent requests had a history ('1' or '0' each). Returns {agreeing age or '', previous
+# agrees (0/1), gaps, head gaps, cont}.
 RECORD_SIGHTING = """
-local agreeing = 0
-for i = 4, #ARGV do agreeing = agreeing + tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0') end
-local field = ARGV[#ARGV]
-redis.call('HINCRBY', KEYS[1], field, 1)
-redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. field)
+local now, horizon, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local function age(field)
+  local t = redis.call('HGET', KEYS[1], field)
+  if t and now - tonumber(t) < horizon then return math.max(0, now - tonumber(t)) end
+  return nil
+end
+local agreeing = nil
+for i = #ARGV, 7, -1 do
+  agreeing = age(ARGV[i])
+  if agreeing then break end
+end
+local head = age(ARGV[7])
+local prev = redis.call('HGET', KEYS[1], '~prev')
+local prev_agrees = 0
+if prev then for i = 7, #ARGV do if ARGV[i] == prev then prev_agrees = 1; break end end end
+local function push(name, value)
+  local list = {}
+  for g in string.gmatch(redis.call('HGET', KEYS[1], name) or '', '[^,]+') do list[#list + 1] = g end
+  if value then list[#list + 1] = value end
+  while #list > kept do table.remove(list, 1) end
+  local joined = table.concat(list, ',')
+  redis.call('HSET', KEYS[1], name, joined)
+  return joined
+end
+local history = #ARGV > 7
+local gaps = push('~gaps', (history and agreeing) and string.format('%.6f', agreeing) or nil)
+local hgaps = push('~hgaps', head and string.format('%.6f', head) or nil)
+local cont = push('~cont', history and '1' or '0')
+redis.call('HSET', KEYS[1], '~prev', ARGV[#ARGV], ARGV[#ARGV], ARGV[4], ARGV[7], ARGV[4])
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[7])
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[#ARGV])
 local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[1])
 if over > 0 then
   for _, m in ipairs(redis.call('ZPOPMIN', KEYS[2], over)) do
     local bar = string.find(m, '|', 1, true)
-    if bar then redis.call('HDEL', ARGV[2] .. string.sub(m, 1, bar - 1), string.sub(m, bar + 1)) end
+    if bar then
+      local key = ARGV[2] .. string.sub(m, 1, bar - 1)
+      redis.call('HDEL', key, string.sub(m, bar + 1))
+      -- Only the scope's '~' fields left: the scope is forgotten.
+      if redis.call('HLEN', key) <= 4 then redis.call('DEL', key) end
+    end
   end
 end
-return agreeing
+return {agreeing and string.format('%.6f', agreeing) or '', prev_agrees, gaps, hgaps, cont}
 """
 
 # KEYS: scope sightings, order. ARGV: scope fingerprint

@@ -7,8 +7,9 @@ script (cluster.scripts) for a step that must be atomic across replicas.
   ids, ``all`` orders every entry by creation and ``lru`` by last use (a
   shared counter, since replicas' monotonic clocks differ).
 - Tombstones: ``t:<id>`` with a TTL well past the longest lease.
-- Sightings: ``sg:<scope>`` counts, ``sgo`` their recency, bounded by
-  ``max_sightings`` over all scopes. Learned floors: ``floors``.
+- Sightings: ``sg:<scope>`` when each prefix (and head) was last seen, the
+  previous request's prefix and the scope's recent arrival gaps; ``sgo``
+  their recency, bounded by ``max_sightings`` over all scopes. Learned floors: ``floors``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from cache_service.cluster.cipher import NameCipher
 from cache_service.cluster.codec import decode_entry, entry_fields, pairs, text
 from cache_service.cluster.names import Names, key_field
 from cache_service.domain.entry import Entry, EntryKey
+from cache_service.domain.memory_store import GAPS_KEPT
+from cache_service.domain.policy import Evidence
 
 
 class RedisRegistryStore:
@@ -34,8 +37,7 @@ class RedisRegistryStore:
         self._max_sightings = max_sightings
         self._tombstone_ttl = tombstone_ttl_s
         self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
-            "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "DROP_EXPIRED", "SET_EXPIRY", "SIGHT",
-            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
+            "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "DROP_EXPIRED", "SET_EXPIRY", "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
 
     # --- entries --------------------------------------------------------------------
 
@@ -121,23 +123,17 @@ class RedisRegistryStore:
     # --- sightings and floors -----------------------------------------------------------
 
     async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
-        field = f"{history_len}:{digest.hex()}"
-        n = self._n
-        await self._scripts["SIGHT"](keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq],
-                                     args=[field, f"{scope_fp}|{field}", self._max_sightings, n.sightings("")])
+        """An expired or missing cache adds no evidence (domain.ports)."""
 
-    async def agreeing_sightings(self, scope_fp: str, chain: Sequence[bytes]) -> int:
-        if not chain:
-            return 0
-        counts = await self._r.hmget(self._n.sightings(scope_fp), [f"{i}:{d.hex()}" for i, d in enumerate(chain)])
-        return sum(int(c) for c in counts if c is not None)
-
-    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes]) -> int:
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float) -> Evidence:
         n = self._n
         fields = [f"{i}:{d.hex()}" for i, d in enumerate(chain)]
-        return int(await self._scripts["RECORD_SIGHTING"](
+        age, previous, gaps, head_gaps, continued = await self._scripts["RECORD_SIGHTING"](
             keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq],
-            args=[self._max_sightings, n.sightings(""), scope_fp, *fields]))
+            args=[self._max_sightings, n.sightings(""), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT, *fields])
+        flags = text(continued).split(",")
+        return Evidence(float(age) if age else None, _floats(gaps), bool(int(previous)), _floats(head_gaps),
+                        flags.count("1") / len(flags))
 
     async def forget_sightings(self, scope_fp: str) -> None:
         await self._scripts["FORGET_SIGHTINGS"](keys=[self._n.sightings(scope_fp), self._n.sighting_order],
@@ -168,3 +164,7 @@ class RedisRegistryStore:
         if not reply:
             return None
         return decode_entry(entry_id, pairs(reply[0]), pairs(reply[1]), self._cipher)
+
+
+def _floats(joined: object) -> tuple[float, ...]:
+    return tuple(float(g) for g in text(joined).split(",") if g)

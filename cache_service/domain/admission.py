@@ -4,32 +4,39 @@ decides for it (see docs/ARCHITECTURE.md, "Cache service").
 - Checks: the provider is configured, the scope is within
   ``max_scope_bytes``, the TTL is normalized to [1 s, ``max_ttl_s``].
 - Matching: the live cache over the longest leading part of the prefix
-  (same scope and TTL, not retiring, not within the expiry margin).
+  (same scope, one of the TTLs a create may take, not retiring, not within
+  the expiry margin).
 - Decision: domain.policy, fed with the floor (the provider's minimum and
-  what its refusals taught) and the agreeing sightings; every non-empty
-  prefix is then recorded as a sighting.
+  what its refusals taught), the scope's evidence (the store records every
+  non-empty prefix with its time, in the same step), the cache kind's
+  prices and the TTL options.
 - Slots: ``max_entries`` live caches, in-flight creates included; when
   full, the least recently used cache no lease names is evicted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import overload
 
 from agentctx_common.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
 from cache_service.domain import policy
-from cache_service.domain.entry import Entry
-from cache_service.domain.keys import PrefixView, Scope
+from cache_service.domain.entry import Entry, EntryKey
+from cache_service.domain.keys import PrefixView, Scope, invocation_count
 from cache_service.domain.lifecycle import Lifecycle
-from cache_service.domain.ports import Provider, RegistryStore, SingleFlight
+from cache_service.domain.model import BypassReason
+from cache_service.domain.ports import CacheKind, Clock, Provider, RegistryStore, SingleFlight
+from cache_service.domain.pricing import cache_prices
 from cache_service.domain.registry_settings import RegistrySettings
 
 
 class Admission:
     def __init__(self, providers: Mapping[str, Provider], store: RegistryStore, flights: SingleFlight,
-                 lifecycle: Lifecycle, settings: RegistrySettings) -> None:
+                 lifecycle: Lifecycle, settings: RegistrySettings, clock: Clock) -> None:
         self.providers = providers
+        self._clock = clock
+        self._steps: dict[str, tuple[float, ...]] = {}  # provider -> its TTL steps
         self._store = store
         self._flights = flights
         self._lifecycle = lifecycle
@@ -37,8 +44,9 @@ class Admission:
 
     def normalize_ttl(self, ttl_s: float | None) -> float:
         if not ttl_s:
-            return self._settings.default_ttl_s
-        return max(1.0, min(float(ttl_s), self._settings.max_ttl_s))
+            return float(self._settings.default_ttl_s)
+        # A float always: TTLs are part of entry keys, and 600 is not 600.0 to Redis.
+        return float(max(1.0, min(float(ttl_s), self._settings.max_ttl_s)))
 
     def provider(self, name: str) -> Provider:
         provider = self.providers.get(name)
@@ -62,30 +70,61 @@ class Admission:
     def too_large(self, view: PrefixView) -> bool:
         return view.size_bytes > self._settings.max_prefix_bytes
 
+    def ttl_options(self, provider: Provider, ttl_s: float | None) -> tuple[float, ...]:
+        """The TTLs a create may take: the caller's, or when it set none the
+        default and the longer steps (2x, 4x, 12x) the provider keeps apart
+        within ``max_ttl_s`` (domain.policy, rule 6): a MARKED provider
+        offers two, an AUTOMATIC one keeps prefixes for its own TTL."""
+        if ttl_s or provider.cache_kind is CacheKind.AUTOMATIC or self._settings.policy.variant == policy.ADK:
+            return (self.normalize_ttl(ttl_s),)
+        steps = self._steps.get(provider.name)
+        if steps is None:
+            steps = self._steps[provider.name] = self._ttl_steps(provider)
+        return steps
+
+    def _ttl_steps(self, provider: Provider) -> tuple[float, ...]:
+        default = float(self._settings.default_ttl_s)
+        steps = [t for t in (default, 2 * default, 4 * default, 12 * default) if t <= self._settings.max_ttl_s]
+        if provider.cache_kind is CacheKind.MARKED:
+            steps = [self.normalize_ttl(provider.prefix_ttl_s(t)) for t in steps]
+        return tuple(sorted(set(steps or [default])))
+
     async def decide(self, scope: Scope, provider: Provider, view: PrefixView,
-                     ttl: float) -> tuple[policy.Decision, Entry | None]:
+                     ttls: tuple[float, ...]) -> tuple[policy.Decision, Entry | None]:
         """The policy's decision and the matching live cache, if any."""
         sfp = scope.fingerprint
-        match = await self.match(sfp, view, ttl)
+        match = await self.match(sfp, view, ttls)
+        if view.prefix.is_empty:
+            return policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX), match
         floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
-        # Every non-empty prefix is recorded, in the same step as the count.
-        agreeing = (await self._store.agreeing_sightings(sfp, view.chain) if view.prefix.is_empty
-                    else await self._store.record_sighting(sfp, view.chain))
+        # Every non-empty prefix is recorded, in the same step as the evidence.
+        evidence = await self._store.record_sighting(sfp, view.chain, self._clock.wall(), max(ttls))
+        settings = self._settings.policy
         decision = policy.decide(
-            empty=view.prefix.is_empty,
+            empty=False,
             tokens=view.tokens,
             history_len=view.history_len,
-            floor=floor,
-            match=policy.CachedPrefix(match.tokens, match.history_len, match.uses) if match else None,
-            agreeing_sightings=agreeing,
-            settings=self._settings.policy,
+            floor=floor if settings.variant == policy.ADK else max(floor, settings.min_prefix_tokens),
+            match=self._cached(match, view) if match else None,
+            evidence=evidence,
+            prices=cache_prices(provider.cache_kind.value),
+            ttls=ttls,
+            settings=settings,
+            model=scope.model,
         )
         return decision, match
 
-    async def match(self, scope_fp: str, view: PrefixView, ttl: float) -> Entry | None:
-        """The live cache over the longest leading part of ``view``."""
-        keys = [(view.chain[n], ttl) for n in range(view.history_len, -1, -1)]
-        return await self._store.first_match(scope_fp, keys, self._usable)
+    def _cached(self, entry: Entry, view: PrefixView) -> policy.CachedPrefix:
+        invocations = 0
+        if self._settings.policy.variant == policy.ADK:
+            # The cache was created by the call whose history it holds.
+            history = view.prefix.history
+            invocations = invocation_count(history) - invocation_count(history[:entry.history_len]) + 1
+        return policy.CachedPrefix(entry.tokens, entry.history_len, entry.uses, entry.ttl_s, invocations)
+
+    async def match(self, scope_fp: str, view: PrefixView, ttls: tuple[float, ...]) -> Entry | None:
+        """The live cache over the longest leading part of ``view``, of any of ``ttls``."""
+        return await self._store.first_match(scope_fp, _Keys(view.chain, ttls), self._usable)
 
     def _usable(self, entry: Entry) -> bool:
         return not entry.retiring and self._lifecycle.usable(entry)
@@ -95,3 +134,38 @@ class Admission:
         if await self._store.count() + self._flights.count() < self._settings.max_entries:
             return True
         return await self._lifecycle.evict_one()
+
+
+class _Keys(Sequence[EntryKey]):
+    """The keys a match looks up, longest prefix first and every TTL option
+    for each, made as the store reads them: a hit near the end of a long
+    history reads only a few."""
+
+    __slots__ = ("_chain", "_ttls")
+
+    def __init__(self, chain: Sequence[bytes], ttls: tuple[float, ...]) -> None:
+        self._chain = chain
+        self._ttls = ttls
+
+    def __len__(self) -> int:
+        return len(self._chain) * len(self._ttls)
+
+    @overload
+    def __getitem__(self, i: int) -> EntryKey: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[EntryKey]: ...
+
+    def __getitem__(self, i: int | slice) -> EntryKey | Sequence[EntryKey]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        n, t = divmod(i % len(self), len(self._ttls))
+        return (self._chain[len(self._chain) - 1 - n], self._ttls[t])
+
+    def __iter__(self) -> Iterator[EntryKey]:
+        ttls = self._ttls
+        for digest in reversed(self._chain):
+            for ttl in ttls:
+                yield (digest, ttl)

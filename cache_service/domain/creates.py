@@ -6,7 +6,8 @@ create is journaled (intent, then created) around the provider call, which
 runs under ``create_timeout_s``. When it finishes:
 
 - success: waiters past their deadline get DEADLINE_EXCEEDED; the cache is
-  installed, a grown one retires the cache it replaces, and each remaining
+  installed, a grown one retires the cache it replaces (unless that one
+  holds the head alone: every conversation of the scope reads it), and each remaining
   waiter gets a lease (the first one CREATED or GROWN, the rest HIT). A
   cache nobody waits for any more, or created for a scope invalidated
   meanwhile, is deleted through the cleanup path instead of becoming an
@@ -244,7 +245,9 @@ class Creator:
         )
         await self._store.put(entry)
         old = await self._store.get(flight.replaces.id) if flight.replaces is not None else None
-        if old is not None and not old.retiring:
+        # A cache of the head alone is the scope's, read by its every
+        # conversation: it stays for its TTL. A conversation's is replaced.
+        if old is not None and not old.retiring and old.history_len > 0:
             await self._lifecycle.retire(old)
         flight.outcome = INSTALLED
         await self._flights.end(flight)

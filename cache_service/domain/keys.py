@@ -247,3 +247,19 @@ def call_chain(call: ModelCall, upto: int) -> bytes:
     """The chain digest of a request's first ``upto`` contents (with its head)."""
     prefix = Prefix.of_call(call, upto)
     return chain_digests(prefix.head_json(), prefix.history)[-1]
+
+
+def _has_part(content: Any, key: str) -> bool:
+    return any(key in part for part in (content.get("parts") or ()))
+
+
+def invocation_count(history: Sequence[Any]) -> int:
+    """Invocations (as adk-python counts them) up to the call this history
+    precedes: each user content that is not a function response starts one,
+    and so does the call's own input unless it answers the model's function
+    calls. The cache service sees no invocation id; the history says it."""
+    starts = sum(1 for c in history if c.get("role") == "user" and not _has_part(c, "functionResponse"))
+    if not history:
+        return 1
+    last = history[-1]
+    return starts + (1 if last.get("role") == "model" and not _has_part(last, "functionCall") else 0)

@@ -6,8 +6,10 @@ service").
 - Tombstones: the invalid reason of the last ``max_tombstones`` removed
   entries, so a lease on one resolves to INVALIDATED or EXPIRED rather than
   UNKNOWN.
-- Sightings: (scope, history length, chain digest) -> count, the most
-  recently seen ``max_sightings`` kept.
+- Sightings: (scope, history length, chain digest) -> when last seen, for
+  each request's prefix and its head, the most recently seen
+  ``max_sightings`` kept; per scope the previous request's prefix and the
+  last ``GAPS_KEPT`` arrival gaps (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
   accepted to cache, as its refusals taught us.
 
@@ -19,17 +21,46 @@ themselves; callers still change them only through these methods.
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
+from cache_service.domain.policy import Evidence
+
+GAPS_KEPT = 16  # arrival gaps kept per scope
 
 
 @dataclass
 class _ScopeEntries:
     entries: dict[str, Entry] = field(default_factory=dict)
     by_key: dict[EntryKey, str] = field(default_factory=dict)
+
+
+@dataclass
+class _ScopeSightings:
+    """A scope's recent arrivals (domain.policy.Evidence), ``GAPS_KEPT`` of each."""
+
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    head_gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    continued: deque[bool] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    with_history: int = 0  # of ``continued``, how many are True
+    previous: tuple[int, bytes] | None = None  # the previous request's (history length, digest)
+    records: int = 0  # of the scope's sightings still kept
+
+    def note(self, has_history: bool, agreeing: float | None, head: float | None) -> None:
+        if len(self.continued) == GAPS_KEPT:
+            self.with_history -= self.continued[0]
+        self.continued.append(has_history)
+        self.with_history += has_history
+        if has_history and agreeing is not None:
+            self.gaps.append(agreeing)
+        if head is not None:
+            self.head_gaps.append(head)
+
+    def evidence(self, agreeing: float | None, previous_agrees: bool) -> Evidence:
+        share = self.with_history / len(self.continued) if self.continued else 0.0
+        return Evidence(agreeing, tuple(self.gaps), previous_agrees, tuple(self.head_gaps), share)
 
 
 class MemoryRegistryStore:
@@ -39,7 +70,9 @@ class MemoryRegistryStore:
         self._by_id: dict[str, Entry] = {}
         self._scopes: dict[str, _ScopeEntries] = {}
         self._tombstones: OrderedDict[str, str] = OrderedDict()  # entry id -> invalid reason
-        self._sightings: OrderedDict[tuple[str, int, bytes], int] = OrderedDict()
+        # (scope, history length, chain digest) -> wall time last seen, oldest first.
+        self._sightings: OrderedDict[tuple[str, int, bytes], float] = OrderedDict()
+        self._sighting_scopes: dict[str, _ScopeSightings] = {}
         self._floors: dict[tuple[str, str], int] = {}
         self._generations = itertools.count(1)
 
@@ -141,22 +174,44 @@ class MemoryRegistryStore:
     # --- sightings and floors -----------------------------------------------------------
 
     async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
-        key = (scope_fp, history_len, digest)
-        self._sightings[key] = self._sightings.pop(key, 0) + 1
+        """An expired or missing cache adds no evidence: the requests that
+        used it left their own records, with their time."""
+
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float) -> Evidence:
+        key = (scope_fp, len(chain) - 1, chain[-1])
+        state = self._sighting_scopes.get(scope_fp)
+        if state is None:
+            state = self._sighting_scopes[scope_fp] = _ScopeSightings()
+        agreeing = None
+        for n in range(len(chain) - 1, -1, -1):
+            seen = self._sightings.get((scope_fp, n, chain[n]))
+            if seen is not None and now - seen < horizon_s:
+                agreeing = max(0.0, now - seen)
+                break
+        head = self._sightings.get((scope_fp, 0, chain[0]))
+        state.note(len(chain) > 1, agreeing, None if head is None or now - head >= horizon_s else max(0.0, now - head))
+        previous = state.previous
+        previous_agrees = previous is not None and previous[0] < len(chain) and chain[previous[0]] == previous[1]
+        state.previous = (len(chain) - 1, chain[-1])
+        for k in (key, (scope_fp, 0, chain[0])):  # the prefix, and its head
+            if self._sightings.pop(k, None) is None:
+                state.records += 1
+            self._sightings[k] = now
         while len(self._sightings) > self._max_sightings:
-            self._sightings.popitem(last=False)
+            self._drop_oldest_sighting()
+        return state.evidence(agreeing, previous_agrees)
 
-    async def agreeing_sightings(self, scope_fp: str, chain: Sequence[bytes]) -> int:
-        return sum(self._sightings.get((scope_fp, n, digest), 0) for n, digest in enumerate(chain))
-
-    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes]) -> int:
-        agreeing = await self.agreeing_sightings(scope_fp, chain)
-        await self.sight(scope_fp, len(chain) - 1, chain[-1])
-        return agreeing
+    def _drop_oldest_sighting(self) -> None:
+        (scope_fp, _, _), _ = self._sightings.popitem(last=False)
+        state = self._sighting_scopes[scope_fp]
+        state.records -= 1
+        if not state.records:
+            del self._sighting_scopes[scope_fp]
 
     async def forget_sightings(self, scope_fp: str) -> None:
         for key in [k for k in self._sightings if k[0] == scope_fp]:
             del self._sightings[key]
+        self._sighting_scopes.pop(scope_fp, None)
 
     async def learned_floor(self, provider: str, model: str) -> int:
         return self._floors.get((provider, model), 0)

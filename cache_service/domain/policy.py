@@ -1,64 +1,88 @@
-"""The create policy: when a prefix is worth a provider cache.
+"""The create policy: when a prefix is worth a provider cache, and for how
+long (see docs/ARCHITECTURE.md, "Cache service").
 
-A cache costs money to write (its tokens at the input price) and to keep
-(token-hours), and pays back only when later calls read it. So:
+A cache pays only through later reads. What it costs depends on the
+provider's cache kind (``CachePrices``, from domain.pricing): a NAMED cache
+(Gemini) is written at the input price and kept at a storage price per
+token-hour; a MARKED prefix (Anthropic) costs a write premium (1.25x input
+for 5 minutes, 2x for an hour) and no storage; an AUTOMATIC one (OpenAI)
+costs nothing to write, so a lease there only steers. A read costs the
+cached price (a tenth of input) instead of the input price.
+
+The default policy (``agentctx``):
 
 1. **Empty prefix** (no history, tools or system instruction): BYPASS
-   EMPTY_PREFIX. Nothing stable to cache.
-2. **Small prefix**: below ``floor`` estimated tokens, BYPASS
-   BELOW_MIN_TOKENS without any provider call. The floor is the largest of
-   ``min_prefix_tokens``, the provider's minimum for the model, and what
-   the provider taught us by refusing a smaller cache. It is compared with
-   the *prefix's* tokens, never the whole prompt's (adk-python #5847).
-3. **Reuse**: a live cache whose prefix is a leading part of this prefix
-   (same scope and TTL, not expiring within ``expiry_margin_s``) is a HIT;
-   the call then sends only what follows it. The longest such cache wins.
-4. **Grow**: if the part of this prefix that the cache does not hold exceeds
-   ``grow_share`` of the cache's tokens, a new cache over this whole prefix
-   is created (GROWN) and the old one is deleted once no lease needs it.
-5. **First sighting**: otherwise a prefix is cached only after
-   ``sightings_before_create`` earlier requests agreed with it: each request
-   records its prefix, and a later prefix *agrees* when a recorded one is a
-   leading part of it (the conversation grew) or equal to it. ADK keeps one
-   fingerprint per agent on the session, over the previous request's first
-   N contents; here the registry keeps a bounded, most-recently-used set of
-   recorded prefixes per scope, so interleaved conversations of one scope
-   do not overwrite each other's record, and a missing or expired cache
-   does not send its prefix back to a first sighting. A first sighting is
-   BYPASS FIRST_SIGHTING and costs nothing.
-6. **Create**: a new cache over this whole prefix (CREATED).
+   EMPTY_PREFIX.
+2. **Small prefix**: below ``floor`` estimated tokens (the largest of
+   ``min_prefix_tokens``, the provider's minimum for the model and what its
+   refusals taught), BYPASS BELOW_MIN_TOKENS without a provider call. The
+   floor is compared with the *prefix's* tokens (adk-python #5847).
+3. **Reuse**: the live cache over the longest leading part of the prefix
+   is a HIT, unless growing it repays (rule 5).
+4. **Evidence**: every request records its prefix and its head (model,
+   system instruction, tools) with the time (``Evidence``). A request
+   *agrees* with a recorded prefix that is a leading part of it or equal
+   to it and younger than the TTL it would be cached with: an older one
+   says nothing about reads before expiry. With no agreeing record the
+   request is a first sighting: BYPASS FIRST_SIGHTING, and never a create.
+   The scope's recent arrivals say how often a cache of TTL ``L`` would be
+   read again before it expires (``reads_of``): a cache of the head alone
+   by any request of the scope, one of a conversation's prefix by that
+   conversation's next call, which comes as often as the scope's requests
+   have a history, after one of the scope's conversation gaps. With ``x``
+   the chance that a read follows within ``L``, ``x / (1 - x)`` reads are
+   expected (each read refreshes the cache), at most ``max_expected_reads``.
+5. **Create and grow** only when the expected reads repay what the cache
+   costs (``net_gain``): for a create, the write (and, NAMED, the storage
+   from now to the expected last read plus one TTL) against the input
+   price saved on each read; for a grow, the same over the tokens the live
+   cache does not hold (at least ``grow_share`` of them), the new cache's
+   full write and storage counted. Otherwise BYPASS FIRST_SIGHTING (no
+   create) or HIT (no grow).
+6. **TTL**: when the caller sets none, the TTL is the one of ``ttls`` (the
+   provider's options) with the largest expected gain: sessions that
+   return after 10 minutes get a cache that lives that long, where storage
+   allows.
 
-Expired and missing caches leave their sighting behind, so a conversation
-that resumes after a pause re-creates its cache at once.
-
-The ``adk`` variant (setting ``create_policy = "adk"``) reproduces
-adk-python's ContextCacheConfig for comparisons such as bench/economics:
-the same first-sighting rule, but a valid cache is never grown; after
-``refresh_after_uses`` uses (ADK's ``cache_intervals``) it is re-created
-over the current prefix. Read generously: ADK re-creates over the prefix it
-fingerprinted, which is never longer than the current one. ADK counts
-agent invocations, the registry counts leases; callers scale the interval.
+The ``adk`` variant (``create_policy = "adk"``) reproduces adk-python's
+ContextCacheConfig (2.13) for comparisons such as bench/economics, in a
+scope that holds one agent of one session (ADK keeps its cache record per
+agent on the session): a request agrees only with the *previous* request
+of the scope (``Evidence.previous_agrees``, ADK's fingerprint over the
+previous request's cacheable contents), however old, and then creates over
+its own prefix (the previous count or the current one, the larger);
+``min_tokens`` is 0, the only floors are the provider's and ADK's per
+model (``adk_floor``: 2,048 tokens for gemini-2.5, 4,096 for gemini-3); a
+valid cache is never grown, and once it has served ``refresh_after_uses``
+invocations it is re-created on the next (``CachedPrefix.invocations``,
+counted as ADK counts them: domain.keys.invocation_count).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cache_service.domain.model import BypassReason
 
 AGENTCTX = "agentctx"
 ADK = "adk"
+# adk-python's explicit-cache floors by model name (gemini_context_cache_manager).
+_ADK_FLOORS = (("gemini-2.5-", 2048), ("gemini-3", 4096))
 
 
 @dataclass(frozen=True)
 class PolicySettings:
     min_prefix_tokens: int = 1024
+    # 0: create at once, without evidence (the cost test still applies).
     sightings_before_create: int = 1
     grow_share: float = 0.25
     variant: str = AGENTCTX
-    # adk only: uses of a cache before it is re-created.
+    # adk only: invocations a cache serves before it is re-created.
     refresh_after_uses: int = 10
+    # The cap on expected reads: no more than the gaps a scope keeps.
+    max_expected_reads: float = 16.0
 
 
 class Action(enum.Enum):
@@ -72,6 +96,7 @@ class Action(enum.Enum):
 class Decision:
     action: Action
     reason: BypassReason = BypassReason.UNSPECIFIED
+    ttl_s: float = 0.0  # CREATE and GROW: the TTL chosen
 
 
 @dataclass(frozen=True)
@@ -81,6 +106,106 @@ class CachedPrefix:
     tokens: int
     history_len: int
     uses: int = 0
+    ttl_s: float = 300.0
+    # adk: invocations served, the current one included.
+    invocations: int = 0
+
+
+@dataclass(frozen=True)
+class CachePrices:
+    """A cache kind's prices per token, in any one unit (domain.pricing)."""
+
+    kind: str  # a domain.ports.CacheKind value: "named", "marked" or "automatic"
+    input: float
+    cached: float
+    write: float
+    write_long: float  # a write for a TTL above ``long_after_s``
+    long_after_s: float
+    storage_hour: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the scope's recorded requests say about this one, this one's
+    own arrival included.
+
+    ``agreeing_age``: seconds since the longest recorded prefix that is a
+    leading part of (or equal to) this one was last seen; None if none is.
+    ``gaps``: the recent ``agreeing_age`` of requests with a history (a
+    conversation's gaps between its calls). ``previous_agrees``: the
+    scope's previous request's prefix is a leading part of this one (adk).
+    ``head_gaps``: the recent gaps between any two requests of the scope
+    with this head (what a cache of the head alone is read by).
+    ``continued``: the share of the scope's recent requests with a history
+    (how often a call is followed by another of its conversation)."""
+
+    agreeing_age: float | None = None
+    gaps: tuple[float, ...] = ()
+    previous_agrees: bool = False
+    head_gaps: tuple[float, ...] = ()
+    continued: float = 0.0
+
+
+def adk_floor(model: str) -> int:
+    name = model.rsplit("/", 1)[-1]
+    return next((floor for start, floor in _ADK_FLOORS if name.startswith(start)), 0)
+
+
+def expected_reads(gaps: Sequence[float], ttl_s: float, cap: float, go_on: float = 1.0) -> float:
+    """Reads before expiry of a cache of ``ttl_s`` refreshed by each read,
+    if each next request comes with probability ``go_on``, after one of
+    the observed gaps: a read follows a read with probability
+    ``x = go_on * q`` (``q`` the share of gaps below ``ttl_s``), so
+    ``x / (1 - x)`` of them, at most ``cap``."""
+    if not gaps:
+        return 0.0
+    x = go_on * sum(1 for g in gaps if g < ttl_s) / len(gaps)
+    return cap if x >= 1.0 else min(cap, x / (1.0 - x))
+
+
+def reads_of(evidence: Evidence, history_len: int, ttl_s: float, cap: float) -> tuple[float, float]:
+    """(expected reads, their mean gap) of a cache over a prefix of
+    ``history_len`` contents: the head alone is read by every request of
+    the scope, a conversation's prefix by its own next calls only."""
+    if history_len == 0:
+        gaps, go_on = evidence.head_gaps, 1.0
+    else:
+        gaps, go_on = evidence.gaps, evidence.continued
+    inside = [g for g in gaps if g < ttl_s]
+    return expected_reads(gaps, ttl_s, cap, go_on), (sum(inside) / len(inside) if inside else 0.0)
+
+
+def net_gain(prices: CachePrices, *, tokens: int, new_tokens: int, reads: float, mean_gap_s: float,
+             ttl_s: float) -> float:
+    """Expected saving of caching ``tokens`` (``new_tokens`` of them not
+    cached yet) for ``ttl_s``, read ``reads`` times ``mean_gap_s`` apart,
+    against sending them uncached: what the reads save minus the write and
+    the storage. Never positive without reads."""
+    if prices.kind == "automatic":
+        # Nothing written or stored: a lease only steers the provider.
+        return reads * new_tokens * (prices.input - prices.cached)
+    write = prices.write_long if ttl_s > prices.long_after_s else prices.write
+    saved = reads * new_tokens * (prices.input - prices.cached)
+    if prices.kind == "marked":
+        # The first call writes its new tokens instead of sending them plain.
+        return saved - new_tokens * (write - prices.input)
+    # NAMED: the whole prefix is written again (its creating call reads it,
+    # and pays no input for it) and stored until a TTL past the last read.
+    hours = (reads * mean_gap_s + ttl_s) / 3600.0
+    return saved - tokens * (write - prices.input + prices.cached) - tokens * hours * prices.storage_hour
+
+
+def best_ttl(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, settings: PolicySettings, *,
+             tokens: int, new_tokens: int, history_len: int) -> tuple[float, float]:
+    """(gain, ttl) of the TTL option with the largest expected gain."""
+    best = (float("-inf"), ttls[0])
+    for ttl in ttls:
+        if evidence.agreeing_age is None or evidence.agreeing_age >= ttl:
+            continue  # an older record is no agreement for this TTL
+        reads, gap = reads_of(evidence, history_len, ttl, settings.max_expected_reads)
+        gain = net_gain(prices, tokens=tokens, new_tokens=new_tokens, reads=reads, mean_gap_s=gap, ttl_s=ttl)
+        best = max(best, (gain, ttl))
+    return best
 
 
 def decide(
@@ -90,20 +215,43 @@ def decide(
     history_len: int,
     floor: int,
     match: CachedPrefix | None,
-    agreeing_sightings: int,
+    evidence: Evidence,
+    prices: CachePrices,
+    ttls: Sequence[float],
     settings: PolicySettings,
+    model: str = "",
 ) -> Decision:
+    """``ttls``: the TTLs a create may take, the caller's first (one, when
+    the caller chose it)."""
     if empty:
         return Decision(Action.BYPASS, BypassReason.EMPTY_PREFIX)
-    if match is not None and settings.variant == ADK:
-        return Decision(Action.GROW if match.uses >= settings.refresh_after_uses else Action.HIT)
+    if settings.variant == ADK:
+        return _decide_adk(tokens, floor, match, evidence, ttls[0], settings, model)
     if match is not None:
         uncached = tokens - match.tokens
-        if match.history_len < history_len and uncached > settings.grow_share * match.tokens:
-            return Decision(Action.GROW)
-        return Decision(Action.HIT)
+        if match.history_len >= history_len or uncached <= settings.grow_share * match.tokens:
+            return Decision(Action.HIT)
+        gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached,
+                             history_len=history_len)
+        return Decision(Action.GROW, ttl_s=ttl) if gain > 0 else Decision(Action.HIT)
     if tokens < max(floor, settings.min_prefix_tokens):
         return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
-    if agreeing_sightings >= settings.sightings_before_create:
-        return Decision(Action.CREATE)
+    if settings.sightings_before_create == 0:
+        evidence = Evidence(0.0, (0.0,), evidence.previous_agrees, (0.0,), 1.0)
+    gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=tokens, history_len=history_len)
+    if gain > 0:
+        return Decision(Action.CREATE, ttl_s=ttl)
     return Decision(Action.BYPASS, BypassReason.FIRST_SIGHTING)
+
+
+def _decide_adk(tokens: int, floor: int, match: CachedPrefix | None, evidence: Evidence, ttl: float,
+                settings: PolicySettings, model: str) -> Decision:
+    if match is not None:
+        if match.invocations > settings.refresh_after_uses:
+            return Decision(Action.GROW, ttl_s=ttl)
+        return Decision(Action.HIT)
+    if not evidence.previous_agrees:
+        return Decision(Action.BYPASS, BypassReason.FIRST_SIGHTING)
+    if tokens < max(floor, adk_floor(model)):
+        return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
+    return Decision(Action.CREATE, ttl_s=ttl)

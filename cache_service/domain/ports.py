@@ -43,6 +43,7 @@ from cache_service.domain.model import (
     ModelReply,
     ResourceName,
 )
+from cache_service.domain.policy import Evidence
 
 # --- time ----------------------------------------------------------------------------
 
@@ -307,17 +308,15 @@ class RegistryStore(Protocol):
         ...
 
     async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
-        """Records a prefix seen in the scope (bounded, most recent kept)."""
+        """A cache of this prefix expired or went missing (no evidence of reuse)."""
         ...
 
-    async def agreeing_sightings(self, scope_fp: str, chain: Sequence[bytes]) -> int:
-        """How many recorded sightings are a leading part of ``chain``."""
-        ...
-
-    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes]) -> int:
-        """``agreeing_sightings(chain)``, then ``sight`` of the whole chain,
-        as one step: of concurrent first sightings on several replicas,
-        exactly one is first."""
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float,
+                              horizon_s: float) -> Evidence:
+        """What the scope's records younger than ``horizon_s`` say of
+        ``chain`` (domain.policy.Evidence), then records it and its head as
+        seen at ``now`` (wall seconds), as one step: of concurrent first
+        sightings on several replicas, exactly one is first."""
         ...
 
     async def forget_sightings(self, scope_fp: str) -> None: ...

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from cache_service.domain.policy import CachePrices
+
 
 @dataclass(frozen=True)
 class Pricing:
@@ -32,6 +34,22 @@ GEMINI = Pricing()
 ANTHROPIC = Pricing(input_per_mtok=3.00, cached_input_per_mtok=0.30, storage_per_mtok_hour=0.0,
                     output_per_mtok=15.00, cache_write_per_mtok=3.75, cache_write_long_per_mtok=6.00)
 OPENAI = Pricing(input_per_mtok=1.25, cached_input_per_mtok=0.125, storage_per_mtok_hour=0.0, output_per_mtok=10.00)
+
+
+# Anthropic bills a write for a TTL above 5 minutes at the long rate.
+SHORT_TTL_S = 300.0
+
+
+def cache_prices(kind: str, pricing: Pricing | None = None) -> CachePrices:
+    """What the create policy weighs for a cache kind (domain.ports.CacheKind
+    value: "named", "marked", "automatic"): the shape's own prices, by default its ecosystem's (NAMED:
+    GEMINI, MARKED: ANTHROPIC, AUTOMATIC: OPENAI). The policy compares
+    ratios, so one model's prices stand for its provider's others."""
+    p = pricing or {"marked": ANTHROPIC, "automatic": OPENAI}.get(kind, GEMINI)
+    write = p.cache_write_per_mtok if p.cache_write_per_mtok is not None else p.input_per_mtok
+    long_write = p.cache_write_long_per_mtok if p.cache_write_long_per_mtok is not None else write
+    return CachePrices(kind, p.input_per_mtok, p.cached_input_per_mtok, write, long_write, SHORT_TTL_S,
+                       p.storage_per_mtok_hour)
 
 
 @dataclass

@@ -70,7 +70,7 @@ class Registry:
         self.flights: SingleFlight = flights or single_flight.LocalSingleFlight()
         self.lifecycle = Lifecycle(self.store, cleanup, clock, settings)
         self.leases = LeaseIssuer(self.store, signer or LeaseSigner(), clock, settings, self.lifecycle)
-        self.admission = Admission(providers, self.store, self.flights, self.lifecycle, settings)
+        self.admission = Admission(providers, self.store, self.flights, self.lifecycle, settings, clock)
         self.creates = Creator(providers, journal, cleanup, clock, settings, self.store, self.flights, self.leases,
                                self.lifecycle)
         # Bound, not wrapped: these run on every lease and generate call.
@@ -138,7 +138,7 @@ class Registry:
         ``deadline`` is absolute, on the registry clock's monotonic reading."""
         self.check_scope(scope)
         provider = self.provider(scope.provider)
-        ttl = self.normalize_ttl(ttl_s)
+        ttls = self.admission.ttl_options(provider, ttl_s)
         sfp = scope.fingerprint
         base = CacheInfo(prefix_fingerprint=view.fingerprint, prefix_tokens=view.tokens, scope_fingerprint=sfp)
         now = self.clock.monotonic()
@@ -148,7 +148,7 @@ class Registry:
             "cache.provider": scope.provider, "cache.prefix_tokens": view.tokens,
             "cache.prefix_bytes": view.size_bytes, "cache.scope_fingerprint": sfp[:16],
         }) as span:
-            outcome = await self._acquire(scope, provider, view, ttl, deadline, base)
+            outcome = await self._acquire(scope, provider, view, ttls, deadline, base)
             info = outcome.info if isinstance(outcome, AcquireResult) else None
             state = info.state.value if info else "ERROR"
             reason = info.bypass_reason.value if info else str(getattr(outcome, "reason", ""))
@@ -159,17 +159,18 @@ class Registry:
             raise outcome
         return outcome
 
-    async def _acquire(self, scope: Scope, provider: Provider, view: PrefixView, ttl: float, deadline: float,
-                       base: CacheInfo) -> Outcome:
+    async def _acquire(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],
+                       deadline: float, base: CacheInfo) -> Outcome:
         if self.admission.too_large(view):
             return failure(self.settings.failure_mode, BypassReason.CAPACITY, base)
-        decision, match = await self.admission.decide(scope, provider, view, ttl)
+        decision, match = await self.admission.decide(scope, provider, view, ttls)
         if decision.action is policy.Action.BYPASS:
             return bypass(base, decision.reason)
         if decision.action is policy.Action.HIT:
             assert match is not None
             return await self.leases.issue(match, CacheState.HIT)
-        return await self.creates.join(scope, view, ttl, match, deadline, base, self.admission.reserve_slot)
+        return await self.creates.join(scope, view, decision.ttl_s, match, deadline, base,
+                                       self.admission.reserve_slot)
 
     # --- lifecycle ----------------------------------------------------------------
 

@@ -75,6 +75,7 @@ class Usage:
     output_tokens: int = 0
     thoughts_tokens: int = 0
     total_tokens: int = 0
+    cache_write_tokens: int = 0  # of prompt_tokens, written into a provider cache
 
 
 class CacheState(str, enum.Enum):

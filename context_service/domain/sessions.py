@@ -309,7 +309,8 @@ def event_violations(
     if event.content is not None:
         v += content_violations(event.content, limits, f"{path}.content")
     if event.usage is not None:
-        for name in ("prompt_tokens", "cached_prompt_tokens", "output_tokens", "thoughts_tokens", "total_tokens"):
+        for name in ("prompt_tokens", "cached_prompt_tokens", "output_tokens", "thoughts_tokens", "total_tokens",
+                     "cache_write_tokens"):
             if getattr(event.usage, name) < 0:
                 v.append(FieldViolation(f"{path}.usage.{name}", "must not be negative"))
     if event.custom_metadata:

@@ -113,7 +113,8 @@ def content_to_proto(content: m.Content, out: content_pb2.Content | None = None)
 
 
 def usage_from_proto(u: generation_pb2.Usage) -> m.Usage:
-    return m.Usage(u.prompt_tokens, u.cached_prompt_tokens, u.output_tokens, u.thoughts_tokens, u.total_tokens)
+    return m.Usage(u.prompt_tokens, u.cached_prompt_tokens, u.output_tokens, u.thoughts_tokens, u.total_tokens,
+                   u.cache_write_tokens)
 
 
 def usage_to_proto(u: m.Usage, out: generation_pb2.Usage) -> None:
@@ -122,6 +123,7 @@ def usage_to_proto(u: m.Usage, out: generation_pb2.Usage) -> None:
     out.output_tokens = u.output_tokens
     out.thoughts_tokens = u.thoughts_tokens
     out.total_tokens = u.total_tokens
+    out.cache_write_tokens = u.cache_write_tokens
 
 
 def cache_from_proto(c: cache_pb2.CacheMetadata) -> m.CacheInfo:

@@ -94,6 +94,7 @@ def _usage_json(u: m.Usage) -> dict[str, int]:
     return {
         "prompt_tokens": u.prompt_tokens, "cached_prompt_tokens": u.cached_prompt_tokens,
         "output_tokens": u.output_tokens, "thoughts_tokens": u.thoughts_tokens, "total_tokens": u.total_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
     }
 
 

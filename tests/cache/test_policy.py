@@ -10,15 +10,22 @@ import pytest
 
 from cache_service.domain.generation import Generator
 from cache_service.domain.model import BypassReason, CacheState
-from cache_service.domain.policy import Action, CachedPrefix, PolicySettings, decide
+from cache_service.domain.policy import Action, CachedPrefix, Evidence, PolicySettings, decide
 from cache_service.domain.ports import CacheTooSmall
+from cache_service.domain.pricing import cache_prices
 from tests.cache.support import call_over, prefix, scope, view
 
 SETTINGS = PolicySettings(min_prefix_tokens=100, sightings_before_create=1, grow_share=0.25)
+GEMINI = cache_prices("named")
+ANTHROPIC = cache_prices("marked")
+OPENAI = cache_prices("automatic")
+# A conversation whose calls come 20 s apart.
+BUSY = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, head_gaps=(20.0,) * 8, continued=1.0)
 
 
 def _decide(**kw: object) -> Action | BypassReason:
-    args = dict(empty=False, tokens=1000, history_len=4, floor=0, match=None, agreeing_sightings=0, settings=SETTINGS)
+    args = dict(empty=False, tokens=1000, history_len=4, floor=0, match=None, evidence=BUSY, prices=GEMINI,
+                ttls=(300.0,), settings=SETTINGS)
     args.update(kw)
     d = decide(**args)  # type: ignore[arg-type]
     return d.reason if d.action is Action.BYPASS else d.action
@@ -28,21 +35,52 @@ def test_decision_table() -> None:
     assert _decide(empty=True) is BypassReason.EMPTY_PREFIX
     assert _decide(tokens=99) is BypassReason.BELOW_MIN_TOKENS
     assert _decide(tokens=500, floor=501) is BypassReason.BELOW_MIN_TOKENS
-    assert _decide() is BypassReason.FIRST_SIGHTING
-    assert _decide(agreeing_sightings=1) is Action.CREATE
+    assert _decide(evidence=Evidence()) is BypassReason.FIRST_SIGHTING
+    assert _decide() is Action.CREATE
     assert _decide(match=CachedPrefix(tokens=900, history_len=3)) is Action.HIT
-    # 1000 - 700 = 300 uncached > 0.25 * 700 = 175: grow.
+    # 1000 - 700 = 300 uncached > 0.25 * 700 = 175, and the reads repay it: grow.
     assert _decide(match=CachedPrefix(tokens=700, history_len=2)) is Action.GROW
     # The same prefix exactly: never grows, whatever the numbers.
     assert _decide(match=CachedPrefix(tokens=10, history_len=4)) is Action.HIT
 
 
-def test_sightings_before_create_is_configurable() -> None:
+def test_an_old_sighting_is_no_agreement() -> None:
+    """A record older than the TTL the cache would get says nothing about
+    reads before expiry (issue 16: 50 one-call sessions 600 s apart)."""
+    sparse = Evidence(agreeing_age=600.0, head_gaps=(600.0,) * 8, continued=0.0)
+    assert _decide(evidence=sparse, history_len=0) is BypassReason.FIRST_SIGHTING
+    # Given a TTL that outlives the gap, a Gemini cache pays (storage for
+    # 600 s costs less than the input a read saves) ...
+    d = decide(empty=False, tokens=13_200, history_len=0, floor=0, match=None, evidence=sparse, prices=GEMINI,
+               ttls=(300.0, 900.0, 3600.0), settings=SETTINGS)
+    assert (d.action, d.ttl_s) == (Action.CREATE, 900.0)
+    # ... and an Anthropic one takes the hour (a 2x write, then reads at 0.1x).
+    d = decide(empty=False, tokens=13_200, history_len=0, floor=0, match=None, evidence=sparse, prices=ANTHROPIC,
+               ttls=(300.0, 3600.0), settings=SETTINGS)
+    assert (d.action, d.ttl_s) == (Action.CREATE, 3600.0)
+
+
+def test_a_cache_nobody_reads_again_is_not_created() -> None:
+    # Calls come 20 s apart, but half the scope's requests open a new
+    # conversation: one read expected. On Gemini that repays a create; the
+    # cost test refuses a grow that adds too little.
+    half = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, head_gaps=(20.0,) * 8, continued=0.5)
+    assert _decide(evidence=half) is Action.CREATE
+    assert _decide(evidence=half, match=CachedPrefix(tokens=780, history_len=2)) is Action.HIT
+    lonely = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, head_gaps=(20.0,) * 8, continued=0.125)
+    assert _decide(evidence=lonely) is BypassReason.FIRST_SIGHTING
+    # The head alone is read by every request of the scope.
+    assert _decide(evidence=lonely, history_len=0) is Action.CREATE
+
+
+def test_an_automatic_cache_costs_nothing_to_steer() -> None:
+    assert _decide(prices=OPENAI, evidence=Evidence(agreeing_age=20.0, gaps=(20.0,), continued=0.5)) is Action.CREATE
+    assert _decide(prices=OPENAI, evidence=Evidence()) is BypassReason.FIRST_SIGHTING
+
+
+def test_sightings_before_create_zero_creates_at_once() -> None:
     eager = PolicySettings(min_prefix_tokens=100, sightings_before_create=0)
-    cautious = PolicySettings(min_prefix_tokens=100, sightings_before_create=2)
-    assert _decide(settings=eager) is Action.CREATE
-    assert _decide(settings=cautious, agreeing_sightings=1) is BypassReason.FIRST_SIGHTING
-    assert _decide(settings=cautious, agreeing_sightings=2) is Action.CREATE
+    assert _decide(settings=eager, evidence=Evidence()) is Action.CREATE
 
 
 async def test_scripted_conversation_first_sighting_agreement_reuse_growth_expiry(harness) -> None:

@@ -73,12 +73,16 @@ async def test_ttl_is_part_of_the_key_and_capped(harness_factory) -> None:
     h = await harness_factory(policy=EAGER, max_ttl_s=600)
     a = await h.acquire(prefix(3), ttl=120)
     b = await h.acquire(prefix(3), ttl=7200)
-    c = await h.acquire(prefix(3))
-    assert [r.info.state for r in (a, b, c)] == [CacheState.CREATED] * 3
+    assert [r.info.state for r in (a, b)] == [CacheState.CREATED] * 2
     assert a.info.expire_time == h.clock.wall() + 120
     assert b.info.expire_time == h.clock.wall() + 600  # capped at max_ttl_s
-    assert c.info.expire_time == h.clock.wall() + 300  # the default
     assert (await h.acquire(prefix(3), ttl=120)).info.state is CacheState.HIT
+    # A caller that sets no TTL takes any the policy may choose (the
+    # default or its steps up to max_ttl_s): here the 600 s cache.
+    c = await h.acquire(prefix(3))
+    assert (c.info.state, c.info.expire_time) == (CacheState.HIT, h.clock.wall() + 600)
+    d = await h.acquire(prefix(4), ttl=300)
+    assert (d.info.state, d.info.expire_time) == (CacheState.CREATED, h.clock.wall() + 300)
 
 
 async def test_deadline_is_rechecked_when_the_result_arrived_in_time_but_is_handled_late(harness_factory) -> None:

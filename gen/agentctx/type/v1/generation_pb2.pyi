@@ -82,18 +82,20 @@ class GenerationConfig(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., stop_sequences: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., response_mime_type: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("prompt_tokens", "cached_prompt_tokens", "output_tokens", "thoughts_tokens", "total_tokens")
+    __slots__ = ("prompt_tokens", "cached_prompt_tokens", "output_tokens", "thoughts_tokens", "total_tokens", "cache_write_tokens")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     THOUGHTS_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     cached_prompt_tokens: int
     output_tokens: int
     thoughts_tokens: int
     total_tokens: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., thoughts_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ...) -> None: ...
+    cache_write_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., thoughts_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cache_write_tokens: _Optional[int] = ...) -> None: ...
 
 class ModelRequest(_message.Message):
     __slots__ = ("model", "system_instruction", "contents", "tools", "tool_config", "generation_config")
