@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 from agentctx_cli.arguments import positive_int
+from agentctx_cli.demo.pricing import SHAPES
 from agentctx_cli.demo.show import TTY_PACE_S, connection, interactive, serving, show_demo
 from agentctx_cli.invocation import agentctx
 from agentctx_cli.pair import Pair, start_pair, stop_pair
@@ -24,6 +25,8 @@ from agentctx_common.errors import ConfigError
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser("demo", help="run a scripted agent conversation and show what the cache and compaction do")
     demo.add_argument("--turns", type=positive_int, default=30, help="model calls to make (default 30)")
+    demo.add_argument("--provider", choices=sorted(SHAPES), default="gemini",
+                      help="whose cache semantics and prices the local simulator imitates (default gemini)")
     demo.add_argument("--home", type=pathlib.Path, default=pathlib.Path(".agentctx"),
                       help="where `agentctx up` keeps certificates, data and logs (default .agentctx)")
     demo.add_argument("--context-port", type=int, default=50051)
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             start_pair(pair, "demo")
         color, progress, pace = interactive(sys.stdout, args.no_color)
         asyncio.run(show_demo(conn, args.turns, sys.stdout, color=color, progress=progress,
-                              pace_s=pace if args.pace is None else max(0.0, args.pace)))
+                              pace_s=pace if args.pace is None else max(0.0, args.pace), shape=SHAPES[args.provider]))
     except KeyboardInterrupt:
         return 130
     finally:

@@ -14,6 +14,7 @@ import signal
 import time
 
 from agentctx_cli.arguments import positive_int
+from agentctx_cli.demo.pricing import SHAPES
 from agentctx_cli.demo.show import run_demo_once
 from agentctx_cli.invocation import runnable
 from agentctx_cli.pair import Cluster, Pair, start_cluster, start_pair, stop_pair
@@ -30,6 +31,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help="stop both services once they are healthy (and the demo has run): a smoke test")
     up.add_argument("--no-demo", action="store_true", help="do not run the demo conversation once the pair is up")
     up.add_argument("--demo-turns", type=positive_int, default=30, help="model calls in the demo (default 30)")
+    up.add_argument("--demo-provider", choices=sorted(SHAPES), default="gemini",
+                    help="whose cache semantics and prices the demo's simulator imitates (default gemini)")
     up.add_argument("--cluster", action="store_true",
                     help="2 context replicas on PostgreSQL and 3 cache replicas on Redis (ports: base + 100 * i)")
     up.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="--cluster: the cache tier's Redis")
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_demo:
             # Ctrl-C during the demo stops it and, as always, both services.
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            demo_failed = not run_demo_once(target, pair.certs, args.demo_turns)
+            demo_failed = not run_demo_once(target, pair.certs, args.demo_turns, SHAPES[args.demo_provider])
             signal.signal(signal.SIGINT, on_signal)
         print(grpcurl_hint(pair.home, args.context_port, args.cache_port))
         if args.exit_when_ready:

@@ -8,8 +8,8 @@ import shutil
 import textwrap
 from typing import TextIO
 
+from agentctx_cli.demo.pricing import GEMINI, Shape
 from agentctx_cli.demo.runner import DemoResult, TurnRecord
-from agentctx_cli.demo.script import MODEL
 
 _RESET = "\033[0m"
 _STYLES = {
@@ -53,8 +53,9 @@ def _cell_money(value: float) -> str:
 
 
 class Screen:
-    def __init__(self, out: TextIO, *, color: bool, progress: bool, total: int) -> None:
+    def __init__(self, out: TextIO, *, color: bool, progress: bool, total: int, shape: Shape = GEMINI) -> None:
         self.out = out
+        self.shape = shape
         self.color = color
         self.progress = progress
         self.total = total
@@ -76,8 +77,8 @@ class Screen:
             *textwrap.wrap(
                 f"Each call: the agent sends its new input (a user message or a tool result) to the context "
                 f"service at {target}, which stores it, builds a bounded, secret-pruned request, leases a "
-                "provider prefix cache from the cache service, calls the model (the local simulator, at "
-                "Gemini-like prices) and stores the reply.", WIDTH),
+                "provider prefix cache from the cache service, calls the model (the local simulator, with "
+                f"{self.shape.label} cache semantics and prices) and stores the reply.", WIDTH),
             "",
             self._c(_COLUMNS, "bold"),
             "",
@@ -129,7 +130,7 @@ class Screen:
                            "Credentials pruned from each request before the model saw it: up to "
                            f"{max((t.secrets_pruned for t in r.turns), default=0)}.", WIDTH),
             "",
-            *textwrap.wrap("What happened: " + " ".join(story(r)), WIDTH),
+            *textwrap.wrap("What happened: " + " ".join(story(r)), WIDTH, break_on_hyphens=False),
             "",
             *textwrap.wrap("See the session's content-free lifecycle (counts, fingerprints, checkpoint, "
                            "cache scope):", WIDTH),
@@ -179,6 +180,7 @@ def story(r: DemoResult) -> list[str]:
                for t in uncached]
         out.append(f"{_plural(len(uncached), 'call')} went without a cache: "
                    + ", ".join(f"{why.count(x)} for {x}" for x in dict.fromkeys(why)) + ".")
-    out.append(f"Nothing left the machine: the model, {MODEL}, is the local simulator.")
+    out.append(f"Nothing left the machine: the model, {r.shape.model}, is the local simulator "
+               f"({r.shape.label}).")
     out[0] = out[0][0].upper() + out[0][1:]
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from agentctx.context.v1 import policy_pb2
 from agentctx_cli.demo import script
-from agentctx_cli.demo.pricing import TurnCost, turn_cost
+from agentctx_cli.demo.pricing import GEMINI, Shape, TurnCost, turn_cost
 from agentctx_client import (
     CacheBypassReason,
     CacheMetadata,
@@ -56,6 +56,7 @@ class DemoResult:
     session_id: str
     turns: list[TurnRecord] = field(default_factory=list)
     elapsed_s: float = 0.0
+    shape: Shape = GEMINI
 
     @property
     def prompt_tokens(self) -> int:
@@ -85,8 +86,8 @@ class DemoResult:
         return [trigger for t in self.turns for trigger in t.compactions]
 
 
-def session_config() -> policy_pb2.ContextConfig:
-    config = policy_pb2.ContextConfig(model=script.MODEL)
+def session_config(shape: Shape = GEMINI) -> policy_pb2.ContextConfig:
+    config = policy_pb2.ContextConfig(model=shape.model)
     config.cache.enabled = True
     config.cache.ttl.FromSeconds(CACHE_TTL_S)
     c = config.compaction
@@ -119,12 +120,14 @@ async def run_demo(
     on_turn: Callable[[TurnRecord], None] | None = None,
     timeout_s: float = 30.0,
     pace_s: float = 0.0,
+    shape: Shape = GEMINI,
 ) -> DemoResult:
     """Creates a fresh session and runs ``turns`` model calls in it,
-    ``pace_s`` apart (so a person can follow along)."""
+    ``pace_s`` apart (so a person can follow along), on the simulator in
+    ``shape``'s cache semantics and prices."""
     session_id = "demo-" + time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    created = await client.create_session(APP, USER, session_id=session_id, config=session_config(), timeout=timeout_s)
-    result = DemoResult(created.name, session_id)
+    created = await client.create_session(APP, USER, session_id=session_id, config=session_config(shape), timeout=timeout_s)
+    result = DemoResult(created.name, session_id, shape=shape)
     system, tools = script.system_instruction(), script.tools()
     tasks = iter(script.TASKS * (turns // len(script.TASKS) + 1))
     pending: tuple[FunctionCall, ...] = ()
@@ -141,6 +144,8 @@ async def run_demo(
         meta = turn.cache_metadata
         state, reason = _state(meta)
         usage = turn.usage or Usage()
+        # A named cache's write is the prefix it was created over; a marked
+        # provider reports what each call wrote; an automatic one writes free.
         written = meta.prefix_tokens if meta is not None and state in ("created", "grown") else 0
         record = TurnRecord(
             number=n, input_kind=kind, input_label=label,
@@ -150,7 +155,8 @@ async def run_demo(
             background_compaction=turn.background_compaction_scheduled,
             secrets_pruned=turn.accounting.secrets_pruned,
             cost=turn_cost(prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_prompt_tokens,
-                           output_tokens=usage.output_tokens, written_tokens=written, cache_ttl_s=CACHE_TTL_S),
+                           output_tokens=usage.output_tokens, written_tokens=written, cache_ttl_s=CACHE_TTL_S,
+                           reported_write_tokens=usage.cache_write_tokens, shape=shape),
         )
         result.turns.append(record)
         if on_turn is not None:

@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import agentctx_client
 from agentctx_cli.connect import DEFAULT_TARGET, open_client, rpc_failure
 from agentctx_cli.demo.display import Screen
+from agentctx_cli.demo.pricing import GEMINI, Shape
 from agentctx_cli.demo.runner import APP, USER, DemoResult, run_demo
 from agentctx_cli.invocation import agentctx
 from agentctx_common.errors import AgentCtxError
@@ -54,15 +55,17 @@ def inspect_hint(conn: argparse.Namespace, session_id: str) -> list[str]:
 
 
 async def show_demo(
-    conn: argparse.Namespace, turns: int, out: TextIO, *, color: bool, progress: bool, pace_s: float = 0.0
+    conn: argparse.Namespace, turns: int, out: TextIO, *, color: bool, progress: bool, pace_s: float = 0.0,
+    shape: Shape = GEMINI,
 ) -> DemoResult:
     """Runs the demo against the context service at ``conn.target``,
     printing as it goes."""
-    screen = Screen(out, color=color, progress=progress, total=turns)
+    screen = Screen(out, color=color, progress=progress, total=turns, shape=shape)
     screen.intro(conn.target)
     async with open_client(conn, timeout=CALL_TIMEOUT_S) as client:
         try:
-            result = await run_demo(client, turns=turns, on_turn=screen.row, pace_s=pace_s, timeout_s=CALL_TIMEOUT_S)
+            result = await run_demo(client, turns=turns, on_turn=screen.row, pace_s=pace_s, timeout_s=CALL_TIMEOUT_S,
+                                    shape=shape)
         except agentctx_client.AgentCtxError as err:
             raise rpc_failure(err, conn.target) from None
     screen.summary(result, inspect_hint(conn, result.session_id))
@@ -75,13 +78,13 @@ def interactive(out: TextIO, no_color: bool) -> tuple[bool, bool, float]:
     return tty and not no_color, tty, TTY_PACE_S if tty else 0.0
 
 
-def run_demo_once(target: str, certs: pathlib.Path, turns: int) -> bool:
+def run_demo_once(target: str, certs: pathlib.Path, turns: int, shape: Shape = GEMINI) -> bool:
     """For ``agentctx up``: the demo against its pair; False (after one line
     on stderr) when it failed."""
     color, progress, pace = interactive(sys.stdout, False)
     try:
         asyncio.run(show_demo(connection(target, certs), turns, sys.stdout, color=color, progress=progress,
-                              pace_s=pace))
+                              pace_s=pace, shape=shape))
     except AgentCtxError as exc:
         print(f"\nagentctx: the demo failed: {exc.code.value}: {exc.message}", file=sys.stderr)
         return False

@@ -20,7 +20,8 @@ from agentctx_cli.demo.pricing import TurnCost
 from agentctx_cli.demo.runner import DemoResult, TurnRecord, run_demo
 from agentctx_cli.demo.show import show_demo
 from agentctx_client import ContextClient
-from cache_service.domain.pricing import Bill, Pricing
+from cache_service.domain.pricing import ANTHROPIC, GEMINI, OPENAI, Bill, Pricing
+from cache_service.providers.local import LocalProvider
 from tests.support.pair import ServicePair, start_pair
 
 
@@ -80,11 +81,35 @@ async def test_the_demo_accounting_matches_the_simulator_bill(pair: ServicePair)
     assert result.cost >= bill.cost() > 0
 
 
-def test_the_demo_prices_are_the_simulator_prices() -> None:
-    p = Pricing()
-    assert (pricing.INPUT_PER_MTOK, pricing.CACHED_INPUT_PER_MTOK, pricing.STORAGE_PER_MTOK_HOUR,
-            pricing.OUTPUT_PER_MTOK) == (p.input_per_mtok, p.cached_input_per_mtok, p.storage_per_mtok_hour,
-                                         p.output_per_mtok)
+@pytest.mark.parametrize(("shape", "simulator"), [(pricing.ANTHROPIC, "local-anthropic"),
+                                                  (pricing.OPENAI, "local-openai")])
+async def test_the_demo_runs_in_each_provider_shape_and_its_bill_is_the_simulators(
+    pair: ServicePair, shape: pricing.Shape, simulator: str
+) -> None:
+    result = await run_demo(ContextClient(pair.channel), turns=30, shape=shape)
+    provider = pair.cache_app.providers[simulator]
+    assert isinstance(provider, LocalProvider)
+    bill = provider.bill()
+    assert bill.calls == 30 and pair.provider.bill().calls == 0  # routed by the model name alone
+    assert bill.cached_tokens == result.cached_tokens > 0
+    assert bill.output_tokens == sum(t.output_tokens for t in result.turns)
+    # No storage on these shapes, and the writes are reported per call: the
+    # demo's bill is the simulator's to the cent.
+    assert result.cost == pytest.approx(bill.cost(ANTHROPIC if shape is pricing.ANTHROPIC else OPENAI))
+    assert result.cost < 0.7 * result.uncached_cost
+    assert result.shape is shape and shape.model in " ".join(story(result))
+
+
+@pytest.mark.parametrize(("shape", "simulated"), [(pricing.GEMINI, GEMINI), (pricing.ANTHROPIC, ANTHROPIC),
+                                                   (pricing.OPENAI, OPENAI)])
+def test_the_demo_prices_are_the_simulator_prices(shape: pricing.Shape, simulated: Pricing) -> None:
+    write = simulated.cache_write_per_mtok
+    assert (shape.input_per_mtok, shape.cached_input_per_mtok, shape.storage_per_mtok_hour, shape.output_per_mtok,
+            shape.write_per_mtok) == (simulated.input_per_mtok, simulated.cached_input_per_mtok,
+                                      simulated.storage_per_mtok_hour, simulated.output_per_mtok, write)
+
+
+def test_the_gemini_turn_cost_is_the_bill() -> None:
     cost = pricing.turn_cost(prompt_tokens=5000, cached_tokens=4000, output_tokens=100, written_tokens=3000,
                              cache_ttl_s=3600)
     bill = Bill(input_tokens=1000, cached_tokens=4000, cache_write_tokens=3000, storage_token_hours=3000,

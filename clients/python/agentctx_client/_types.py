@@ -194,11 +194,14 @@ class Usage:
     output_tokens: int = 0
     thoughts_tokens: int = 0
     total_tokens: int = 0
+    # Of prompt_tokens, those written into a provider prefix cache (Anthropic
+    # bills them at its write price); 0 where the provider reports none.
+    cache_write_tokens: int = 0
 
     @staticmethod
     def from_proto(usage: generation_pb2.Usage) -> Usage:
         return Usage(usage.prompt_tokens, usage.cached_prompt_tokens, usage.output_tokens,
-                     usage.thoughts_tokens, usage.total_tokens)
+                     usage.thoughts_tokens, usage.total_tokens, usage.cache_write_tokens)
 
 
 @dataclass(frozen=True)
