@@ -55,6 +55,32 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HDEL', KEYS[2], ARGV[1])
 """ + _RETURN_ENTRY
 
+# KEYS: holder entries, entry holders, entry. ARGV: holder, entry id, wall, keep s, max holders per entry
+# Returns the entry the holder used before; records the new use if the entry
+# exists, keeping the entry's most recent holders (see domain.memory_store).
+SWAP_HOLDER = """
+local prev = ''
+if ARGV[1] ~= '' then prev = redis.call('HGET', KEYS[1], ARGV[1]) or '' end
+if ARGV[2] == '' or redis.call('EXISTS', KEYS[3]) == 0 then return prev end
+local keep = math.ceil(tonumber(ARGV[4]))
+if ARGV[1] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('EXPIRE', KEYS[1], keep)
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+if redis.call('HLEN', KEYS[2]) > tonumber(ARGV[5]) then
+  local all = redis.call('HGETALL', KEYS[2])
+  local oldest, at = nil, nil
+  for i = 1, #all, 2 do
+    local t = tonumber(all[i + 1])
+    if at == nil or t < at then oldest, at = all[i], t end
+  end
+  redis.call('HDEL', KEYS[2], oldest)
+end
+redis.call('EXPIRE', KEYS[2], keep)
+return prev
+"""
+
 # KEYS: entry, leases. ARGV: wall time
 DROP_EXPIRED = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end

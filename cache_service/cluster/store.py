@@ -9,6 +9,9 @@ script (cluster.scripts) for a step that must be atomic across replicas.
 - Tombstones: ``t:<id>`` with a TTL well past the longest lease.
 - Sightings: ``sg:<scope>`` counts, ``sgo`` their recency, bounded by
   ``max_sightings`` over all scopes. Learned floors: ``floors``.
+- Holders: ``ho:<scope>`` maps a holder to the entry it used last,
+  ``hu:<id>`` an entry's latest holders to their last use (wall); both
+  expire ``keep_s`` after their last write.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from cache_service.cluster.cipher import NameCipher
 from cache_service.cluster.codec import decode_entry, entry_fields, pairs, text
 from cache_service.cluster.names import Names, key_field
 from cache_service.domain.entry import Entry, EntryKey
+from cache_service.domain.memory_store import MAX_ENTRY_HOLDERS
 
 
 class RedisRegistryStore:
@@ -34,7 +38,7 @@ class RedisRegistryStore:
         self._max_sightings = max_sightings
         self._tombstone_ttl = tombstone_ttl_s
         self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
-            "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "DROP_EXPIRED", "SET_EXPIRY", "SIGHT",
+            "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "DROP_EXPIRED", "SET_EXPIRY", "SIGHT",
             "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
 
     # --- entries --------------------------------------------------------------------
@@ -105,6 +109,17 @@ class RedisRegistryStore:
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
         return await self._run("DROP_LEASE", entry_id, [], [lease_id])
+
+    async def swap_holder(self, scope_fp: str, holder: str, entry_id: str, wall: float, keep_s: float) -> str:
+        n = self._n
+        previous = await self._scripts["SWAP_HOLDER"](
+            keys=[n.holder_entries(scope_fp), n.entry_holders(entry_id), n.entry(entry_id)],
+            args=[holder, entry_id, repr(wall), repr(keep_s), MAX_ENTRY_HOLDERS])
+        return text(previous)
+
+    async def holders(self, entry_id: str) -> dict[str, float]:
+        raw = await self._r.hgetall(self._n.entry_holders(entry_id))
+        return {text(k): float(v) for k, v in raw.items()}
 
     async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None:
         return await self._run("DROP_EXPIRED", entry_id, [], [repr(wall)])

@@ -40,7 +40,7 @@ class LeaseIssuer:
                                              expires, state.value))
         if state is CacheState.HIT:
             self._lifecycle.maybe_refresh(leased, wall)
-        return AcquireResult(token, leased.info(state))
+        return AcquireResult(token, leased.info(state), entry.id)
 
     async def resolve(self, token: str, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
         """The live entry a lease names. Raises LeaseRejected, or

@@ -2,12 +2,22 @@
 docs/ARCHITECTURE.md, "Cache service").
 
 A cache is deleted when it expires, is evicted, invalidated, found missing,
-or replaced by a grown cache *and* no live lease still names it. A removed
+or replaced by a grown cache *and* no live lease still names it, or when
+its conversation superseded it (below). A removed
 entry leaves a tombstone (the reason its leases now resolve to) and its
 provider cache goes to the bounded cleanup path; a failed provider call
 never counts as a deletion. Expired and missing caches leave their
 sighting behind, so a conversation that resumes re-creates its cache at
 once. A hit on a cache past half its TTL extends it (``refresh_on_hit``).
+
+Superseded caches: an acquire may name its holder (an opaque id of the
+caller's conversation). The store remembers the entry each holder used last
+and which holders used each entry. When a holder's new prefix does not
+extend the entry it used last (compaction or a rewrite replaced its
+history), nothing of that conversation will read the entry again: it is
+deleted at once unless a lease still names it or another holder (an
+unnamed one included) used it within its TTL, so compaction does not
+leave a trail of caches living out their TTL.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from __future__ import annotations
 import logging
 
 from cache_service.domain.entry import Entry
+from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import CacheHandle
 from cache_service.domain.ports import Cleanup, Clock, RegistryStore
 from cache_service.domain.registry_settings import RegistrySettings
@@ -48,6 +59,25 @@ class Lifecycle:
         retired = await self._store.retire(entry.id)
         if retired is not None and not retired.leased_at(self._clock.wall()):
             await self.remove(retired, "EXPIRED", "replaced")
+
+    async def follow(self, scope_fp: str, holder: str, view: PrefixView, entry_id: str) -> bool:
+        """``holder`` acquired for ``view`` and got a lease on ``entry_id``
+        ("" : a bypass). Deletes the entry it used before if ``view``
+        supersedes it and nobody else needs it; True if it did."""
+        if not holder and not entry_id:
+            return False
+        wall = self._clock.wall()
+        previous = await self._store.swap_holder(scope_fp, holder, entry_id, wall, self._settings.max_ttl_s)
+        if not holder or not previous or previous == entry_id:
+            return False
+        entry = await self._store.get(previous)
+        if entry is None or _extends(view, entry) or entry.leased_at(wall):
+            return False
+        others = await self._store.holders(entry.id)
+        if any(h != holder and wall - used < entry.ttl_s for h, used in others.items()):
+            return False
+        await self.remove(entry, "EXPIRED", "superseded")
+        return True
 
     async def drop_missing(self, entry: Entry) -> None:
         """The provider no longer holds the cache: forget it now, so the next
@@ -106,3 +136,9 @@ class Lifecycle:
                 await self._store.set_expiry(entry.id, handle.expire_time)
 
         self._cleanup.refresh(entry.provider, entry.handle.name, entry.ttl_s, done)
+
+
+def _extends(view: PrefixView, entry: Entry) -> bool:
+    """Whether ``view`` starts with the entry's prefix (so the entry may still serve it)."""
+    n = entry.history_len
+    return n < len(view.chain) and view.chain[n] == entry.digest

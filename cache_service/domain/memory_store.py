@@ -10,6 +10,9 @@ service").
   recently seen ``max_sightings`` kept.
 - Learned floors: (provider, model) -> the smallest prefix a provider
   accepted to cache, as its refusals taught us.
+- Holders: (scope, holder) -> the entry it used last, the most recent
+  ``max_holders`` kept; per entry, its ``MAX_ENTRY_HOLDERS`` latest holders
+  and when each used it (dropped with the entry).
 
 No method suspends, so each registry step that calls several of them stays
 atomic on the event loop. Entries handed out are the stored objects
@@ -25,6 +28,11 @@ from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
 
+# Enough to tell "only this conversation" from "shared": the oldest holder
+# dropped is older than every one kept, so an entry whose kept holders but
+# one are stale has no recent other holder either.
+MAX_ENTRY_HOLDERS = 8
+
 
 @dataclass
 class _ScopeEntries:
@@ -33,9 +41,12 @@ class _ScopeEntries:
 
 
 class MemoryRegistryStore:
-    def __init__(self, *, max_sightings: int = 4096, max_tombstones: int = 4096) -> None:
+    def __init__(self, *, max_sightings: int = 4096, max_tombstones: int = 4096, max_holders: int = 16384) -> None:
         self._max_sightings = max_sightings
         self._max_tombstones = max_tombstones
+        self._max_holders = max_holders
+        self._holder_entry: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._entry_holders: dict[str, OrderedDict[str, float]] = {}
         self._by_id: dict[str, Entry] = {}
         self._scopes: dict[str, _ScopeEntries] = {}
         self._tombstones: OrderedDict[str, str] = OrderedDict()  # entry id -> invalid reason
@@ -97,6 +108,7 @@ class MemoryRegistryStore:
             self._unkey(entry)
             if not state.entries:
                 del self._scopes[entry.scope_fp]
+        self._entry_holders.pop(entry.id, None)
         self._tombstones[entry.id] = invalid_reason
         while len(self._tombstones) > self._max_tombstones:
             self._tombstones.popitem(last=False)
@@ -120,6 +132,28 @@ class MemoryRegistryStore:
         if entry is not None:
             entry.leases.pop(lease_id, None)
         return entry
+
+    async def swap_holder(self, scope_fp: str, holder: str, entry_id: str, wall: float, keep_s: float) -> str:
+        # keep_s bounds nothing here: the maps are bounded by count, and an
+        # entry's holders go with it.
+        key = (scope_fp, holder)
+        previous = self._holder_entry.get(key, "")
+        if not entry_id or entry_id not in self._by_id:
+            return previous
+        if holder:
+            self._holder_entry.pop(key, None)
+            self._holder_entry[key] = entry_id
+            while len(self._holder_entry) > self._max_holders:
+                self._holder_entry.popitem(last=False)
+        users = self._entry_holders.setdefault(entry_id, OrderedDict())
+        users.pop(holder, None)
+        users[holder] = wall
+        while len(users) > MAX_ENTRY_HOLDERS:
+            users.popitem(last=False)
+        return previous
+
+    async def holders(self, entry_id: str) -> dict[str, float]:
+        return dict(self._entry_holders.get(entry_id, {}))
 
     async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None:
         entry = self._by_id.get(entry_id)

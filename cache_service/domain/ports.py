@@ -297,6 +297,17 @@ class RegistryStore(Protocol):
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None: ...
 
+    async def swap_holder(self, scope_fp: str, holder: str, entry_id: str, wall: float, keep_s: float) -> str:
+        """The entry ``holder`` used last in the scope ("" : none known).
+        With an ``entry_id``, records that ``holder`` now uses it (and that
+        entry's use by ``holder`` at ``wall``); an empty holder records the
+        use only. Both are kept at least ``keep_s`` seconds."""
+        ...
+
+    async def holders(self, entry_id: str) -> dict[str, float]:
+        """The holders that used the entry lately, with the wall time of each one's last use."""
+        ...
+
     async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None: ...
 
     async def set_expiry(self, entry_id: str, expire_time: float) -> Entry | None: ...
