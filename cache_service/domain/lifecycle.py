@@ -14,10 +14,10 @@ Superseded caches: an acquire may name its holder (an opaque id of the
 caller's conversation). The store remembers the entry each holder used last
 and which holders used each entry. When a holder's new prefix does not
 extend the entry it used last (compaction or a rewrite replaced its
-history), nothing of that conversation will read the entry again: it is
-deleted at once unless a lease still names it or another holder (an
-unnamed one included) used it within its TTL, so compaction does not
-leave a trail of caches living out their TTL.
+history), nothing of that conversation will read the entry again: unless another
+holder (an unnamed one included) used it within its TTL, it is retired,
+so deleted as soon as no lease names it, and compaction does not leave a
+trail of caches living out their TTL.
 """
 
 from __future__ import annotations
@@ -53,17 +53,18 @@ class Lifecycle:
         self._refreshing.discard(removed.id)
         self._cleanup.delete(removed.provider, removed.id, removed.handle.name, why)
 
-    async def retire(self, entry: Entry) -> None:
-        """Replaced by a grown cache: no new leases; deleted once no lease
-        names it."""
+    async def retire(self, entry: Entry, why: str = "replaced") -> None:
+        """Replaced by a grown cache (or superseded): no new leases; deleted
+        once no lease names it."""
         retired = await self._store.retire(entry.id)
         if retired is not None and not retired.leased_at(self._clock.wall()):
-            await self.remove(retired, "EXPIRED", "replaced")
+            await self.remove(retired, "EXPIRED", why)
 
     async def follow(self, scope_fp: str, holder: str, view: PrefixView, entry_id: str) -> bool:
         """``holder`` acquired for ``view`` and got a lease on ``entry_id``
-        ("" : a bypass). Deletes the entry it used before if ``view``
-        supersedes it and nobody else needs it; True if it did."""
+        ("" : a bypass). Retires the entry it used before if ``view``
+        supersedes it and no other holder used it lately (deleted now, or
+        when the holder's own last lease on it goes); True if it did."""
         if not holder and not entry_id:
             return False
         wall = self._clock.wall()
@@ -71,12 +72,14 @@ class Lifecycle:
         if not holder or not previous or previous == entry_id:
             return False
         entry = await self._store.get(previous)
-        if entry is None or _extends(view, entry) or entry.leased_at(wall):
+        if entry is None or _extends(view, entry):
             return False
+        # A lease of another holder is a recent use of it, so a live lease
+        # left here is this holder's own: the entry goes when that does.
         others = await self._store.holders(entry.id)
         if any(h != holder and wall - used < entry.ttl_s for h, used in others.items()):
             return False
-        await self.remove(entry, "EXPIRED", "superseded")
+        await self.retire(entry, "superseded")
         return True
 
     async def drop_missing(self, entry: Entry) -> None:

@@ -1,10 +1,14 @@
 """One agent turn, end to end: Generate and StreamGenerate.
 
-1. A stored reply with the turn's reply id means an earlier attempt
-   finished: it is returned (deduplicated) and nothing else happens.
-2. The input events are appended in one transaction, all or nothing
+1. The input events are appended in one transaction, all or nothing
    (idempotent by id; their number is bounded, ``max_turn_inputs``): from
    here on the input is durable, whatever fails later.
+2. If every input was already stored (a retry), a stored reply with the
+   turn's reply id means an earlier attempt finished: it is returned
+   (deduplicated) and nothing else happens. An attempt stores its reply
+   after its inputs, so a turn with a new input has no stored reply, and
+   its first attempt reads none (a reply id that names another stored
+   event is REPLY_ID_CONFLICT when the reply is stored).
 3. The context is built as BuildContext builds it, with the input events
    left out of the history and sent as the current input, so a retry
    builds the view its first attempt would have.
@@ -169,13 +173,18 @@ class TurnRunner:
         is stored, the context for the model call."""
         if not turn.store:
             return await self._build(key, turn, deadline)
-        stored = await self._sessions.get_event(key, turn.ids.reply_id)
-        if stored is not None:
-            if not turns.is_reply(stored):
-                raise turns.reply_id_conflict()
-            return TurnResult(stored, deduplicated=True)
-        # All or nothing: a turn that fails while storing its input leaves none of it.
-        await self._sessions.append_events(key, turn.inputs)
+        # All or nothing: a turn that fails while storing its input leaves none
+        # of it. One input (most turns) takes the store's group-commit path.
+        if len(turn.inputs) == 1:
+            appended = [await self._sessions.append_event(key, turn.inputs[0])]
+        else:
+            appended = await self._sessions.append_events(key, turn.inputs)
+        if all(r.deduplicated for r in appended):
+            stored = await self._sessions.get_event(key, turn.ids.reply_id)
+            if stored is not None:
+                if not turns.is_reply(stored):
+                    raise turns.reply_id_conflict()
+                return TurnResult(stored, deduplicated=True)
         return await self._build(key, turn, deadline)
 
     async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> BuiltContext:
