@@ -23,10 +23,6 @@ run ends (GetContextLifecycle of every session), and per agent
 (``live_caches_per_agent_end``): caches that compaction superseded and
 that nobody reads any more should not be among them.
 
-The cache service's content memo (``content_memo_bytes``, 64 MiB) fills
-towards its bound over a run this short (every turn adds its input and
-reply); ``--content-memo-mib 4`` shows the growth left once it is full.
-
 Run: ``.venv/bin/python -m bench.soak`` from the repository root
 (``--turns 100`` for a short run). Bounded: every call has a deadline and
 the run stops at ``--max-s`` seconds (1,800) with what it has. The last
@@ -153,9 +149,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         config = write_config(
             root / "agentctx.toml", certs, context_port=context_port, cache_port=cache_port, data_dir=data,
             context={"log_level": "WARNING"},
-            cache={"log_level": "WARNING", "local_min_cache_tokens": 64, "min_prefix_tokens": 64,
-                   **({"content_memo_bytes": int(args.content_memo_mib * 2**20)}
-                      if args.content_memo_mib is not None else {})},
+            cache={"log_level": "WARNING", "local_min_cache_tokens": 64, "min_prefix_tokens": 64},
         )
         cache = spawn("cache", config, root / "cache.log")
         context = spawn("context", config, root / "context.log")
@@ -214,9 +208,6 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=500, help="Generate turns per agent")
     parser.add_argument("--warmup", type=int, default=BLOCK, help="turns per agent before the first block")
     parser.add_argument("--max-s", type=float, default=1800.0, help="stop after this many seconds")
-    parser.add_argument("--content-memo-mib", type=float, default=None,
-                        help="the cache service's content memo budget (default: its own), to tell the memo's "
-                             "filling towards its bound from growth without one")
     args = parser.parse_args()
     figures = run(args)
     for key, value in figures.items():
