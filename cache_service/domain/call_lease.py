@@ -64,7 +64,7 @@ class CallLeases:
             reply, _ = await self._generator.generate(scope, call, "", self._left(timeout_s, started))
             return reply, record
         finally:
-            await self._registry.release(acquired.lease)
+            await self._registry.release_issued(acquired.lease)
 
     async def stream(self, scope: Scope, call: ModelCall, spec: CallLease,
                      timeout_s: float | None) -> AsyncIterator[tuple[ModelReply, CacheInfo | None]]:
@@ -90,7 +90,7 @@ class CallLeases:
                 yield chunk, (record if info is not None else None)
         finally:
             if acquired.lease:
-                await self._registry.release(acquired.lease)
+                await self._registry.release_issued(acquired.lease)
 
     async def _acquire(self, scope: Scope, call: ModelCall, spec: CallLease, timeout_s: float | None) -> AcquireResult:
         prefix = Prefix.of_call(call, len(call.contents) - spec.suffix)

@@ -59,10 +59,19 @@ class LeaseIssuer:
 
     async def release(self, token: str) -> bool:
         try:
-            entry, claims = await self.resolve(token)
+            _, claims = await self.resolve(token)
         except (LeaseRejected, PermissionDenied):
             return False
-        released = await self._store.drop_lease(entry.id, claims.lease_id)
+        await self._drop(claims)
+        return True
+
+    async def release_issued(self, token: str) -> None:
+        """``release`` for a token this process just issued and kept (a
+        call's own lease): genuine, so dropped by its claims without
+        reading the entry first (one store step, not two)."""
+        await self._drop(self.signer.verify(token))
+
+    async def _drop(self, claims: LeaseClaims) -> None:
+        released = await self._store.drop_lease(claims.entry_id, claims.lease_id)
         if released is not None and released.retiring and not released.leases:
             await self._lifecycle.remove(released, "EXPIRED", "replaced")
-        return True

@@ -11,13 +11,14 @@ sighting behind, so a conversation that resumes re-creates its cache at
 once. A hit on a cache past half its TTL extends it (``refresh_on_hit``).
 
 Superseded caches: an acquire may name its holder (an opaque id of the
-caller's conversation). The store remembers the entry each holder used last
-and which holders used each entry. When a holder's new prefix does not
-extend the entry it used last (compaction or a rewrite replaced its
-history), nothing of that conversation will read the entry again: unless another
-holder (an unnamed one included) used it within its TTL, it is retired,
-so deleted as soon as no lease names it, and compaction does not leave a
-trail of caches living out their TTL.
+caller's conversation). The store remembers the entry each holder used
+last, which holders used each entry and how many of its leases named one.
+When a holder's new prefix does not extend the entry it used last
+(compaction or a rewrite replaced its history), nothing of that
+conversation will read the entry again: unless another holder used it
+within its TTL, or a caller that named none ever leased it, it is
+retired, so deleted as soon as no lease names it, and compaction does not
+leave a trail of caches living out their TTL.
 """
 
 from __future__ import annotations
@@ -65,19 +66,22 @@ class Lifecycle:
         ("" : a bypass). Retires the entry it used before if ``view``
         supersedes it and no other holder used it lately (deleted now, or
         when the holder's own last lease on it goes); True if it did."""
-        if not holder and not entry_id:
+        if not holder:
+            # Its uses count against early deletion: leases that named no holder.
             return False
         wall = self._clock.wall()
         previous = await self._store.swap_holder(scope_fp, holder, entry_id, wall, self._settings.max_ttl_s)
-        if not holder or not previous or previous == entry_id:
+        if not previous or previous == entry_id:
             return False
         entry = await self._store.get(previous)
         if entry is None or _extends(view, entry):
             return False
         # A lease of another holder is a recent use of it, so a live lease
         # left here is this holder's own: the entry goes when that does.
-        others = await self._store.holders(entry.id)
-        if any(h != holder and wall - used < entry.ttl_s for h, used in others.items()):
+        users = await self._store.holders(entry.id)
+        if entry.uses > users.named_uses:
+            return False  # a caller that named no holder leased it
+        if any(h != holder and wall - used < entry.ttl_s for h, used in users.last_use.items()):
             return False
         await self.retire(entry, "superseded")
         return True

@@ -78,6 +78,7 @@ class Registry:
         # or PermissionDenied for a genuine lease of another scope.
         self.resolve = self.leases.resolve
         self.release = self.leases.release
+        self.release_issued = self.leases.release_issued
         self.drop_missing = self.lifecycle.drop_missing
         self.sweep = self.lifecycle.sweep
         self.flights.on_invalidated(self._cancel_remote)
