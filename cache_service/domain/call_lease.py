@@ -8,8 +8,7 @@ measured once for the call, and the caller never sends them twice. The
 lease is issued, checked (signature, scope, generation, prefix) and
 released here, and never leaves the service.
 
-The record is what the caller would have made of the three answers
-(``context_service.domain.turns.cache_record``):
+The record is what a caller would have made of the three answers:
 
 - the call's record, when the lease served it;
 - the acquire's bypass, when none was issued;
