@@ -218,8 +218,9 @@ class Reason(str, enum.Enum):
     # GetScopeStatus or InvalidateScope): a cache service without it, or
     # cache_target names another service. No model call was made (a turn's input
     # stays stored); fix the deployment, then retry with the same ids. A cache
-    # service without AcquireLease or ReleaseLease is no error: the call goes
-    # uncached (BYPASS UNSUPPORTED).
+    # service that does not lease in the call (an older one, which ignores
+    # GenerateContent's acquire) is no error: the call goes uncached (BYPASS
+    # UNSUPPORTED).
     CACHE_SERVICE_INCOMPATIBLE = "CACHE_SERVICE_INCOMPATIBLE"
 
     def __str__(self) -> str:

@@ -17,7 +17,11 @@ at most 1.1); ``rss_growth_mib_per_1k_turns`` for each service: the least
 squares slope of its RSS (sampled every 0.5 s) against the turns completed
 by all agents, after the warm-up (aim: near 0); the SQLite file and WAL
 sizes at the end; compactions seen; the request tokens' range after the
-warm-up (prompt tokens as the simulator counted them).
+warm-up (prompt tokens as the simulator counted them); ``live_caches_end``:
+the caches the cache service still holds for the agents' scopes when the
+run ends (GetContextLifecycle of every session), and per agent
+(``live_caches_per_agent_end``): caches that compaction superseded and
+that nobody reads any more should not be among them.
 
 Run: ``.venv/bin/python -m bench.soak`` from the repository root
 (``--turns 100`` for a short run). Bounded: every call has a deadline and
@@ -95,11 +99,11 @@ def _slope(points: list[tuple[float, float]]) -> float:
 
 
 async def _agent(stub: Any, index: int, turns: int, deadline: float, progress: list[int],
-                 latencies: list[list[float]], prompts: list[list[int]], compactions: list[int]) -> None:
+                 latencies: list[list[float]], prompts: list[list[int]], compactions: list[int]) -> str:
     session = await create_session(stub, user=f"agent-{index}", compaction=COMPACTION)
     for turn in range(turns):
         if time.monotonic() > deadline:
-            return
+            return session.name
         request = pb.GenerateRequest(
             session=session.name, input=[user_text(f"a{index}-t{turn}", f"Turn {turn}. {TEXT}")],
             system_instruction=SYSTEM, tools=TOOLS,
@@ -110,6 +114,7 @@ async def _agent(stub: Any, index: int, turns: int, deadline: float, progress: l
         prompts[turn].append(response.reply.usage.prompt_tokens)
         compactions[0] += len(response.compactions)
         progress[0] += 1
+    return session.name
 
 
 async def _load(port: int, certs: pathlib.Path, args: argparse.Namespace, progress: list[int]) -> dict[str, Any]:
@@ -122,11 +127,15 @@ async def _load(port: int, certs: pathlib.Path, args: argparse.Namespace, progre
         f"127.0.0.1:{port}", creds, options=[("grpc.ssl_target_name_override", "localhost")]
     ) as channel:
         stub = context_service_pb2_grpc.ContextServiceStub(channel)
-        await asyncio.gather(*(
+        sessions = await asyncio.gather(*(
             _agent(stub, i, args.turns, deadline, progress, latencies, prompts, compactions)
             for i in range(args.agents)
         ))
-    return {"latencies": latencies, "prompts": prompts, "compactions": compactions[0]}
+        # Each agent is its own user, so its own cache scope.
+        views = [await stub.GetContextLifecycle(pb.GetContextLifecycleRequest(session=s), timeout=CALL_TIMEOUT_S)
+                 for s in sessions]
+    return {"latencies": latencies, "prompts": prompts, "compactions": compactions[0],
+            "live_caches": sum(v.cache_entry_count for v in views)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -170,6 +179,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "agents": args.agents, "turns": args.turns, "turns_completed_per_agent": completed,
         "warmup_turns": args.warmup, "block_turns": BLOCK, "elapsed_s": round(elapsed, 1),
         "turns_per_s": round(progress[0] / elapsed, 1), "compactions": outcome["compactions"],
+        "live_caches_end": outcome["live_caches"],
+        "live_caches_per_agent_end": round(outcome["live_caches"] / args.agents, 2),
     }
     if completed >= args.warmup + 2 * BLOCK:
         first = statistics.median(x for t in first_block for x in latencies[t])

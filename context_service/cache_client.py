@@ -16,8 +16,7 @@ operator action (gRPC's default cap is two minutes).
 
 A method the cache service does not implement (an older or newer version,
 or another service at ``cache_target``) is FAILED_PRECONDITION
-CACHE_SERVICE_INCOMPATIBLE naming the method; the turn gateway treats a
-missing AcquireLease as "no caching here" and calls uncached.
+CACHE_SERVICE_INCOMPATIBLE naming the method.
 
 ``cache_target`` may name several cache replicas (``dns:///cache.internal:50052``,
 or ``ipv4:10.0.0.1:50052,10.0.0.2:50052``): calls are balanced over them
@@ -47,10 +46,9 @@ from agentctx_common.status import error_from_rpc, status_from_rpc
 from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
 from context_service.building.types import BuiltContext
-from context_service.domain.cache_calls import CacheScope, LeaseGrant, ModelReply, ScopeInvalidation, ScopeStatus
+from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply, ScopeInvalidation, ScopeStatus
 from context_service.mapping.build_context import model_request
-from context_service.mapping.cache_calls import cache_prefix, reply_from_proto, scope_to_proto
-from context_service.mapping.convert import cache_from_proto
+from context_service.mapping.cache_calls import reply_from_proto, scope_to_proto
 from context_service.settings import ContextSettings
 
 Stub = cache_service_pb2_grpc.CacheServiceStub
@@ -133,33 +131,18 @@ class CacheClient:
 
     # --- ports.CachePort ------------------------------------------------------
 
-    async def acquire_lease(
-        self, scope: CacheScope, request: BuiltContext, *, input_count: int, ttl_s: float | None = None,
-        remaining: float | None = None,
-    ) -> LeaseGrant:
-        call = cpb.AcquireLeaseRequest(scope=scope_to_proto(scope), prefix=cache_prefix(request, input_count))
-        if ttl_s is not None:
-            call.ttl.FromNanoseconds(int(ttl_s * 1e9))
-        answer: cpb.AcquireLeaseResponse = await self._call("AcquireLease", call, remaining)
-        return LeaseGrant(answer.lease, cache_from_proto(answer.metadata))
-
-    async def release_lease(self, lease: str, *, remaining: float | None = None) -> bool:
-        response: cpb.ReleaseLeaseResponse = await self._call(
-            "ReleaseLease", cpb.ReleaseLeaseRequest(lease=lease), remaining
-        )
-        return response.released
-
     async def generate(
-        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
+        self, scope: CacheScope, request: BuiltContext, *, acquire: LeaseRequest | None = None,
+        remaining: float | None = None,
     ) -> ModelReply:
-        call = cpb.GenerateContentRequest(scope=scope_to_proto(scope), request=model_request(request), lease=lease)
-        answer = await self.generate_content(call, remaining=remaining)
+        answer = await self.generate_content(call_request(scope, request, acquire), remaining=remaining)
         return reply_from_proto(answer.response, answer.cache if answer.HasField("cache") else None)
 
     async def stream_generate(
-        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
+        self, scope: CacheScope, request: BuiltContext, *, acquire: LeaseRequest | None = None,
+        remaining: float | None = None,
     ) -> AsyncIterator[ModelReply]:
-        call = cpb.GenerateContentRequest(scope=scope_to_proto(scope), request=model_request(request), lease=lease)
+        call = call_request(scope, request, acquire)
         async for item in self._stream(cpb.StreamGenerateContentRequest(call=call), remaining):
             yield reply_from_proto(item.chunk, item.cache if item.HasField("cache") else None)
 
@@ -187,6 +170,16 @@ class CacheClient:
             await self._channel.close()
             self._channel = None
             self._stub = None
+
+
+def call_request(scope: CacheScope, request: BuiltContext, acquire: LeaseRequest | None) -> cpb.GenerateContentRequest:
+    call = cpb.GenerateContentRequest(scope=scope_to_proto(scope), request=model_request(request))
+    if acquire is not None:
+        call.acquire.suffix_contents = acquire.suffix
+        call.acquire.holder = acquire.holder
+        if acquire.ttl_s is not None:
+            call.acquire.ttl.FromNanoseconds(int(acquire.ttl_s * 1e9))
+    return call
 
 
 def _rebuilt(err: grpc.aio.AioRpcError, method: str) -> Exception:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Protocol
 
 from context_service.building.types import BuiltContext
-from context_service.domain.cache_calls import CacheScope, LeaseGrant, ModelReply, ScopeInvalidation, ScopeStatus
+from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply, ScopeInvalidation, ScopeStatus
 from context_service.domain.compaction.history import History
 from context_service.domain.compaction.jobs import Job
 from context_service.domain.compaction.plan import CompactionPlan
@@ -194,22 +194,18 @@ class CachePort(Protocol):
     it cannot make is UNAVAILABLE CACHE_SERVICE_UNAVAILABLE; its own errors
     come back as the AgentCtxError it raised."""
 
-    async def acquire_lease(
-        self, scope: CacheScope, request: BuiltContext, *, input_count: int, ttl_s: float | None = None,
+    async def generate(
+        self, scope: CacheScope, request: BuiltContext, *, acquire: LeaseRequest | None = None,
         remaining: float | None = None,
-    ) -> LeaseGrant:
-        """A lease on the cached stable prefix of ``request``: everything
-        but its last ``input_count`` contents."""
+    ) -> ModelReply:
+        """The model's answer; with ``acquire``, through a lease on the
+        request's prefix that the call acquires and releases itself (its
+        ``served`` record is then the call's whole cache record)."""
         ...
 
-    async def release_lease(self, lease: str, *, remaining: float | None = None) -> bool: ...
-
-    async def generate(
-        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
-    ) -> ModelReply: ...
-
     def stream_generate(
-        self, scope: CacheScope, request: BuiltContext, *, lease: str = "", remaining: float | None = None
+        self, scope: CacheScope, request: BuiltContext, *, acquire: LeaseRequest | None = None,
+        remaining: float | None = None,
     ) -> AsyncIterator[ModelReply]:
         """The reply's chunks as they arrive; errors as for ``generate``."""
         ...

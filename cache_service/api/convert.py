@@ -22,6 +22,7 @@ from agentctx_common.canonical import content_json, struct_to_dict, tool_config_
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
 from cache_service.api.content_memo import ContentMemo
+from cache_service.domain.call_lease import CallLease
 from cache_service.domain.keys import CanonicalContent, Prefix, Scope
 from cache_service.domain.model import JSON, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
 from cache_service.providers.routes import ProviderRouter
@@ -165,13 +166,27 @@ def call_from_proto(r: generation_pb2.ModelRequest, memo: ContentMemo | None = N
     )
 
 
-def ttl_seconds(r: pb.AcquireLeaseRequest) -> float | None:
+def ttl_seconds(r: pb.AcquireLeaseRequest | pb.CallLease, path: str = "ttl") -> float | None:
     if not r.HasField("ttl"):
         return None
     seconds = r.ttl.ToNanoseconds() / 1e9
     if seconds < 0:
-        raise InvalidArgument.fields([FieldViolation("ttl", "must not be negative")])
+        raise InvalidArgument.fields([FieldViolation(path, "must not be negative")])
     return seconds or None
+
+
+def call_lease_from_proto(r: pb.GenerateContentRequest, contents: int) -> CallLease | None:
+    """The lease a call acquires for itself, if it asks for one."""
+    if not r.HasField("acquire"):
+        return None
+    a = r.acquire
+    violations = []
+    if r.lease:
+        violations.append(FieldViolation("acquire", "must not be set with lease"))
+    if not 1 <= a.suffix_contents <= contents:
+        violations.append(FieldViolation("acquire.suffix_contents", "must be between 1 and the number of contents"))
+    _fail(violations)
+    return CallLease(a.suffix_contents, ttl_seconds(a, "acquire.ttl"), a.holder)
 
 
 # --- replies ---------------------------------------------------------------------

@@ -13,6 +13,7 @@ from agentctx.cache.v1 import cache_service_pb2_grpc
 from cache_service.api import convert
 from cache_service.api.content_memo import ContentMemo
 from cache_service.app import CacheApp
+from cache_service.domain.call_lease import CallLease, CallLeases
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall
 from cache_service.domain.ports import LeaseRejected
@@ -29,6 +30,8 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         self.router = build_router(app.settings, app.providers)
         # One memo for both calls of a turn (AcquireLease, GenerateContent).
         self.contents = ContentMemo(app.settings.content_memo_bytes)
+        # GenerateContent with ``acquire``: lease, call and release in one.
+        self.call_leases = CallLeases(app.registry, app.generator, app.settings.bytes_per_token)
 
     async def AcquireLease(self, request: pb.AcquireLeaseRequest, context: Context) -> pb.AcquireLeaseResponse:
         scope = convert.scope_from_proto(request.scope, self.router)
@@ -50,7 +53,7 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         view = PrefixView.of(prefix, self.app.settings.bytes_per_token)
         remaining = context.time_remaining()
         deadline = self.app.clock.monotonic() + remaining if remaining is not None else None
-        result = await registry.acquire(scope, view, ttl, deadline)
+        result = await registry.acquire(scope, view, ttl, deadline, request.holder)
         response.lease = result.lease
         convert.info_to_proto(result.info, response.metadata)
         return response
@@ -68,8 +71,11 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         return pb.ReleaseLeaseResponse(released=await self.app.registry.release(request.lease))
 
     async def GenerateContent(self, request: pb.GenerateContentRequest, context: Context) -> pb.GenerateContentResponse:
-        scope, call = self._call(request)
-        reply, info = await self.app.generator.generate(scope, call, request.lease, context.time_remaining())
+        scope, call, spec = self._call(request)
+        if spec is not None:
+            reply, info = await self.call_leases.generate(scope, call, spec, context.time_remaining())
+        else:
+            reply, info = await self.app.generator.generate(scope, call, request.lease, context.time_remaining())
         response = pb.GenerateContentResponse()
         convert.reply_to_proto(reply, response.response)
         convert.info_to_proto(info, response.cache)
@@ -77,8 +83,11 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
 
     async def StreamGenerateContent(self, request: pb.StreamGenerateContentRequest,
                                     context: Context) -> AsyncIterator[pb.StreamGenerateContentResponse]:
-        scope, call = self._call(request.call)
-        async for chunk, info in self.app.generator.stream(scope, call, request.call.lease, context.time_remaining()):
+        scope, call, spec = self._call(request.call)
+        remaining = context.time_remaining()
+        chunks = (self.call_leases.stream(scope, call, spec, remaining) if spec is not None
+                  else self.app.generator.stream(scope, call, request.call.lease, remaining))
+        async for chunk, info in chunks:
             out = pb.StreamGenerateContentResponse()
             convert.reply_to_proto(chunk, out.chunk)
             if info is not None:
@@ -99,9 +108,10 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
             inflight_count=status.inflight_count, waiter_count=status.waiter_count, prefix_bytes=status.prefix_bytes,
         )
 
-    def _call(self, request: pb.GenerateContentRequest) -> tuple[Scope, ModelCall]:
+    def _call(self, request: pb.GenerateContentRequest) -> tuple[Scope, ModelCall, CallLease | None]:
         call = convert.call_from_proto(request.request, self.contents)
+        spec = convert.call_lease_from_proto(request, len(call.contents))
         scope = convert.scope_from_proto(request.scope, self.router, model=call.model,
-                                         require_identity=bool(request.lease))
+                                         require_identity=bool(request.lease) or spec is not None)
         self.app.registry.provider(scope.provider)
-        return scope, call
+        return scope, call, spec

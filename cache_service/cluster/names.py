@@ -28,6 +28,12 @@ class Names:
     def tombstone(self, entry_id: str) -> str:
         return f"{self.prefix}t:{entry_id}"
 
+    def holder_entries(self, scope_fp: str) -> str:
+        return f"{self.prefix}ho:{scope_fp}"
+
+    def entry_holders(self, entry_id: str) -> str:
+        return f"{self.prefix}hu:{entry_id}"
+
     def sightings(self, scope_fp: str) -> str:
         return f"{self.prefix}sg:{scope_fp}"
 

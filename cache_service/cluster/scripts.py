@@ -55,6 +55,50 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HDEL', KEYS[2], ARGV[1])
 """ + _RETURN_ENTRY
 
+# KEYS: holder entries, entry holders, entry. ARGV: holder, entry id, wall, keep s, max holders per entry
+# Returns the entry the holder used before; records the new use if the entry
+# exists, keeping the entry's most recent holders and, in field '#', how
+# many of its leases named one (see domain.memory_store).
+SWAP_HOLDER = """
+local prev = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if ARGV[2] == '' or redis.call('EXISTS', KEYS[3]) == 0 then return prev end
+local keep = math.ceil(tonumber(ARGV[4]))
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], keep)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HINCRBY', KEYS[2], '#', 1)
+if redis.call('HLEN', KEYS[2]) > tonumber(ARGV[5]) + 1 then
+  local all = redis.call('HGETALL', KEYS[2])
+  local oldest, at = nil, nil
+  for i = 1, #all, 2 do
+    if all[i] ~= '#' then
+      local t = tonumber(all[i + 1])
+      if at == nil or t < at then oldest, at = all[i], t end
+    end
+  end
+  redis.call('HDEL', KEYS[2], oldest)
+end
+redis.call('EXPIRE', KEYS[2], keep)
+return prev
+"""
+
+# KEYS: key index. ARGV: entry key prefix, leases key prefix, then key fields
+# (longest prefix first). Every entry a field names, in that order, as
+# {id, entry hash, leases hash}: first_match in one round trip.
+FIRST_MATCH = """
+local out = {}
+for i = 3, #ARGV do
+  local id = redis.call('HGET', KEYS[1], ARGV[i])
+  if id then
+    local h = redis.call('HGETALL', ARGV[1] .. id)
+    if #h > 0 then
+      out[#out + 1] = {id, h, redis.call('HGETALL', ARGV[2] .. id)}
+    end
+  end
+end
+return out
+"""
+
 # KEYS: entry, leases. ARGV: wall time
 DROP_EXPIRED = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end

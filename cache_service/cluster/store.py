@@ -2,7 +2,8 @@
 replica. Each method is one round trip: a read, a MULTI pipeline, or a Lua
 script (cluster.scripts) for a step that must be atomic across replicas.
 
-- Entries: ``e:<id>`` (hash, cluster.codec) and ``l:<id>`` (its leases);
+- Entries: ``e:<id>`` (hash, cluster.codec) and ``l:<id>`` (its leases),
+  an acquire's match reading index and entries in one script;
   ``k:<scope>`` maps a key to its entry id, ``s:<scope>`` holds the scope's
   ids, ``all`` orders every entry by creation and ``lru`` by last use (a
   shared counter, since replicas' monotonic clocks differ).
@@ -10,6 +11,9 @@ script (cluster.scripts) for a step that must be atomic across replicas.
 - Sightings: ``sg:<scope>`` when each prefix (and head) was last seen, the
   previous request's prefix and the scope's recent arrival gaps; ``sgo``
   their recency, bounded by ``max_sightings`` over all scopes. Learned floors: ``floors``.
+- Holders: ``ho:<scope>`` maps a holder to the entry it used last,
+  ``hu:<id>`` an entry's latest holders to their last use (wall); both
+  expire ``keep_s`` after their last write.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from cache_service.cluster.cipher import NameCipher
 from cache_service.cluster.codec import decode_entry, entry_fields, pairs, text
 from cache_service.cluster.names import Names, key_field
 from cache_service.domain.entry import Entry, EntryKey
-from cache_service.domain.memory_store import GAPS_KEPT
+from cache_service.domain.memory_store import GAPS_KEPT, MAX_ENTRY_HOLDERS
 from cache_service.domain.policy import Evidence
+from cache_service.domain.ports import EntryHolders
 
 
 class RedisRegistryStore:
@@ -37,7 +42,8 @@ class RedisRegistryStore:
         self._max_sightings = max_sightings
         self._tombstone_ttl = tombstone_ttl_s
         self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
-            "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "DROP_EXPIRED", "SET_EXPIRY", "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
+            "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "FIRST_MATCH", "DROP_EXPIRED", "SET_EXPIRY",
+            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
 
     # --- entries --------------------------------------------------------------------
 
@@ -48,9 +54,13 @@ class RedisRegistryStore:
                           usable: Callable[[Entry], bool]) -> Entry | None:
         if not keys:
             return None
-        ids = await self._r.hmget(self._n.key_index(scope_fp), [key_field(k) for k in keys])
-        found = [text(i) for i in ids if i is not None]
-        for entry in await self._many(found):
+        # The index lookup and the entries it names in one script: this is every acquire's first step.
+        n = self._n
+        found = await self._scripts["FIRST_MATCH"](
+            keys=[n.key_index(scope_fp)], args=[n.entry(""), n.leases(""), *(key_field(k) for k in keys)])
+        for raw_id, fields, leases in found:
+            entry_id = text(raw_id)
+            entry = decode_entry(entry_id, pairs(fields), pairs(leases), self._cipher)
             if entry is not None and usable(entry):
                 return entry
         return None
@@ -107,6 +117,18 @@ class RedisRegistryStore:
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
         return await self._run("DROP_LEASE", entry_id, [], [lease_id])
+
+    async def swap_holder(self, scope_fp: str, holder: str, entry_id: str, wall: float, keep_s: float) -> str:
+        n = self._n
+        previous = await self._scripts["SWAP_HOLDER"](
+            keys=[n.holder_entries(scope_fp), n.entry_holders(entry_id), n.entry(entry_id)],
+            args=[holder, entry_id, repr(wall), repr(keep_s), MAX_ENTRY_HOLDERS])
+        return text(previous)
+
+    async def holders(self, entry_id: str) -> EntryHolders:
+        raw = {text(k): v for k, v in (await self._r.hgetall(self._n.entry_holders(entry_id))).items()}
+        named = int(raw.pop("#", 0))
+        return EntryHolders({k: float(v) for k, v in raw.items()}, named)
 
     async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None:
         return await self._run("DROP_EXPIRED", entry_id, [], [repr(wall)])

@@ -40,7 +40,7 @@ class LeaseIssuer:
                                              expires, state.value))
         if state is CacheState.HIT:
             self._lifecycle.maybe_refresh(leased, wall)
-        return AcquireResult(token, leased.info(state))
+        return AcquireResult(token, leased.info(state), entry.id)
 
     async def resolve(self, token: str, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
         """The live entry a lease names. Raises LeaseRejected, or
@@ -59,10 +59,19 @@ class LeaseIssuer:
 
     async def release(self, token: str) -> bool:
         try:
-            entry, claims = await self.resolve(token)
+            _, claims = await self.resolve(token)
         except (LeaseRejected, PermissionDenied):
             return False
-        released = await self._store.drop_lease(entry.id, claims.lease_id)
+        await self._drop(claims)
+        return True
+
+    async def release_issued(self, token: str) -> None:
+        """``release`` for a token this process just issued and kept (a
+        call's own lease): genuine, so dropped by its claims without
+        reading the entry first (one store step, not two)."""
+        await self._drop(self.signer.verify(token))
+
+    async def _drop(self, claims: LeaseClaims) -> None:
+        released = await self._store.drop_lease(claims.entry_id, claims.lease_id)
         if released is not None and released.retiring and not released.leases:
             await self._lifecycle.remove(released, "EXPIRED", "replaced")
-        return True

@@ -2,12 +2,23 @@
 docs/ARCHITECTURE.md, "Cache service").
 
 A cache is deleted when it expires, is evicted, invalidated, found missing,
-or replaced by a grown cache *and* no live lease still names it. A removed
+or replaced by a grown cache *and* no live lease still names it, or when
+its conversation superseded it (below). A removed
 entry leaves a tombstone (the reason its leases now resolve to) and its
 provider cache goes to the bounded cleanup path; a failed provider call
 never counts as a deletion. Expired and missing caches leave their
 sighting behind, so a conversation that resumes re-creates its cache at
 once. A hit on a cache past half its TTL extends it (``refresh_on_hit``).
+
+Superseded caches: an acquire may name its holder (an opaque id of the
+caller's conversation). The store remembers the entry each holder used
+last, which holders used each entry and how many of its leases named one.
+When a holder's new prefix does not extend the entry it used last
+(compaction or a rewrite replaced its history), nothing of that
+conversation will read the entry again: unless another holder used it
+within its TTL, or a caller that named none ever leased it, it is
+retired, so deleted as soon as no lease names it, and compaction does not
+leave a trail of caches living out their TTL.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from cache_service.domain.entry import Entry
+from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import CacheHandle
 from cache_service.domain.ports import Cleanup, Clock, RegistryStore
 from cache_service.domain.registry_settings import RegistrySettings
@@ -42,12 +54,37 @@ class Lifecycle:
         self._refreshing.discard(removed.id)
         self._cleanup.delete(removed.provider, removed.id, removed.handle.name, why)
 
-    async def retire(self, entry: Entry) -> None:
-        """Replaced by a grown cache: no new leases; deleted once no lease
-        names it."""
+    async def retire(self, entry: Entry, why: str = "replaced") -> None:
+        """Replaced by a grown cache (or superseded): no new leases; deleted
+        once no lease names it."""
         retired = await self._store.retire(entry.id)
         if retired is not None and not retired.leased_at(self._clock.wall()):
-            await self.remove(retired, "EXPIRED", "replaced")
+            await self.remove(retired, "EXPIRED", why)
+
+    async def follow(self, scope_fp: str, holder: str, view: PrefixView, entry_id: str) -> bool:
+        """``holder`` acquired for ``view`` and got a lease on ``entry_id``
+        ("" : a bypass). Retires the entry it used before if ``view``
+        supersedes it and no other holder used it lately (deleted now, or
+        when the holder's own last lease on it goes); True if it did."""
+        if not holder:
+            # Its uses count against early deletion: leases that named no holder.
+            return False
+        wall = self._clock.wall()
+        previous = await self._store.swap_holder(scope_fp, holder, entry_id, wall, self._settings.max_ttl_s)
+        if not previous or previous == entry_id:
+            return False
+        entry = await self._store.get(previous)
+        if entry is None or _extends(view, entry):
+            return False
+        # A lease of another holder is a recent use of it, so a live lease
+        # left here is this holder's own: the entry goes when that does.
+        users = await self._store.holders(entry.id)
+        if entry.uses > users.named_uses:
+            return False  # a caller that named no holder leased it
+        if any(h != holder and wall - used < entry.ttl_s for h, used in users.last_use.items()):
+            return False
+        await self.retire(entry, "superseded")
+        return True
 
     async def drop_missing(self, entry: Entry) -> None:
         """The provider no longer holds the cache: forget it now, so the next
@@ -106,3 +143,9 @@ class Lifecycle:
                 await self._store.set_expiry(entry.id, handle.expire_time)
 
         self._cleanup.refresh(entry.provider, entry.handle.name, entry.ttl_s, done)
+
+
+def _extends(view: PrefixView, entry: Entry) -> bool:
+    """Whether ``view`` starts with the entry's prefix (so the entry may still serve it)."""
+    n = entry.history_len
+    return n < len(view.chain) and view.chain[n] == entry.digest

@@ -12,6 +12,10 @@ service").
   last ``GAPS_KEPT`` arrival gaps (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
   accepted to cache, as its refusals taught us.
+- Holders: (scope, holder) -> the entry it used last, the most recent
+  ``max_holders`` kept; per entry, its ``MAX_ENTRY_HOLDERS`` latest named
+  holders, when each used it and how many leases named one (dropped with
+  the entry).
 
 No method suspends, so each registry step that calls several of them stays
 atomic on the event loop. Entries handed out are the stored objects
@@ -27,8 +31,13 @@ from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.policy import Evidence
+from cache_service.domain.ports import EntryHolders
 
 GAPS_KEPT = 16  # arrival gaps kept per scope
+# Enough to tell "only this conversation" from "shared": the oldest holder
+# dropped is older than every one kept, so an entry whose kept holders but
+# one are stale has no recent other holder either.
+MAX_ENTRY_HOLDERS = 8
 
 
 @dataclass
@@ -64,9 +73,13 @@ class _ScopeSightings:
 
 
 class MemoryRegistryStore:
-    def __init__(self, *, max_sightings: int = 4096, max_tombstones: int = 4096) -> None:
+    def __init__(self, *, max_sightings: int = 4096, max_tombstones: int = 4096, max_holders: int = 16384) -> None:
         self._max_sightings = max_sightings
         self._max_tombstones = max_tombstones
+        self._max_holders = max_holders
+        self._holder_entry: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._entry_holders: dict[str, OrderedDict[str, float]] = {}
+        self._named_uses: dict[str, int] = {}
         self._by_id: dict[str, Entry] = {}
         self._scopes: dict[str, _ScopeEntries] = {}
         self._tombstones: OrderedDict[str, str] = OrderedDict()  # entry id -> invalid reason
@@ -130,6 +143,8 @@ class MemoryRegistryStore:
             self._unkey(entry)
             if not state.entries:
                 del self._scopes[entry.scope_fp]
+        self._entry_holders.pop(entry.id, None)
+        self._named_uses.pop(entry.id, None)
         self._tombstones[entry.id] = invalid_reason
         while len(self._tombstones) > self._max_tombstones:
             self._tombstones.popitem(last=False)
@@ -153,6 +168,28 @@ class MemoryRegistryStore:
         if entry is not None:
             entry.leases.pop(lease_id, None)
         return entry
+
+    async def swap_holder(self, scope_fp: str, holder: str, entry_id: str, wall: float, keep_s: float) -> str:
+        # keep_s bounds nothing here: the maps are bounded by count, and an
+        # entry's holders go with it.
+        key = (scope_fp, holder)
+        previous = self._holder_entry.get(key, "")
+        if not entry_id or entry_id not in self._by_id:
+            return previous
+        self._holder_entry.pop(key, None)
+        self._holder_entry[key] = entry_id
+        while len(self._holder_entry) > self._max_holders:
+            self._holder_entry.popitem(last=False)
+        self._named_uses[entry_id] = self._named_uses.get(entry_id, 0) + 1
+        users = self._entry_holders.setdefault(entry_id, OrderedDict())
+        users.pop(holder, None)
+        users[holder] = wall
+        while len(users) > MAX_ENTRY_HOLDERS:
+            users.popitem(last=False)
+        return previous
+
+    async def holders(self, entry_id: str) -> EntryHolders:
+        return EntryHolders(dict(self._entry_holders.get(entry_id, {})), self._named_uses.get(entry_id, 0))
 
     async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None:
         entry = self._by_id.get(entry_id)

@@ -166,10 +166,12 @@ class LeaseClaims:
 
 @dataclass(frozen=True)
 class AcquireResult:
-    """A lease (empty on bypass) and the public metadata."""
+    """A lease (empty on bypass) and the public metadata; ``entry_id``
+    names the leased entry (registry-internal, never sent)."""
 
     lease: str
     info: CacheInfo
+    entry_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,16 @@ class Cleanup(Protocol):
 # --- registry state --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EntryHolders:
+    """The named holders that used an entry lately (wall time of each one's
+    last use), and how many of its leases named a holder: the entry's
+    other uses were by callers that named none."""
+
+    last_use: dict[str, float]
+    named_uses: int
+
+
 class RegistryStore(Protocol):
     """The registry's state that replicas must share. Entries it returns may
     be snapshots: callers change them only through these methods, and use
@@ -297,6 +307,15 @@ class RegistryStore(Protocol):
         ...
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None: ...
+
+    async def swap_holder(self, scope_fp: str, holder: str, entry_id: str, wall: float, keep_s: float) -> str:
+        """The entry ``holder`` (named) used last in the scope ("" : none
+        known). With an ``entry_id`` that exists, records that ``holder``
+        now uses it: the entry's use by ``holder`` at ``wall``, counted
+        among its named uses. Both are kept at least ``keep_s`` seconds."""
+        ...
+
+    async def holders(self, entry_id: str) -> EntryHolders: ...
 
     async def drop_expired_leases(self, entry_id: str, wall: float) -> Entry | None: ...
 

@@ -78,6 +78,7 @@ class Registry:
         # or PermissionDenied for a genuine lease of another scope.
         self.resolve = self.leases.resolve
         self.release = self.leases.release
+        self.release_issued = self.leases.release_issued
         self.drop_missing = self.lifecycle.drop_missing
         self.sweep = self.lifecycle.sweep
         self.flights.on_invalidated(self._cancel_remote)
@@ -133,9 +134,12 @@ class Registry:
 
     # --- acquire ------------------------------------------------------------------
 
-    async def acquire(self, scope: Scope, view: PrefixView, ttl_s: float | None, deadline: float | None) -> AcquireResult:
+    async def acquire(self, scope: Scope, view: PrefixView, ttl_s: float | None, deadline: float | None,
+                      holder: str = "") -> AcquireResult:
         """A lease on a cache for ``view`` in ``scope``, or a bypass.
-        ``deadline`` is absolute, on the registry clock's monotonic reading."""
+        ``deadline`` is absolute, on the registry clock's monotonic reading.
+        ``holder``: the caller's conversation, whose superseded cache goes
+        (``Lifecycle.follow``)."""
         self.check_scope(scope)
         provider = self.provider(scope.provider)
         ttls = self.admission.ttl_options(provider, ttl_s)
@@ -157,6 +161,7 @@ class Registry:
             _acquires.add(1, {"provider": scope.provider, "state": state, "reason": reason})
         if isinstance(outcome, AgentCtxError):
             raise outcome
+        await self.lifecycle.follow(sfp, holder, view, outcome.entry_id)
         return outcome
 
     async def _acquire(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],

@@ -21,12 +21,14 @@ class CacheScope:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseGrant:
-    """AcquireLease's answer: an opaque token (empty: go uncached) and the
-    public cache record."""
+class LeaseRequest:
+    """A lease the model call acquires and releases itself: on everything
+    but the request's last ``suffix`` contents; ``holder`` names the
+    conversation (opaque to the cache service)."""
 
-    token: str
-    info: CacheInfo
+    suffix: int
+    ttl_s: float | None = None
+    holder: str = ""
 
 
 @dataclass(frozen=True, slots=True)

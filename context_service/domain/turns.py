@@ -47,11 +47,6 @@ MAX_ID_CHARS = 128
 # Author and invocation labels, as for stored events.
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
-# Reasons the cache service gives for a lease it cannot honour: a cache
-# failure, so the call goes ahead uncached.
-LEASE_REFUSALS = frozenset({
-    Reason.LEASE_INVALID, Reason.LEASE_PREFIX_MISMATCH, Reason.LEASE_SCOPE_MISMATCH, Reason.EMPTY_SUFFIX,
-})
 # How soon an agent may retry after the cache service was unreachable.
 CACHE_RETRY_AFTER_S = 1.0
 
@@ -271,26 +266,6 @@ def reply_id_conflict() -> AlreadyExists:
 
 def disabled_record(scope_fingerprint: str = "") -> CacheInfo:
     return CacheInfo(state=CacheState.BYPASS, bypass_reason="DISABLED", scope_fingerprint=scope_fingerprint)
-
-
-def cache_record(*, acquired: CacheInfo, served: CacheInfo | None, leased: bool) -> CacheInfo:
-    """What to store about the cache for one call. ``acquired``: what
-    AcquireLease said; ``served``: what the model call said (None when the
-    lease was refused and the call went uncached)."""
-    if leased and served is not None:
-        return served  # HIT / CREATED / GROWN, or BYPASS CACHE_MISSING
-    if leased:
-        return refused_record(acquired, "CACHE_MISSING")
-    return acquired  # a BYPASS with its reason
-
-
-def refused_record(acquired: CacheInfo, reason: str) -> CacheInfo:
-    return dataclasses.replace(acquired, state=CacheState.BYPASS, bypass_reason=reason, expire_time=None, uses=0)
-
-
-def lease_refusal_reason(err: AgentCtxError) -> str:
-    """The bypass reason to record when the cache service refused a lease."""
-    return "INVALIDATED" if err.metadata.get("invalid_reason") == "INVALIDATED" else "CACHE_MISSING"
 
 
 # --- errors ---------------------------------------------------------------------

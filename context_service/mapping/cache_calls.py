@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from agentctx.cache.v1 import cache_service_pb2 as cpb
 from agentctx.type.v1 import cache_pb2, generation_pb2
-from context_service.building.types import BuiltContext
 from context_service.domain.cache_calls import CacheScope, ModelReply
-from context_service.mapping.build_context import model_request
 from context_service.mapping.convert import cache_from_proto, content_from_proto, dict_to_struct, usage_from_proto
 
 
@@ -16,18 +14,6 @@ def scope_to_proto(scope: CacheScope) -> cpb.CacheScope:
     if scope.policy:
         dict_to_struct(scope.policy, out.policy)
     return out
-
-
-def cache_prefix(built: BuiltContext, input_count: int) -> cpb.CachePrefix:
-    """The stable start of the request: instruction, tools, tool config and
-    every content before the current input (memory included)."""
-    request = model_request(built)
-    prefix = cpb.CachePrefix(tools=request.tools, history=request.contents[: len(request.contents) - input_count])
-    if request.HasField("system_instruction"):
-        prefix.system_instruction.CopyFrom(request.system_instruction)
-    if request.HasField("tool_config"):
-        prefix.tool_config.CopyFrom(request.tool_config)
-    return prefix
 
 
 def finish_reason_name(value: int) -> str:

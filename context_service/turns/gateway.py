@@ -1,39 +1,42 @@
-"""The model-call leg of a turn: lease, call and release through the cache
-service, in domain terms.
+"""The model-call leg of a turn through the cache service, in domain terms:
+one GenerateContent (or StreamGenerateContent) that leases the stable
+prefix for itself (``acquire``): the cache service acquires the lease,
+calls the model with it and releases it in the same round trip, so a turn
+pays one call to the cache service, not three, and sends its prefix once.
 
 Degrade, never lose:
 
 - every cache failure *inside* the cache service (create refused, rate
-  limited, too small, missing at the provider) already comes back as a
-  BYPASS record on a successful call: nothing to do here;
-- a lease the cache service refuses at call time (expired, invalidated,
-  prefix or scope mismatch) is a cache failure too: the call is sent once
-  more without it and recorded as BYPASS;
-- a cache service without AcquireLease (another version) cannot cache:
-  the call goes uncached, recorded as BYPASS UNSUPPORTED; one without
-  ReleaseLease lets its leases expire (release is best effort anyway);
+  limited, too small, missing at the provider, a lease invalidated between
+  its acquire and the call) comes back as a BYPASS record on a successful
+  call: nothing to do here;
+- a cache service that does not lease in the call (another version) says
+  nothing of the cache (state unspecified): the call went uncached,
+  recorded as BYPASS UNSUPPORTED;
 - the cache service itself unreachable, or silent past the call's
   deadline, is UNAVAILABLE CACHE_SERVICE_UNAVAILABLE with RetryInfo:
   without it there is no model call at all; one without GenerateContent
   is FAILED_PRECONDITION CACHE_SERVICE_INCOMPATIBLE (a deployment to fix,
   not a moment to wait out).
 
-Provider resource names never reach this process: leases are opaque tokens
-and the records are public metadata.
+The holder the lease names is a digest of the session's name: the cache
+service learns no session name, yet can tell that this conversation's
+new prefix superseded (compaction) the cache it used before and delete
+it. Provider resource names never reach this process, nor do leases: the
+records are public metadata.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from agentctx_common.errors import AgentCtxError
-from agentctx_common.reasons import Reason
 from context_service.building.types import BuiltContext
 from context_service.domain import turns
-from context_service.domain.cache_calls import CacheScope, ModelReply
+from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply
 from context_service.domain.config import CachePolicy
 from context_service.domain.model import CacheInfo, CacheState, Content, SessionKey
 from context_service.ports import CachePort
@@ -41,26 +44,24 @@ from context_service.ports import CachePort
 log = logging.getLogger("agentctx.context.turns")
 T = TypeVar("T")
 
-# ReleaseLease only lets a replaced cache go sooner: never wait long for it.
-RELEASE_TIMEOUT_S = 2.0
-# The record of a call a cache service without AcquireLease served uncached.
+# The record of a call a cache service that does not lease in the call served.
 UNSUPPORTED = CacheInfo(state=CacheState.BYPASS, bypass_reason="UNSUPPORTED")
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """An opaque lease token (empty: the call goes uncached) and the public
-    record AcquireLease returned."""
-
-    token: str
-    info: CacheInfo
-    enabled: bool = True
 
 
 def cache_scope(key: SessionKey, model: str, policy: CachePolicy) -> CacheScope:
     """The session's cache scope: the cache service's default provider, the
     app, the user, the model and the policy's scope labels."""
     return CacheScope(app=key.app, user=key.user, model=model, policy=policy.scope_policy or None)
+
+
+def lease_request(key: SessionKey, policy: CachePolicy, input_count: int) -> LeaseRequest | None:
+    """The in-call lease of a turn whose last ``input_count`` contents are
+    its current input (at least the last content is left uncached), or None
+    with caching off."""
+    if not policy.enabled:
+        return None
+    holder = hashlib.sha256(f"{key.app}/{key.user}/{key.session}".encode()).hexdigest()[:32]
+    return LeaseRequest(suffix=max(1, input_count), ttl_s=policy.ttl_s, holder=holder)
 
 
 class ModelGateway:
@@ -75,110 +76,51 @@ class ModelGateway:
                 raise turns.cache_service_unavailable(err) from None
             raise
 
-    # --- lease ----------------------------------------------------------------
-
-    async def acquire(
-        self,
-        scope: CacheScope,
-        request: BuiltContext,
-        input_count: int,
-        policy: CachePolicy,
-        deadline: turns.Deadline,
-    ) -> Lease:
-        if not policy.enabled:
-            return Lease("", turns.disabled_record(), enabled=False)
-        try:
-            grant = await self._guard(
-                self._client.acquire_lease(
-                    scope, request, input_count=input_count, ttl_s=policy.ttl_s, remaining=deadline.remaining()
-                ),
-                deadline,
-            )
-        except AgentCtxError as err:
-            if err.reason is not Reason.CACHE_SERVICE_INCOMPATIBLE:
-                raise
-            # A cache service without leases can still call the model.
-            log.info("the cache service has no AcquireLease; calling uncached", extra={"reason": err.reason})
-            return Lease("", UNSUPPORTED)
-        return Lease(grant.token, grant.info)
-
-    async def release(self, lease: Lease, deadline: turns.Deadline) -> None:
-        """Best effort: an unreleased lease expires on its own."""
-        if not lease.token:
-            return
-        remaining = deadline.remaining()
-        try:
-            await self._client.release_lease(
-                lease.token, remaining=RELEASE_TIMEOUT_S if remaining is None else min(remaining, RELEASE_TIMEOUT_S)
-            )
-        except AgentCtxError as err:
-            log.debug("lease not released", extra={"code": err.code.value, "reason": err.reason})
-
     # --- calls ----------------------------------------------------------------
 
-    def _record(self, lease: Lease, served: CacheInfo | None) -> CacheInfo:
-        if not lease.enabled:
+    @staticmethod
+    def _record(lease: LeaseRequest | None, served: CacheInfo | None) -> CacheInfo:
+        if lease is None:
             return turns.disabled_record(served.scope_fingerprint if served is not None else "")
-        return turns.cache_record(acquired=lease.info, served=served, leased=bool(lease.token))
+        if served is None or served.state is CacheState.UNSPECIFIED:
+            return UNSUPPORTED
+        return served  # HIT / CREATED / GROWN, or BYPASS with its reason
 
     async def generate(
-        self, scope: CacheScope, request: BuiltContext, lease: Lease, deadline: turns.Deadline
+        self, scope: CacheScope, request: BuiltContext, lease: LeaseRequest | None, deadline: turns.Deadline
     ) -> turns.ModelAnswer:
-        try:
-            reply = await self._guard(
-                self._client.generate(scope, request, lease=lease.token, remaining=deadline.remaining()), deadline
-            )
-        except AgentCtxError as err:
-            if not lease.token or err.reason not in turns.LEASE_REFUSALS:
-                raise
-            log.info("lease refused; calling uncached", extra={"reason": err.reason})
-            reply = await self._guard(
-                self._client.generate(scope, request, lease="", remaining=deadline.remaining()), deadline
-            )
-            info = turns.refused_record(lease.info, turns.lease_refusal_reason(err))
-        else:
-            info = self._record(lease, reply.served)
+        reply = await self._guard(
+            self._client.generate(scope, request, acquire=lease, remaining=deadline.remaining()), deadline
+        )
         return turns.ModelAnswer(
-            content=reply.content, usage=reply.usage, cache=info,
+            content=reply.content, usage=reply.usage, cache=self._record(lease, reply.served),
             finish_reason=reply.finish_reason, model_version=reply.model_version,
         )
 
     async def stream(
-        self, scope: CacheScope, request: BuiltContext, lease: Lease, deadline: turns.Deadline
+        self, scope: CacheScope, request: BuiltContext, lease: LeaseRequest | None, deadline: turns.Deadline
     ) -> AsyncIterator[Content | turns.ModelAnswer]:
         """The reply's chunks as they arrive (contents with parts), then the
-        whole answer. A refused lease is retried uncached only before any
-        chunk was produced."""
-        token = lease.token
+        whole answer."""
         chunks: list[Content] = []
         last: ModelReply | None = None
         served: CacheInfo | None = None
-        refused: AgentCtxError | None = None
-        while True:
-            try:
-                async for item in self._client.stream_generate(scope, request, lease=token, remaining=deadline.remaining()):
-                    if item.content.parts:
-                        chunks.append(item.content)
-                        yield item.content
-                    last = item
-                    if item.served is not None:
-                        served = item.served
-                break
-            except AgentCtxError as err:
-                if turns.is_transport_failure(err, deadline):
-                    raise turns.cache_service_unavailable(err) from None
-                if chunks or not token or err.reason not in turns.LEASE_REFUSALS:
-                    raise
-                log.info("lease refused; streaming uncached", extra={"reason": err.reason})
-                token, refused = "", err
-        if refused is not None:
-            info = turns.refused_record(lease.info, turns.lease_refusal_reason(refused))
-        else:
-            info = self._record(lease, served)
+        try:
+            async for item in self._client.stream_generate(scope, request, acquire=lease, remaining=deadline.remaining()):
+                if item.content.parts:
+                    chunks.append(item.content)
+                    yield item.content
+                last = item
+                if item.served is not None:
+                    served = item.served
+        except AgentCtxError as err:
+            if turns.is_transport_failure(err, deadline):
+                raise turns.cache_service_unavailable(err) from None
+            raise
         yield turns.ModelAnswer(
             content=turns.merge_chunks(chunks),
             usage=last.usage if last is not None else None,
-            cache=info,
+            cache=self._record(lease, served),
             finish_reason=last.finish_reason if last is not None else "",
             model_version=last.model_version if last is not None else "",
         )

@@ -1,20 +1,26 @@
 """One agent turn, end to end: Generate and StreamGenerate.
 
-1. A stored reply with the turn's reply id means an earlier attempt
-   finished: it is returned (deduplicated) and nothing else happens.
-2. The input events are appended in one transaction, all or nothing
+1. The input events are appended in one transaction, all or nothing
    (idempotent by id; their number is bounded, ``max_turn_inputs``): from
    here on the input is durable, whatever fails later.
+2. If every input was already stored (a retry), a stored reply with the
+   turn's reply id means an earlier attempt finished: it is returned
+   (deduplicated) and nothing else happens. An attempt stores its reply
+   after its inputs, so a turn with a new input has no stored reply, and
+   its first attempt reads none (a reply id that names another stored
+   event is REPLY_ID_CONFLICT when the reply is stored).
 3. The context is built as BuildContext builds it, with the input events
    left out of the history and sent as the current input, so a retry
    builds the view its first attempt would have.
-4. A lease is acquired for the stable prefix (when the session's cache
-   policy is on), the model is called through the cache service, the reply
-   is appended, the lease is released.
+4. The model is called through the cache service, in one call that leases
+   the stable prefix for itself (when the session's cache policy is on:
+   the cache service acquires, uses and releases the lease), and the reply
+   is appended.
 5. A context-window overflow before any output runs overflow compaction
    and retries once (``domain.turns`` has the errors).
-6. Threshold / background compaction runs at the turn boundary. It never
-   fails a turn whose reply is stored: the next boundary tries again.
+6. Threshold / background compaction runs at the turn boundary, on the
+   config the build already read. It never fails a turn whose reply is
+   stored: the next boundary tries again.
 
 Every downstream call gets what is left of the agent's deadline, and no
 model call starts once it has passed (DEADLINE_TOO_SHORT).
@@ -44,11 +50,12 @@ from context_service.building.builder import ContextBuilder
 from context_service.building.types import BuiltContext
 from context_service.compaction.service import CompactionOutcome
 from context_service.domain import turns
-from context_service.domain.cache_calls import CacheScope
+from context_service.domain.cache_calls import CacheScope, LeaseRequest
+from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
 from context_service.ports import CachePort, SessionStore
 from context_service.turns import telemetry
-from context_service.turns.gateway import Lease, ModelGateway, cache_scope
+from context_service.turns.gateway import ModelGateway, cache_scope, lease_request
 from context_service.turns.types import Turn, TurnResult
 
 log = logging.getLogger("agentctx.context.turns")
@@ -62,7 +69,8 @@ class TurnCompaction(Protocol):
     async def compact_for_overflow(self, key: SessionKey, *, remaining: float | None = None) -> CompactionOutcome: ...
 
     async def maybe_compact_at_turn_boundary(
-        self, key: SessionKey, *, reported_tokens: int | None = None, remaining: float | None = None
+        self, key: SessionKey, *, reported_tokens: int | None = None, remaining: float | None = None,
+        config: ContextConfig | None = None,
     ) -> CompactionOutcome: ...
 
 
@@ -98,23 +106,19 @@ class TurnRunner:
             telemetry.completed(span, result, stream=False, overflow_recovered=first is not None)
             return result
 
-    async def _lease(
-        self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline
-    ) -> tuple[CacheScope, Lease]:
+    @staticmethod
+    def _lease(key: SessionKey, turn: Turn, built: BuiltContext) -> tuple[CacheScope, LeaseRequest | None]:
         scope = cache_scope(key, built.model, built.config.cache)
         inputs = len(turn.inputs)
         if not turn.store:
             inputs = turns.current_input_count([r.content for r in built.selection.history], inputs)
-        return scope, await self.gateway.acquire(scope, built, inputs, built.config.cache, deadline)
+        return scope, lease_request(key, built.config.cache, inputs)
 
     async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline) -> tuple[Event, bool]:
         _require_time(deadline)
-        scope, lease = await self._lease(key, turn, built, deadline)
-        try:
-            answer = await self.gateway.generate(scope, built, lease, deadline)
-            return await self._store_reply(key, turn, answer)
-        finally:
-            await self.gateway.release(lease, deadline)
+        scope, lease = self._lease(key, turn, built)
+        answer = await self.gateway.generate(scope, built, lease, deadline)
+        return await self._store_reply(key, turn, answer)
 
     # --- StreamGenerate ---------------------------------------------------------
 
@@ -135,27 +139,24 @@ class TurnRunner:
             deduplicated = False
             while True:
                 _require_time(deadline)
-                scope, lease = await self._lease(key, turn, built, deadline)
+                scope, lease = self._lease(key, turn, built)
                 partials: list[Event] = []
                 overflow: AgentCtxError | None = None
                 try:
-                    try:
-                        async for item in self.gateway.stream(scope, built, lease, deadline):
-                            if isinstance(item, turns.ModelAnswer):
-                                reply, deduplicated = await self._store_reply(key, turn, item)
-                            else:
-                                chunk = turns.chunk_event(
-                                    item, turn.ids, len(partials), author=turn.author, branch=turn.branch
-                                )
-                                partials.append(chunk)
-                                yield chunk
-                    except AgentCtxError as err:
-                        # After output reached the agent, a second answer would be a different reply.
-                        if partials or not turns.is_context_overflow(err):
-                            raise
-                        overflow = err
-                finally:
-                    await self.gateway.release(lease, deadline)
+                    async for item in self.gateway.stream(scope, built, lease, deadline):
+                        if isinstance(item, turns.ModelAnswer):
+                            reply, deduplicated = await self._store_reply(key, turn, item)
+                        else:
+                            chunk = turns.chunk_event(
+                                item, turn.ids, len(partials), author=turn.author, branch=turn.branch
+                            )
+                            partials.append(chunk)
+                            yield chunk
+                except AgentCtxError as err:
+                    # After output reached the agent, a second answer would be a different reply.
+                    if partials or not turns.is_context_overflow(err):
+                        raise
+                    overflow = err
                 if overflow is None:
                     break
                 built = await self._recover(key, turn, overflow, first, compactions, deadline)
@@ -172,13 +173,18 @@ class TurnRunner:
         is stored, the context for the model call."""
         if not turn.store:
             return await self._build(key, turn, deadline)
-        stored = await self._sessions.get_event(key, turn.ids.reply_id)
-        if stored is not None:
-            if not turns.is_reply(stored):
-                raise turns.reply_id_conflict()
-            return TurnResult(stored, deduplicated=True)
-        # All or nothing: a turn that fails while storing its input leaves none of it.
-        await self._sessions.append_events(key, turn.inputs)
+        # All or nothing: a turn that fails while storing its input leaves none
+        # of it. One input (most turns) takes the store's group-commit path.
+        if len(turn.inputs) == 1:
+            appended = [await self._sessions.append_event(key, turn.inputs[0])]
+        else:
+            appended = await self._sessions.append_events(key, turn.inputs)
+        if all(r.deduplicated for r in appended):
+            stored = await self._sessions.get_event(key, turn.ids.reply_id)
+            if stored is not None:
+                if not turns.is_reply(stored):
+                    raise turns.reply_id_conflict()
+                return TurnResult(stored, deduplicated=True)
         return await self._build(key, turn, deadline)
 
     async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> BuiltContext:
@@ -231,8 +237,9 @@ class TurnRunner:
             usage = reply.usage
             reported = usage.prompt_tokens + usage.output_tokens if usage is not None and usage.prompt_tokens else None
             try:
+                # The build's config: the check need not read the session again.
                 outcome = await self._compaction.maybe_compact_at_turn_boundary(
-                    key, reported_tokens=reported, remaining=deadline.remaining()
+                    key, reported_tokens=reported, remaining=deadline.remaining(), config=built.config,
                 )
             except AgentCtxError as err:
                 log.warning("turn-boundary compaction failed; the reply is stored", extra={

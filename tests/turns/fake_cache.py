@@ -29,8 +29,12 @@ class Seen:
 @dataclass
 class RecordingCache(cache_service_pb2_grpc.CacheServiceServicer):
     seen: list[Seen] = field(default_factory=list)
+    calls: list[cpb.GenerateContentRequest] = field(default_factory=list)
     hang: bool = False
     lease: str = ""  # the token AcquireLease grants ("" : none)
+    # Whether GenerateContent honours ``acquire`` (a version that leases in
+    # the call): it then records a HIT; otherwise it says nothing of the cache.
+    leases_in_call: bool = False
 
     async def _enter(self, method: str, context: grpc.aio.ServicerContext) -> None:
         metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
@@ -62,11 +66,18 @@ class RecordingCache(cache_service_pb2_grpc.CacheServiceServicer):
 
     async def GenerateContent(self, request, context):  # type: ignore[no-untyped-def]
         await self._enter("GenerateContent", context)
-        return cpb.GenerateContentResponse(response=_answer())
+        self.calls.append(request)
+        return cpb.GenerateContentResponse(response=_answer(), cache=self._record(request))
 
     async def StreamGenerateContent(self, request, context):  # type: ignore[no-untyped-def]
         await self._enter("StreamGenerateContent", context)
-        yield cpb.StreamGenerateContentResponse(chunk=_answer())
+        self.calls.append(request.call)
+        yield cpb.StreamGenerateContentResponse(chunk=_answer(), cache=self._record(request.call))
+
+    def _record(self, call: cpb.GenerateContentRequest) -> cache_pb2.CacheMetadata | None:
+        if self.leases_in_call and call.HasField("acquire"):
+            return cache_pb2.CacheMetadata(state=cache_pb2.CACHE_STATE_HIT, scope_fingerprint=SCOPE_FINGERPRINT)
+        return None
 
 
 def _answer() -> generation_pb2.ModelResponse:

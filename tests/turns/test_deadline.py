@@ -56,13 +56,19 @@ class RecordingCache:
 
 
 class SlowInputs:
-    """The session store, taking ``cost`` seconds of the clock to store a turn's inputs."""
+    """The session store, taking ``cost`` seconds of the clock for each
+    append (a turn's inputs, one or several, and its reply)."""
 
     def __init__(self, store: Any, clock: Clock, cost: float) -> None:
         self._store, self._clock, self.cost = store, clock, cost
 
     async def append_events(self, key: SessionKey, events: Any) -> Any:
         done = await self._store.append_events(key, events)
+        self._clock.now += self.cost
+        return done
+
+    async def append_event(self, key: SessionKey, event: Any, **kw: Any) -> Any:
+        done = await self._store.append_event(key, event, **kw)
         self._clock.now += self.cost
         return done
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import pathlib
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agentctx_common.errors import DeadlineExceeded, InvalidArgument, Unavailable
-from agentctx_common.reasons import Reason
 from context_service.domain import turns
 from context_service.domain.model import CacheInfo, CacheState, Content, Event, FunctionCall, Part, Usage
 from context_service.domain.sessions import Limits
@@ -104,19 +101,9 @@ def test_input_violations() -> None:
     assert fields == ["turn.invocation_id", "turn.agent", "turn.reply_event_id"]
 
 
-def test_cache_record_follows_the_lease() -> None:
-    acquired = CacheInfo(state=CacheState.BYPASS, bypass_reason="FIRST_SIGHTING", prefix_fingerprint="f")
-    hit = CacheInfo(state=CacheState.HIT, prefix_fingerprint="f", uses=3)
-    assert turns.cache_record(acquired=acquired, served=CacheInfo(), leased=False) == acquired
-    assert turns.cache_record(acquired=hit, served=hit, leased=True) == hit
-    refused = turns.refused_record(hit, "INVALIDATED")
-    assert (refused.state, refused.bypass_reason, refused.prefix_fingerprint, refused.uses) == (
-        CacheState.BYPASS, "INVALIDATED", "f", 0,
-    )
-    assert turns.disabled_record("s").bypass_reason == "DISABLED"
-    invalid = Unavailable("x", metadata={"invalid_reason": "INVALIDATED"})
-    assert turns.lease_refusal_reason(invalid) == "INVALIDATED"
-    assert turns.lease_refusal_reason(Unavailable("x", metadata={"invalid_reason": "EXPIRED"})) == "CACHE_MISSING"
+def test_caching_off_is_a_disabled_bypass() -> None:
+    record = turns.disabled_record("s")
+    assert (record.state, record.bypass_reason, record.scope_fingerprint) == (CacheState.BYPASS, "DISABLED", "s")
 
 
 def test_transport_failures_and_the_agents_own_deadline() -> None:
@@ -149,14 +136,6 @@ def test_overflow_errors_carry_the_figures() -> None:
     }
     off = turns.overflow_not_recovered(first, "DISABLED")
     assert off.reason == "CONTEXT_WINDOW_EXCEEDED" and off.metadata["compaction"] == "DISABLED"
-
-
-@pytest.mark.parametrize("reason", sorted(turns.LEASE_REFUSALS))
-def test_lease_refusals_are_reasons_the_cache_service_gives(reason: Reason) -> None:
-    # A reason that side stopped raising would silently turn a bypass into a failed turn here.
-    root = pathlib.Path(__file__).resolve().parents[2] / "cache_service"
-    sources = "".join(p.read_text() for p in root.rglob("*.py"))
-    assert f"reason=Reason.{reason.name}" in sources
 
 
 def test_the_current_input_of_an_unstored_turn_is_what_follows_the_newest_model_content() -> None:

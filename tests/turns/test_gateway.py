@@ -1,6 +1,5 @@
-"""The model-call leg against the real cache service: a lease the cache
-service refuses at call time (here: its scope was invalidated in between)
-is a cache failure, and the call goes ahead uncached."""
+"""The model-call leg against the real cache service: one call that
+leases the prefix for itself, its record, and caching off."""
 
 from __future__ import annotations
 
@@ -11,15 +10,14 @@ from agentctx.type.v1 import content_pb2
 from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
 from context_service.building.types import BuiltContext
-from context_service.cache_client import CacheClient
+from context_service.cache_client import CacheClient, call_request
 from context_service.domain import turns
 from context_service.domain.config import CachePolicy, ContextConfig
 from context_service.domain.model import CacheState, Event, SessionKey
 from context_service.domain.sessions import Limits, SessionHead
 from context_service.mapping.build_context import RequestMapper, model_request
-from context_service.mapping.cache_calls import cache_prefix, scope_to_proto
 from context_service.mapping.wire import render
-from context_service.turns.gateway import ModelGateway, cache_scope
+from context_service.turns.gateway import ModelGateway, cache_scope, lease_request
 from tests.support.servers import context_settings
 from tests.turns.builders import MODEL, SYSTEM, TOOLS
 
@@ -65,43 +63,41 @@ async def gateway(pair, certs_dir, tmp_path):
     await client.close()
 
 
-async def test_prefix_is_everything_before_the_input() -> None:
+async def test_the_call_leases_everything_before_the_input() -> None:
     built = await _request(2)
-    request = model_request(built)
-    assert request.model == MODEL and len(request.contents) == 5
-    prefix = cache_prefix(built, 1)
-    assert list(prefix.history) == list(request.contents[:-1])
-    assert prefix.system_instruction == SYSTEM and list(prefix.tools) == list(TOOLS)
-    assert not prefix.HasField("tool_config")
-    scope = scope_to_proto(cache_scope(KEY, MODEL, POLICY))
+    lease = lease_request(KEY, POLICY, 1)
+    assert lease is not None and lease.suffix == 1 and len(lease.holder) == 32
+    assert lease_request(SessionKey("app", "user-1", "s2"), POLICY, 1).holder != lease.holder  # type: ignore[union-attr]
+    assert lease_request(KEY, POLICY, 0).suffix == 1, "the last content is never cached"  # type: ignore[union-attr]
+    assert lease_request(KEY, CachePolicy(enabled=False), 1) is None
+    call = call_request(cache_scope(KEY, MODEL, POLICY), built, lease)
+    assert call.request == model_request(built) and len(call.request.contents) == 5
+    assert (call.acquire.suffix_contents, call.acquire.holder, call.lease) == (1, lease.holder, "")
+    scope = call.scope
     assert (scope.app, scope.user, scope.model, scope.provider) == ("app", "user-1", MODEL, "")
     assert dict(scope.policy) == {"context_version": 2}
+    assert not call_request(cache_scope(KEY, MODEL, POLICY), built, None).HasField("acquire")
 
 
-async def test_a_refused_lease_is_sent_uncached(pair, gateway) -> None:
-    gw, client = gateway
+async def test_one_call_creates_then_hits_and_leaves_no_lease(pair, gateway) -> None:
+    gw, _ = gateway
     deadline = turns.Deadline(10.0)
     scope = cache_scope(KEY, MODEL, POLICY)
     built = await _request(3)
-    first = await gw.acquire(scope, built, 1, POLICY, deadline)
-    assert first.token == "" and first.info.bypass_reason == "FIRST_SIGHTING"
-    lease = await gw.acquire(scope, built, 1, POLICY, deadline)
-    assert lease.token and lease.info.state is CacheState.CREATED
-
-    await client.invalidate_scope(scope)
-    calls = pair.provider.counts["generate"]
-    answer = await gw.generate(scope, built, lease, deadline)
-    assert answer.content.parts and answer.usage is not None and answer.usage.cached_prompt_tokens == 0
-    assert (answer.cache.state, answer.cache.bypass_reason) == (CacheState.BYPASS, "INVALIDATED")
-    assert answer.cache.prefix_fingerprint == lease.info.prefix_fingerprint
-    assert pair.provider.counts["generate"] == calls + 1, "one provider call: the refusal costs nothing"
-
-    # The same for a stream; a released lease is then refused too.
-    await gw.release(lease, deadline)
+    lease = lease_request(KEY, POLICY, 1)
+    states = []
+    for _ in range(3):
+        answer = await gw.generate(scope, built, lease, deadline)
+        states.append((answer.cache.state, answer.cache.bypass_reason))
+    assert states[0] == (CacheState.BYPASS, "FIRST_SIGHTING")
+    assert [s for s, _ in states[1:]] == [CacheState.CREATED, CacheState.HIT]
     items = [item async for item in gw.stream(scope, built, lease, deadline)]
     final = items[-1]
-    assert isinstance(final, turns.ModelAnswer) and final.cache.state is CacheState.BYPASS
+    assert isinstance(final, turns.ModelAnswer) and final.cache.state is CacheState.HIT
     assert final.content == turns.merge_chunks(items[:-1])
+    assert answer.usage is not None and answer.usage.cached_prompt_tokens > 0
+    entries = await pair.cache_app.registry.entries()
+    assert len(entries) == 1 and not entries[0].leases, "every lease was released by its call"
 
 
 async def test_caching_off_sends_no_lease_and_records_disabled(pair, gateway) -> None:
@@ -109,8 +105,6 @@ async def test_caching_off_sends_no_lease_and_records_disabled(pair, gateway) ->
     off = CachePolicy(enabled=False)
     scope = cache_scope(KEY, MODEL, off)
     built = await _request(3)
-    lease = await gw.acquire(scope, built, 1, off, turns.Deadline(10.0))
-    assert lease.token == "" and not lease.enabled
-    answer = await gw.generate(scope, built, lease, turns.Deadline(10.0))
+    answer = await gw.generate(scope, built, lease_request(KEY, off, 1), turns.Deadline(10.0))
     assert (answer.cache.state, answer.cache.bypass_reason) == (CacheState.BYPASS, "DISABLED")
     assert answer.cache.scope_fingerprint, "the cache service names the scope even uncached"

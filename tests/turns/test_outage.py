@@ -71,7 +71,7 @@ async def test_deadlines_and_trace_context_reach_the_cache_service(span_exporter
     try:
         agent = Agent(pair.stub, (await create_session(pair.stub)).name, timeout=5.0)
         await agent.turn("Hello.")
-        assert [s.method for s in fake.seen] == ["AcquireLease", "GenerateContent"]
+        assert [s.method for s in fake.seen] == ["GenerateContent"]
         for seen in fake.seen:
             # The wire carries deadlines with some rounding.
             assert seen.time_remaining is not None and 0 < seen.time_remaining <= 5.1
@@ -81,8 +81,8 @@ async def test_deadlines_and_trace_context_reach_the_cache_service(span_exporter
         agent.timeout = None  # the agent sets no deadline: cache_timeout_s bounds each call
         agent.stream = True
         await agent.turn("Again.")
-        assert [s.method for s in fake.seen] == ["AcquireLease", "StreamGenerateContent"]
-        assert [s.time_remaining is not None and 5.0 < s.time_remaining <= 30.1 for s in fake.seen] == [True, True], fake.seen
+        assert [s.method for s in fake.seen] == ["StreamGenerateContent"]
+        assert [s.time_remaining is not None and 5.0 < s.time_remaining <= 30.1 for s in fake.seen] == [True], fake.seen
     finally:
         await server.stop(0)
 

@@ -1,6 +1,8 @@
 """Compatibility between versions: a cache service that lacks some methods
-(an older or newer version) answers them UNIMPLEMENTED. Without leases a
-turn goes ahead uncached (BYPASS UNSUPPORTED); without model calls it is
+(an older or newer version) answers them UNIMPLEMENTED. One that does not
+lease in the call (GenerateContent's ``acquire``) says nothing of the
+cache: the turn goes ahead uncached (BYPASS UNSUPPORTED); without model
+calls it is
 FAILED_PRECONDITION CACHE_SERVICE_INCOMPATIBLE naming the method, with the
 input stored; diagnostics say the scope's counts are unknown or fail
 clearly. Never INTERNAL."""
@@ -49,8 +51,8 @@ async def _failure(call: Any, code: grpc.StatusCode) -> AgentCtxError:
     return error_from_rpc(info.value)
 
 
-async def test_without_acquire_lease_the_turn_goes_uncached(cache_with) -> None:
-    pair, fake = await cache_with(("ReleaseLease", *CALLS, *DIAGNOSTICS))
+async def test_without_leases_in_the_call_the_turn_goes_uncached(cache_with) -> None:
+    pair, fake = await cache_with((*CALLS, *DIAGNOSTICS))
     agent = Agent(pair.stub, (await create_session(pair.stub)).name)
     done = await agent.turn("Hello.")
     assert done.reply.content.parts[0].text == "recorded"
@@ -62,13 +64,16 @@ async def test_without_acquire_lease_the_turn_goes_uncached(cache_with) -> None:
     assert [s.method for s in fake.seen] == ["GenerateContent", "StreamGenerateContent"]
 
 
-async def test_without_release_lease_the_turn_completes(cache_with) -> None:
-    pair, fake = await cache_with(("AcquireLease", *CALLS))
-    fake.lease = "lease-token-1"
+async def test_one_call_leases_for_itself_and_its_record_is_stored(cache_with) -> None:
+    pair, fake = await cache_with(CALLS)
+    fake.leases_in_call = True
     agent = Agent(pair.stub, (await create_session(pair.stub)).name)
     done = await agent.turn("Hello.")
     assert done.reply.content.parts[0].text == "recorded"
-    assert [s.method for s in fake.seen] == ["AcquireLease", "GenerateContent"]
+    assert done.reply.cache_metadata.state == cache_pb2.CACHE_STATE_HIT
+    assert [s.method for s in fake.seen] == ["GenerateContent"]
+    (call,) = fake.calls
+    assert call.acquire.suffix_contents == 1 and len(call.acquire.holder) == 32 and not call.lease
     events = (await pair.stub.ListEvents(pb.ListEventsRequest(parent=agent.session))).events
     assert [e.id for e in events] == ["agent-0", done.reply.id]
 
@@ -85,7 +90,7 @@ async def test_without_model_calls_a_turn_fails_clearly_and_keeps_its_input(cach
     assert err.reason == "CACHE_SERVICE_INCOMPATIBLE" and err.metadata == {"method": "StreamGenerateContent"}
     events = (await pair.stub.ListEvents(pb.ListEventsRequest(parent=agent.session))).events
     assert [e.id for e in events] == ["agent-0"], "the input is stored for the retry"
-    assert [s.method for s in fake.seen] == ["AcquireLease", "AcquireLease"]
+    assert fake.seen == [], "no lease call of its own: the call that failed would have leased"
 
 
 def _invalidation(session: str, scope_fingerprint: str) -> pb.InvalidateContextCacheRequest:

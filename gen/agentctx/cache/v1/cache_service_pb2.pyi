@@ -40,14 +40,16 @@ class CachePrefix(_message.Message):
     def __init__(self, system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., history: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ...) -> None: ...
 
 class AcquireLeaseRequest(_message.Message):
-    __slots__ = ("scope", "prefix", "ttl")
+    __slots__ = ("scope", "prefix", "ttl", "holder")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
     scope: CacheScope
     prefix: CachePrefix
     ttl: _duration_pb2.Duration
-    def __init__(self, scope: _Optional[_Union[CacheScope, _Mapping]] = ..., prefix: _Optional[_Union[CachePrefix, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    holder: str
+    def __init__(self, scope: _Optional[_Union[CacheScope, _Mapping]] = ..., prefix: _Optional[_Union[CachePrefix, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., holder: _Optional[str] = ...) -> None: ...
 
 class AcquireLeaseResponse(_message.Message):
     __slots__ = ("lease", "metadata")
@@ -86,14 +88,26 @@ class ReleaseLeaseResponse(_message.Message):
     def __init__(self, released: _Optional[bool] = ...) -> None: ...
 
 class GenerateContentRequest(_message.Message):
-    __slots__ = ("scope", "request", "lease")
+    __slots__ = ("scope", "request", "lease", "acquire")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     scope: CacheScope
     request: _generation_pb2.ModelRequest
     lease: str
-    def __init__(self, scope: _Optional[_Union[CacheScope, _Mapping]] = ..., request: _Optional[_Union[_generation_pb2.ModelRequest, _Mapping]] = ..., lease: _Optional[str] = ...) -> None: ...
+    acquire: CallLease
+    def __init__(self, scope: _Optional[_Union[CacheScope, _Mapping]] = ..., request: _Optional[_Union[_generation_pb2.ModelRequest, _Mapping]] = ..., lease: _Optional[str] = ..., acquire: _Optional[_Union[CallLease, _Mapping]] = ...) -> None: ...
+
+class CallLease(_message.Message):
+    __slots__ = ("suffix_contents", "ttl", "holder")
+    SUFFIX_CONTENTS_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    suffix_contents: int
+    ttl: _duration_pb2.Duration
+    holder: str
+    def __init__(self, suffix_contents: _Optional[int] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., holder: _Optional[str] = ...) -> None: ...
 
 class GenerateContentResponse(_message.Message):
     __slots__ = ("response", "cache")

@@ -18,7 +18,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentctx/cache/v1/cache_service.proto.
  */
 export const file_agentctx_cache_v1_cache_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVhZ2VudGN0eC9jYWNoZS92MS9jYWNoZV9zZXJ2aWNlLnByb3RvEhFhZ2VudGN0eC5jYWNoZS52MSJxCgpDYWNoZVNjb3BlEhAKCHByb3ZpZGVyGAEgASgJEgsKA2FwcBgCIAEoCRIMCgR1c2VyGAMgASgJEg0KBW1vZGVsGAQgASgJEicKBnBvbGljeRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiygEKC0NhY2hlUHJlZml4EjUKEnN5c3RlbV9pbnN0cnVjdGlvbhgBIAEoCzIZLmFnZW50Y3R4LnR5cGUudjEuQ29udGVudBIlCgV0b29scxgCIAMoCzIWLmFnZW50Y3R4LnR5cGUudjEuVG9vbBIxCgt0b29sX2NvbmZpZxgDIAEoCzIcLmFnZW50Y3R4LnR5cGUudjEuVG9vbENvbmZpZxIqCgdoaXN0b3J5GAQgAygLMhkuYWdlbnRjdHgudHlwZS52MS5Db250ZW50IpsBChNBY3F1aXJlTGVhc2VSZXF1ZXN0EiwKBXNjb3BlGAEgASgLMh0uYWdlbnRjdHguY2FjaGUudjEuQ2FjaGVTY29wZRIuCgZwcmVmaXgYAiABKAsyHi5hZ2VudGN0eC5jYWNoZS52MS5DYWNoZVByZWZpeBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iWAoUQWNxdWlyZUxlYXNlUmVzcG9uc2USDQoFbGVhc2UYASABKAkSMQoIbWV0YWRhdGEYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGEiJAoTUmVzb2x2ZUxlYXNlUmVxdWVzdBINCgVsZWFzZRgBIAEoCSJwChRSZXNvbHZlTGVhc2VSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIxCghtZXRhZGF0YRgCIAEoCzIfLmFnZW50Y3R4LnR5cGUudjEuQ2FjaGVNZXRhZGF0YRIWCg5pbnZhbGlkX3JlYXNvbhgDIAEoCSIkChNSZWxlYXNlTGVhc2VSZXF1ZXN0Eg0KBWxlYXNlGAEgASgJIigKFFJlbGVhc2VMZWFzZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIIoYBChZHZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0EiwKBXNjb3BlGAEgASgLMh0uYWdlbnRjdHguY2FjaGUudjEuQ2FjaGVTY29wZRIvCgdyZXF1ZXN0GAIgASgLMh4uYWdlbnRjdHgudHlwZS52MS5Nb2RlbFJlcXVlc3QSDQoFbGVhc2UYAyABKAkifAoXR2VuZXJhdGVDb250ZW50UmVzcG9uc2USMQoIcmVzcG9uc2UYASABKAsyHy5hZ2VudGN0eC50eXBlLnYxLk1vZGVsUmVzcG9uc2USLgoFY2FjaGUYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGEiVwocU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBI3CgRjYWxsGAEgASgLMikuYWdlbnRjdHguY2FjaGUudjEuR2VuZXJhdGVDb250ZW50UmVxdWVzdCJ/Ch1TdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZRIuCgVjaHVuaxgBIAEoCzIfLmFnZW50Y3R4LnR5cGUudjEuTW9kZWxSZXNwb25zZRIuCgVjYWNoZRgCIAEoCzIfLmFnZW50Y3R4LnR5cGUudjEuQ2FjaGVNZXRhZGF0YSJGChZJbnZhbGlkYXRlU2NvcGVSZXF1ZXN0EiwKBXNjb3BlGAEgASgLMh0uYWdlbnRjdHguY2FjaGUudjEuQ2FjaGVTY29wZSJpChdJbnZhbGlkYXRlU2NvcGVSZXNwb25zZRIXCg9lbnRyaWVzX3JlbW92ZWQYASABKAMSGgoSaW5mbGlnaHRfY2FuY2VsbGVkGAIgASgDEhkKEXNjb3BlX2ZpbmdlcnByaW50GAMgASgJIkUKFUdldFNjb3BlU3RhdHVzUmVxdWVzdBIsCgVzY29wZRgBIAEoCzIdLmFnZW50Y3R4LmNhY2hlLnYxLkNhY2hlU2NvcGUijAEKFkdldFNjb3BlU3RhdHVzUmVzcG9uc2USGQoRc2NvcGVfZmluZ2VycHJpbnQYASABKAkSEwoLZW50cnlfY291bnQYAiABKAMSFgoOaW5mbGlnaHRfY291bnQYAyABKAMSFAoMd2FpdGVyX2NvdW50GAQgASgDEhQKDHByZWZpeF9ieXRlcxgFIAEoAzLqBQoMQ2FjaGVTZXJ2aWNlEl8KDEFjcXVpcmVMZWFzZRImLmFnZW50Y3R4LmNhY2hlLnYxLkFjcXVpcmVMZWFzZVJlcXVlc3QaJy5hZ2VudGN0eC5jYWNoZS52MS5BY3F1aXJlTGVhc2VSZXNwb25zZRJfCgxSZXNvbHZlTGVhc2USJi5hZ2VudGN0eC5jYWNoZS52MS5SZXNvbHZlTGVhc2VSZXF1ZXN0GicuYWdlbnRjdHguY2FjaGUudjEuUmVzb2x2ZUxlYXNlUmVzcG9uc2USXwoMUmVsZWFzZUxlYXNlEiYuYWdlbnRjdHguY2FjaGUudjEuUmVsZWFzZUxlYXNlUmVxdWVzdBonLmFnZW50Y3R4LmNhY2hlLnYxLlJlbGVhc2VMZWFzZVJlc3BvbnNlEmgKD0dlbmVyYXRlQ29udGVudBIpLmFnZW50Y3R4LmNhY2hlLnYxLkdlbmVyYXRlQ29udGVudFJlcXVlc3QaKi5hZ2VudGN0eC5jYWNoZS52MS5HZW5lcmF0ZUNvbnRlbnRSZXNwb25zZRJ8ChVTdHJlYW1HZW5lcmF0ZUNvbnRlbnQSLy5hZ2VudGN0eC5jYWNoZS52MS5TdHJlYW1HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GjAuYWdlbnRjdHguY2FjaGUudjEuU3RyZWFtR2VuZXJhdGVDb250ZW50UmVzcG9uc2UwARJoCg9JbnZhbGlkYXRlU2NvcGUSKS5hZ2VudGN0eC5jYWNoZS52MS5JbnZhbGlkYXRlU2NvcGVSZXF1ZXN0GiouYWdlbnRjdHguY2FjaGUudjEuSW52YWxpZGF0ZVNjb3BlUmVzcG9uc2USZQoOR2V0U2NvcGVTdGF0dXMSKC5hZ2VudGN0eC5jYWNoZS52MS5HZXRTY29wZVN0YXR1c1JlcXVlc3QaKS5hZ2VudGN0eC5jYWNoZS52MS5HZXRTY29wZVN0YXR1c1Jlc3BvbnNlQqEBChVkZXYuYWdlbnRjdHguY2FjaGUudjFCEUNhY2hlU2VydmljZVByb3RvUAFaL2FnZW50Y3R4LmRldi9nZW5wcm90by9hZ2VudGN0eC9jYWNoZS92MTtjYWNoZXYxogIDQUNYqgIRQWdlbnRDdHguQ2FjaGUuVjHKAhFBZ2VudEN0eFxDYWNoZVxWMeoCE0FnZW50Q3R4OjpDYWNoZTo6VjFiBnByb3RvMw", [file_agentctx_type_v1_cache, file_agentctx_type_v1_content, file_agentctx_type_v1_generation, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("CiVhZ2VudGN0eC9jYWNoZS92MS9jYWNoZV9zZXJ2aWNlLnByb3RvEhFhZ2VudGN0eC5jYWNoZS52MSJxCgpDYWNoZVNjb3BlEhAKCHByb3ZpZGVyGAEgASgJEgsKA2FwcBgCIAEoCRIMCgR1c2VyGAMgASgJEg0KBW1vZGVsGAQgASgJEicKBnBvbGljeRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiygEKC0NhY2hlUHJlZml4EjUKEnN5c3RlbV9pbnN0cnVjdGlvbhgBIAEoCzIZLmFnZW50Y3R4LnR5cGUudjEuQ29udGVudBIlCgV0b29scxgCIAMoCzIWLmFnZW50Y3R4LnR5cGUudjEuVG9vbBIxCgt0b29sX2NvbmZpZxgDIAEoCzIcLmFnZW50Y3R4LnR5cGUudjEuVG9vbENvbmZpZxIqCgdoaXN0b3J5GAQgAygLMhkuYWdlbnRjdHgudHlwZS52MS5Db250ZW50IqsBChNBY3F1aXJlTGVhc2VSZXF1ZXN0EiwKBXNjb3BlGAEgASgLMh0uYWdlbnRjdHguY2FjaGUudjEuQ2FjaGVTY29wZRIuCgZwcmVmaXgYAiABKAsyHi5hZ2VudGN0eC5jYWNoZS52MS5DYWNoZVByZWZpeBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGaG9sZGVyGAQgASgJIlgKFEFjcXVpcmVMZWFzZVJlc3BvbnNlEg0KBWxlYXNlGAEgASgJEjEKCG1ldGFkYXRhGAIgASgLMh8uYWdlbnRjdHgudHlwZS52MS5DYWNoZU1ldGFkYXRhIiQKE1Jlc29sdmVMZWFzZVJlcXVlc3QSDQoFbGVhc2UYASABKAkicAoUUmVzb2x2ZUxlYXNlUmVzcG9uc2USDQoFdmFsaWQYASABKAgSMQoIbWV0YWRhdGEYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGESFgoOaW52YWxpZF9yZWFzb24YAyABKAkiJAoTUmVsZWFzZUxlYXNlUmVxdWVzdBINCgVsZWFzZRgBIAEoCSIoChRSZWxlYXNlTGVhc2VSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCK1AQoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBIsCgVzY29wZRgBIAEoCzIdLmFnZW50Y3R4LmNhY2hlLnYxLkNhY2hlU2NvcGUSLwoHcmVxdWVzdBgCIAEoCzIeLmFnZW50Y3R4LnR5cGUudjEuTW9kZWxSZXF1ZXN0Eg0KBWxlYXNlGAMgASgJEi0KB2FjcXVpcmUYBCABKAsyHC5hZ2VudGN0eC5jYWNoZS52MS5DYWxsTGVhc2UiXAoJQ2FsbExlYXNlEhcKD3N1ZmZpeF9jb250ZW50cxgBIAEoBRImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGaG9sZGVyGAMgASgJInwKF0dlbmVyYXRlQ29udGVudFJlc3BvbnNlEjEKCHJlc3BvbnNlGAEgASgLMh8uYWdlbnRjdHgudHlwZS52MS5Nb2RlbFJlc3BvbnNlEi4KBWNhY2hlGAIgASgLMh8uYWdlbnRjdHgudHlwZS52MS5DYWNoZU1ldGFkYXRhIlcKHFN0cmVhbUdlbmVyYXRlQ29udGVudFJlcXVlc3QSNwoEY2FsbBgBIAEoCzIpLmFnZW50Y3R4LmNhY2hlLnYxLkdlbmVyYXRlQ29udGVudFJlcXVlc3QifwodU3RyZWFtR2VuZXJhdGVDb250ZW50UmVzcG9uc2USLgoFY2h1bmsYASABKAsyHy5hZ2VudGN0eC50eXBlLnYxLk1vZGVsUmVzcG9uc2USLgoFY2FjaGUYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGEiRgoWSW52YWxpZGF0ZVNjb3BlUmVxdWVzdBIsCgVzY29wZRgBIAEoCzIdLmFnZW50Y3R4LmNhY2hlLnYxLkNhY2hlU2NvcGUiaQoXSW52YWxpZGF0ZVNjb3BlUmVzcG9uc2USFwoPZW50cmllc19yZW1vdmVkGAEgASgDEhoKEmluZmxpZ2h0X2NhbmNlbGxlZBgCIAEoAxIZChFzY29wZV9maW5nZXJwcmludBgDIAEoCSJFChVHZXRTY29wZVN0YXR1c1JlcXVlc3QSLAoFc2NvcGUYASABKAsyHS5hZ2VudGN0eC5jYWNoZS52MS5DYWNoZVNjb3BlIowBChZHZXRTY29wZVN0YXR1c1Jlc3BvbnNlEhkKEXNjb3BlX2ZpbmdlcnByaW50GAEgASgJEhMKC2VudHJ5X2NvdW50GAIgASgDEhYKDmluZmxpZ2h0X2NvdW50GAMgASgDEhQKDHdhaXRlcl9jb3VudBgEIAEoAxIUCgxwcmVmaXhfYnl0ZXMYBSABKAMy6gUKDENhY2hlU2VydmljZRJfCgxBY3F1aXJlTGVhc2USJi5hZ2VudGN0eC5jYWNoZS52MS5BY3F1aXJlTGVhc2VSZXF1ZXN0GicuYWdlbnRjdHguY2FjaGUudjEuQWNxdWlyZUxlYXNlUmVzcG9uc2USXwoMUmVzb2x2ZUxlYXNlEiYuYWdlbnRjdHguY2FjaGUudjEuUmVzb2x2ZUxlYXNlUmVxdWVzdBonLmFnZW50Y3R4LmNhY2hlLnYxLlJlc29sdmVMZWFzZVJlc3BvbnNlEl8KDFJlbGVhc2VMZWFzZRImLmFnZW50Y3R4LmNhY2hlLnYxLlJlbGVhc2VMZWFzZVJlcXVlc3QaJy5hZ2VudGN0eC5jYWNoZS52MS5SZWxlYXNlTGVhc2VSZXNwb25zZRJoCg9HZW5lcmF0ZUNvbnRlbnQSKS5hZ2VudGN0eC5jYWNoZS52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiouYWdlbnRjdHguY2FjaGUudjEuR2VuZXJhdGVDb250ZW50UmVzcG9uc2USfAoVU3RyZWFtR2VuZXJhdGVDb250ZW50Ei8uYWdlbnRjdHguY2FjaGUudjEuU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBowLmFnZW50Y3R4LmNhY2hlLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlMAESaAoPSW52YWxpZGF0ZVNjb3BlEikuYWdlbnRjdHguY2FjaGUudjEuSW52YWxpZGF0ZVNjb3BlUmVxdWVzdBoqLmFnZW50Y3R4LmNhY2hlLnYxLkludmFsaWRhdGVTY29wZVJlc3BvbnNlEmUKDkdldFNjb3BlU3RhdHVzEiguYWdlbnRjdHguY2FjaGUudjEuR2V0U2NvcGVTdGF0dXNSZXF1ZXN0GikuYWdlbnRjdHguY2FjaGUudjEuR2V0U2NvcGVTdGF0dXNSZXNwb25zZUKhAQoVZGV2LmFnZW50Y3R4LmNhY2hlLnYxQhFDYWNoZVNlcnZpY2VQcm90b1ABWi9hZ2VudGN0eC5kZXYvZ2VucHJvdG8vYWdlbnRjdHgvY2FjaGUvdjE7Y2FjaGV2MaICA0FDWKoCEUFnZW50Q3R4LkNhY2hlLlYxygIRQWdlbnRDdHhcQ2FjaGVcVjHqAhNBZ2VudEN0eDo6Q2FjaGU6OlYxYgZwcm90bzM", [file_agentctx_type_v1_cache, file_agentctx_type_v1_content, file_agentctx_type_v1_generation, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * CacheScope isolates caches: nothing is shared across scopes.
@@ -138,6 +138,18 @@ export type AcquireLeaseRequest = Message<"agentctx.cache.v1.AcquireLeaseRequest
    * @generated from field: google.protobuf.Duration ttl = 3;
    */
   ttl?: Duration | undefined;
+
+  /**
+   * An opaque id of the caller's conversation (the context service sends a
+   * digest of the session name). A holder whose next prefix no longer
+   * extends the cache it last used (its history was compacted or rewritten)
+   * has superseded that cache, which is then deleted unless a lease or
+   * another recent holder still needs it. Empty: an unknown holder, which
+   * keeps every cache it used from early deletion.
+   *
+   * @generated from field: string holder = 4;
+   */
+  holder: string;
 };
 
 /**
@@ -302,6 +314,17 @@ export type GenerateContentRequest = Message<"agentctx.cache.v1.GenerateContentR
    * @generated from field: string lease = 3;
    */
   lease: string;
+
+  /**
+   * Lease the request's stable prefix for this call only: the service
+   * acquires a lease as AcquireLease would, calls the model with it and
+   * releases it, in one round trip, and the lease never leaves it. The
+   * response's cache metadata is then the call's whole record (a bypass
+   * carries the acquire's reason). Not with ``lease``.
+   *
+   * @generated from field: agentctx.cache.v1.CallLease acquire = 4;
+   */
+  acquire?: CallLease | undefined;
 };
 
 /**
@@ -310,6 +333,43 @@ export type GenerateContentRequest = Message<"agentctx.cache.v1.GenerateContentR
  */
 export const GenerateContentRequestSchema: GenMessage<GenerateContentRequest> = /*@__PURE__*/
   messageDesc(file_agentctx_cache_v1_cache_service, 8);
+
+/**
+ * CallLease: the lease GenerateContent acquires and releases itself.
+ *
+ * @generated from message agentctx.cache.v1.CallLease
+ */
+export type CallLease = Message<"agentctx.cache.v1.CallLease"> & {
+  /**
+   * How many of the request's last contents are the uncached suffix (the
+   * current input), at least 1; the prefix is the system instruction, tools,
+   * tool config and every content before them.
+   *
+   * @generated from field: int32 suffix_contents = 1;
+   */
+  suffixContents: number;
+
+  /**
+   * As AcquireLeaseRequest.ttl.
+   *
+   * @generated from field: google.protobuf.Duration ttl = 2;
+   */
+  ttl?: Duration | undefined;
+
+  /**
+   * As AcquireLeaseRequest.holder.
+   *
+   * @generated from field: string holder = 3;
+   */
+  holder: string;
+};
+
+/**
+ * Describes the message agentctx.cache.v1.CallLease.
+ * Use `create(CallLeaseSchema)` to create a new message.
+ */
+export const CallLeaseSchema: GenMessage<CallLease> = /*@__PURE__*/
+  messageDesc(file_agentctx_cache_v1_cache_service, 9);
 
 /**
  * Response of GenerateContent.
@@ -337,7 +397,7 @@ export type GenerateContentResponse = Message<"agentctx.cache.v1.GenerateContent
  * Use `create(GenerateContentResponseSchema)` to create a new message.
  */
 export const GenerateContentResponseSchema: GenMessage<GenerateContentResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_cache_v1_cache_service, 9);
+  messageDesc(file_agentctx_cache_v1_cache_service, 10);
 
 /**
  * Request for StreamGenerateContent: the same as GenerateContent.
@@ -358,7 +418,7 @@ export type StreamGenerateContentRequest = Message<"agentctx.cache.v1.StreamGene
  * Use `create(StreamGenerateContentRequestSchema)` to create a new message.
  */
 export const StreamGenerateContentRequestSchema: GenMessage<StreamGenerateContentRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_cache_v1_cache_service, 10);
+  messageDesc(file_agentctx_cache_v1_cache_service, 11);
 
 /**
  * One chunk of StreamGenerateContent.
@@ -388,7 +448,7 @@ export type StreamGenerateContentResponse = Message<"agentctx.cache.v1.StreamGen
  * Use `create(StreamGenerateContentResponseSchema)` to create a new message.
  */
 export const StreamGenerateContentResponseSchema: GenMessage<StreamGenerateContentResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_cache_v1_cache_service, 11);
+  messageDesc(file_agentctx_cache_v1_cache_service, 12);
 
 /**
  * Request for InvalidateScope.
@@ -409,7 +469,7 @@ export type InvalidateScopeRequest = Message<"agentctx.cache.v1.InvalidateScopeR
  * Use `create(InvalidateScopeRequestSchema)` to create a new message.
  */
 export const InvalidateScopeRequestSchema: GenMessage<InvalidateScopeRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_cache_v1_cache_service, 12);
+  messageDesc(file_agentctx_cache_v1_cache_service, 13);
 
 /**
  * Response of InvalidateScope.
@@ -444,7 +504,7 @@ export type InvalidateScopeResponse = Message<"agentctx.cache.v1.InvalidateScope
  * Use `create(InvalidateScopeResponseSchema)` to create a new message.
  */
 export const InvalidateScopeResponseSchema: GenMessage<InvalidateScopeResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_cache_v1_cache_service, 13);
+  messageDesc(file_agentctx_cache_v1_cache_service, 14);
 
 /**
  * Request for GetScopeStatus.
@@ -465,7 +525,7 @@ export type GetScopeStatusRequest = Message<"agentctx.cache.v1.GetScopeStatusReq
  * Use `create(GetScopeStatusRequestSchema)` to create a new message.
  */
 export const GetScopeStatusRequestSchema: GenMessage<GetScopeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_agentctx_cache_v1_cache_service, 14);
+  messageDesc(file_agentctx_cache_v1_cache_service, 15);
 
 /**
  * Response of GetScopeStatus: counts only.
@@ -514,7 +574,7 @@ export type GetScopeStatusResponse = Message<"agentctx.cache.v1.GetScopeStatusRe
  * Use `create(GetScopeStatusResponseSchema)` to create a new message.
  */
 export const GetScopeStatusResponseSchema: GenMessage<GetScopeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_agentctx_cache_v1_cache_service, 15);
+  messageDesc(file_agentctx_cache_v1_cache_service, 16);
 
 /**
  * CacheService holds provider prefix caches behind private leases and runs

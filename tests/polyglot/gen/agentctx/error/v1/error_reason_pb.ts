@@ -674,8 +674,9 @@ export enum ErrorReason {
    * StreamGenerateContent, GetScopeStatus or InvalidateScope): a cache
    * service without it, or cache_target names another service. No model
    * call was made (a turn's input stays stored); fix the deployment, then
-   * retry with the same ids. A cache service without AcquireLease or
-   * ReleaseLease is no error: the call goes uncached (BYPASS UNSUPPORTED).
+   * retry with the same ids. A cache service that does not lease in the
+   * call (an older one, which ignores GenerateContent's acquire) is no
+   * error: the call goes uncached (BYPASS UNSUPPORTED).
    *
    * @generated from enum value: CACHE_SERVICE_INCOMPATIBLE = 390;
    */

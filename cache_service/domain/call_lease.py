@@ -1,0 +1,109 @@
+"""GenerateContent with ``acquire``: a lease on the call's own prefix, for
+that call only (see docs/ARCHITECTURE.md, "Cache service").
+
+It does what AcquireLease, GenerateContent with the lease and ReleaseLease
+do, in one round trip instead of three. The prefix is the call's own head
+plus its contents before the suffix. Those contents are converted and
+measured once for the call, and the caller never sends them twice. The
+lease is issued, checked (signature, scope, generation, prefix) and
+released here, and never leaves the service.
+
+The record is what a caller would have made of the three answers:
+
+- the call's record, when the lease served it;
+- the acquire's bypass, when none was issued;
+- a BYPASS with the call sent uncached, when the lease was refused
+  between acquire and call (an invalidation in between): INVALIDATED, or
+  CACHE_MISSING for any other invalid reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+
+from agentctx_common.errors import FailedPrecondition
+from agentctx_common.reasons import Reason
+from cache_service.domain.generation import Generator
+from cache_service.domain.keys import Prefix, PrefixView, Scope
+from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
+from cache_service.domain.registry import Registry
+
+
+@dataclass(frozen=True)
+class CallLease:
+    """The lease a call acquires for itself: its last ``suffix`` contents
+    are the uncached input (1 to all of them)."""
+
+    suffix: int
+    ttl_s: float | None = None
+    holder: str = ""
+
+
+class CallLeases:
+    def __init__(self, registry: Registry, generator: Generator, bytes_per_token: float) -> None:
+        self._registry = registry
+        self._generator = generator
+        self._bytes_per_token = bytes_per_token
+
+    async def generate(self, scope: Scope, call: ModelCall, spec: CallLease,
+                       timeout_s: float | None) -> tuple[ModelReply, CacheInfo]:
+        started = self._registry.clock.monotonic()
+        acquired = await self._acquire(scope, call, spec, timeout_s)
+        if not acquired.lease:
+            reply, _ = await self._generator.generate(scope, call, "", self._left(timeout_s, started))
+            return reply, acquired.info
+        try:
+            try:
+                return await self._generator.generate(scope, call, acquired.lease, self._left(timeout_s, started))
+            except FailedPrecondition as err:
+                if err.reason is not Reason.LEASE_INVALID:
+                    raise
+                record = _refused(acquired.info, err)
+            reply, _ = await self._generator.generate(scope, call, "", self._left(timeout_s, started))
+            return reply, record
+        finally:
+            await self._registry.release_issued(acquired.lease)
+
+    async def stream(self, scope: Scope, call: ModelCall, spec: CallLease,
+                     timeout_s: float | None) -> AsyncIterator[tuple[ModelReply, CacheInfo | None]]:
+        """As ``Generator.stream``; the last chunk carries the call's record."""
+        started = self._registry.clock.monotonic()
+        acquired = await self._acquire(scope, call, spec, timeout_s)
+        record = acquired.info
+        try:
+            if acquired.lease:
+                produced = False
+                try:
+                    async for chunk, info in self._generator.stream(
+                            scope, call, acquired.lease, self._left(timeout_s, started)):
+                        produced = True
+                        yield chunk, info
+                    return
+                except FailedPrecondition as err:
+                    # A refusal comes before the first chunk, when the lease is checked.
+                    if produced or err.reason is not Reason.LEASE_INVALID:
+                        raise
+                    record = _refused(acquired.info, err)
+            async for chunk, info in self._generator.stream(scope, call, "", self._left(timeout_s, started)):
+                yield chunk, (record if info is not None else None)
+        finally:
+            if acquired.lease:
+                await self._registry.release_issued(acquired.lease)
+
+    async def _acquire(self, scope: Scope, call: ModelCall, spec: CallLease, timeout_s: float | None) -> AcquireResult:
+        prefix = Prefix.of_call(call, len(call.contents) - spec.suffix)
+        view = PrefixView.of(prefix, self._bytes_per_token)
+        deadline = self._registry.clock.monotonic() + timeout_s if timeout_s is not None else None
+        return await self._registry.acquire(scope, view, spec.ttl_s, deadline, spec.holder)
+
+    def _left(self, timeout_s: float | None, started: float) -> float | None:
+        if timeout_s is None:
+            return None
+        return max(0.0, timeout_s - (self._registry.clock.monotonic() - started))
+
+
+def _refused(acquired: CacheInfo, err: FailedPrecondition) -> CacheInfo:
+    invalidated = err.metadata.get("invalid_reason") == "INVALIDATED"
+    reason = BypassReason.INVALIDATED if invalidated else BypassReason.CACHE_MISSING
+    return replace(acquired, state=CacheState.BYPASS, bypass_reason=reason, expire_time=None, uses=0)
