@@ -70,13 +70,14 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HSET', KEYS[1], 'exp', ARGV[1])
 """ + _RETURN_ENTRY
 
-# KEYS: scope sightings, order, seq, server-wide first-sighting outcomes. ARGV: max, key prefix of
+# KEYS: scope sightings, order, seq, server-wide and app-wide first-sighting outcomes. ARGV: max, key prefix of
 # sightings, scope fp, now, horizon, gaps kept, then the chain's fields (history length 0 first). A field
 # holds when it was last seen; '~prev' the previous request's field; '~gaps', '~hgaps' the scope's recent
 # conversation and head gaps, '~cont' whether its recent requests had a history ('1' or '0' each);
 # '~pend' its pending first sightings ('<when>@<field>' each), '~first' their resolved outcomes (seconds
-# until agreed with, or 1e18: domain.policy.MISS), as KEYS[4] over all scopes (the last 64). Returns
-# {agreeing age or '', previous agrees (0/1), gaps, head gaps, cont, firsts, pending count, server firsts}.
+# until agreed with, or 1e18: domain.policy.MISS), as KEYS[4] over all scopes and KEYS[5] over the app's
+# (the last 64; an app's kept a day after its last use). Returns {agreeing age or '', previous agrees
+# (0/1), gaps, head gaps, cont, firsts, pending count, server firsts, app firsts}.
 RECORD_SIGHTING = """
 local now, horizon, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function age(field)
@@ -130,7 +131,9 @@ for _, item in ipairs(list_of(redis.call('HGET', KEYS[1], '~pend'))) do
 end
 local firsts = append(list_of(redis.call('HGET', KEYS[1], '~first')), outcomes, kept)
 local server = append(list_of(redis.call('GET', KEYS[4])), outcomes, 64)
+local app = append(list_of(redis.call('GET', KEYS[5])), outcomes, 64)
 local result_firsts, result_pending, result_server = table.concat(firsts, ','), #pend, table.concat(server, ',')
+local result_app = table.concat(app, ',')
 if not agreeing then
   local mine = ARGV[#ARGV]
   for i = #pend, 1, -1 do
@@ -141,10 +144,12 @@ if not agreeing then
     table.remove(pend, 1)
     firsts = append(firsts, {'1e18'}, kept)
     server = append(server, {'1e18'}, 64)
+    app = append(app, {'1e18'}, 64)
   end
 end
 redis.call('HSET', KEYS[1], '~pend', table.concat(pend, ','), '~first', table.concat(firsts, ','))
 redis.call('SET', KEYS[4], table.concat(server, ','))
+redis.call('SET', KEYS[5], table.concat(app, ','), 'EX', 86400)
 redis.call('HSET', KEYS[1], '~prev', ARGV[#ARGV], ARGV[#ARGV], ARGV[4], ARGV[7], ARGV[4])
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[7])
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[#ARGV])
@@ -161,7 +166,7 @@ if over > 0 then
   end
 end
 return {agreeing and string.format('%.6f', agreeing) or '', prev_agrees, gaps, hgaps, cont, result_firsts,
-        result_pending, result_server}
+        result_pending, result_server, result_app}
 """
 
 # KEYS: scope sightings, order. ARGV: scope fingerprint

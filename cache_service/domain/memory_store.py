@@ -12,7 +12,8 @@ service").
   last ``GAPS_KEPT`` arrival gaps, and its first sightings: those pending
   and the outcomes of the last ``GAPS_KEPT`` resolved (seconds until a
   request agreed with one, or ``MISS`` past the horizon); the last
-  ``SERVER_FIRSTS_KEPT`` outcomes over all scopes (domain.policy.Evidence).
+  ``SERVER_FIRSTS_KEPT`` outcomes over each app's scopes (the most recent
+  ``GROUPS_KEPT`` apps) and over all scopes (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
   accepted to cache, as its refusals taught us.
 
@@ -32,7 +33,8 @@ from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.policy import MISS, Evidence
 
 GAPS_KEPT = 16  # arrival gaps (and first-sighting outcomes, pending ones) kept per scope
-SERVER_FIRSTS_KEPT = 64  # first-sighting outcomes kept over all scopes
+SERVER_FIRSTS_KEPT = 64  # first-sighting outcomes kept over all scopes, and over each app's
+GROUPS_KEPT = 1024  # apps whose outcomes are kept
 
 
 @dataclass
@@ -108,6 +110,7 @@ class MemoryRegistryStore:
         self._sightings: OrderedDict[tuple[str, int, bytes], float] = OrderedDict()
         self._sighting_scopes: dict[str, _ScopeSightings] = {}
         self._server_firsts: deque[float] = deque(maxlen=SERVER_FIRSTS_KEPT)
+        self._group_firsts: OrderedDict[str, deque[float]] = OrderedDict()
         self._floors: dict[tuple[str, str], int] = {}
         self._generations = itertools.count(1)
 
@@ -212,7 +215,8 @@ class MemoryRegistryStore:
         """An expired or missing cache adds no evidence: the requests that
         used it left their own records, with their time."""
 
-    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float) -> Evidence:
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float,
+                              group: str = "") -> Evidence:
         key = (scope_fp, len(chain) - 1, chain[-1])
         state = self._sighting_scopes.get(scope_fp)
         if state is None:
@@ -225,10 +229,18 @@ class MemoryRegistryStore:
                 break
         head = self._sightings.get((scope_fp, 0, chain[0]))
         state.note(len(chain) > 1, agreeing, None if head is None or now - head >= horizon_s else max(0.0, now - head))
-        self._server_firsts.extend(state.resolve(chain, now, horizon_s))
-        evidence = state.evidence(agreeing, False, tuple(self._server_firsts))
+        app = self._group_firsts.pop(group, None) or deque(maxlen=SERVER_FIRSTS_KEPT)
+        self._group_firsts[group] = app
+        while len(self._group_firsts) > GROUPS_KEPT:
+            self._group_firsts.popitem(last=False)
+        outcomes = state.resolve(chain, now, horizon_s)
+        self._server_firsts.extend(outcomes)
+        app.extend(outcomes)
+        evidence = replace(state.evidence(agreeing, False, tuple(self._server_firsts)), app_firsts=tuple(app))
         if agreeing is None:
-            self._server_firsts.extend(state.first_seen((len(chain) - 1, chain[-1]), now))
+            missed = state.first_seen((len(chain) - 1, chain[-1]), now)
+            self._server_firsts.extend(missed)
+            app.extend(missed)
         previous = state.previous
         previous_agrees = previous is not None and previous[0] < len(chain) and chain[previous[0]] == previous[1]
         state.previous = (len(chain) - 1, chain[-1])

@@ -53,13 +53,15 @@ The default policy (``agentctx``):
    pauses were such gaps, the conversation's unseen end counted as
    ``END_WEIGHT`` of a pause it does not outlive; the longer TTL's tail
    after the last read is storage too. Bursts 15 minutes apart on Gemini:
-   900 s of storage (0.83x input) gains 0.07x over a re-write each, less
-   than the 1,200 s tail costs over five bursts, so the cache expires.
+   a crossing gains 0.07x input (a read saved, 0.9x, less 900 s of
+   storage, 0.83x), less over five bursts than the 1,200 s TTL's longer
+   tail costs, so the cache expires between bursts.
 7. **First sighting**: written only when the chance ``p`` that an
    agreeing request follows within the TTL (``follow_chance``: the
    scope's observed first sightings, how many were followed within the
    TTL, the still pending ones counted as not followed, shrunk towards
-   the server's rate and that towards the prior) makes ``p`` expected
+   the app's rate, or the server's where the app has none, and that
+   towards the prior) makes ``p`` expected
    reads repay the write (``net_gain``). MARKED (Anthropic): the prior is
    ``first_sighting_prior`` (0.5: agents loop), so a fresh scope's first
    request writes a 5-minute mark (costs 0.25x input unread, saves 0.9x
@@ -180,7 +182,8 @@ class Evidence:
     ``firsts``: the scope's recent first sightings that are resolved, each
     the seconds until a request agreed with it, or ``MISS`` (none within
     the horizon); ``first_pending``: those not resolved yet;
-    ``server_firsts``: the same outcomes over every scope (rule 7)."""
+    ``app_firsts``, ``server_firsts``: the same outcomes over the app's
+    scopes and over every scope (rule 7)."""
 
     agreeing_age: float | None = None
     gaps: tuple[float, ...] = ()
@@ -190,6 +193,7 @@ class Evidence:
     firsts: tuple[float, ...] = ()
     first_pending: int = 0
     server_firsts: tuple[float, ...] = ()
+    app_firsts: tuple[float, ...] = ()
 
 
 # A first sighting no request agreed with within the horizon.
@@ -203,12 +207,14 @@ def follow_chance(evidence: Evidence, ttl_s: float, prior: float, weight: float)
     """The chance that a first sighting is followed by an agreeing request
     within ``ttl_s``: the scope's resolved outcomes followed that soon, over
     its resolved and pending ones (a pending one counts as not followed),
-    shrunk by ``weight`` outcomes towards the server-wide rate, itself
-    shrunk towards ``prior``."""
+    shrunk by ``weight`` outcomes towards the rate of the app's scopes
+    (falling back to the server-wide one where the app has none yet),
+    itself shrunk towards ``prior``."""
     def shrink(outcomes: tuple[float, ...], pending: int, towards: float) -> float:
         followed = sum(1 for g in outcomes if g < ttl_s)
         return (followed + weight * towards) / (len(outcomes) + pending + weight)
-    return shrink(evidence.firsts, evidence.first_pending, shrink(evidence.server_firsts, 0, prior))
+    wider = evidence.app_firsts or evidence.server_firsts
+    return shrink(evidence.firsts, evidence.first_pending, shrink(wider, 0, prior))
 
 
 def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, settings: PolicySettings, *,
@@ -223,7 +229,7 @@ def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidenc
         return best
     for ttl in ttls:
         p = follow_chance(evidence, ttl, prior, weight)
-        inside = [g for g in evidence.firsts + evidence.server_firsts if g < ttl]
+        inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if g < ttl]
         gap = sum(inside) / len(inside) if inside else 0.0
         best = max(best, (net_gain(prices, tokens=tokens, new_tokens=tokens, reads=p, mean_gap_s=gap, ttl_s=ttl), ttl))
     return best

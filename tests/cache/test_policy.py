@@ -247,6 +247,10 @@ def test_a_first_sighting_is_written_only_where_a_read_is_likely() -> None:
     assert _decide(evidence=followed, prices=GEMINI) is Action.CREATE
     assert _decide(evidence=Evidence(firsts=(20.0,), server_firsts=(20.0,)), prices=GEMINI) \
         is BypassReason.FIRST_SIGHTING
+    # A fresh scope takes its app's rate before the server's.
+    app_unread = Evidence(app_firsts=(MISS,) * 4, server_firsts=(20.0,) * 8)
+    assert _decide(evidence=app_unread, prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
+    assert _decide(evidence=Evidence(app_firsts=(20.0,) * 4), prices=ANTHROPIC) is Action.CREATE
     # Followed, but only after the TTL: no read, no write.
     late = Evidence(firsts=(600.0,) * 4, server_firsts=(600.0,) * 4)
     assert _decide(evidence=late, prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING

@@ -38,7 +38,7 @@ matches = st.none() | st.builds(CachedPrefix, st.integers(1, 50_000), st.integer
 
 outcomes = st.lists(st.sampled_from([0.0, 20.0, 250.0, 600.0, 3000.0, MISS]), max_size=16).map(tuple)
 firsts = st.builds(Evidence, st.none(), gaps, st.booleans(), gaps, st.floats(min_value=0.0, max_value=1.0), outcomes,
-                   st.integers(0, 16), outcomes)
+                   st.integers(0, 16), outcomes, outcomes)
 
 
 @given(tokens=st.integers(1, 100_000), history=st.integers(0, 40), evidence=firsts, prices=prices, ttls=ttls)
@@ -58,7 +58,7 @@ def test_a_first_sighting_writes_only_when_its_expected_gain_is_positive(tokens:
     p = follow_chance(evidence, d.ttl_s, SETTINGS.first_sighting_prior_named if named else SETTINGS.first_sighting_prior,
                       SETTINGS.first_sighting_weight_named if named else SETTINGS.first_sighting_weight)
     assert 0.0 < p <= 1.0
-    inside = [g for g in evidence.firsts + evidence.server_firsts if g < d.ttl_s]
+    inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if g < d.ttl_s]
     gap = sum(inside) / len(inside) if inside else 0.0
     assert net_gain(prices, tokens=tokens, new_tokens=tokens, reads=p, mean_gap_s=gap, ttl_s=d.ttl_s) > 0
     if named:

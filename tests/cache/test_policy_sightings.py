@@ -100,8 +100,14 @@ async def test_first_sighting_outcomes_are_observed(harness_factory) -> None:
     assert (follow.firsts, follow.first_pending) == ((20.0,), 1)
     assert follow.server_firsts[-1:] == (20.0,)
     # The other one is never followed: a MISS once the horizon passed.
-    late = await store.record_sighting(sfp, view(4).chain, 1400.0, 300.0)
+    late = await store.record_sighting(sfp, view(4).chain, 1400.0, 300.0, "app-a")
     assert (late.firsts, late.first_pending) == ((20.0, MISS), 0)
+    assert late.app_firsts == (MISS,)  # (the earlier calls named no app)
+    # Another scope of the same app sees the app's outcomes; one of another app only the server's.
+    mate = await store.record_sighting(scope(user="mate").fingerprint, view(2).chain, 1401.0, 300.0, "app-a")
+    assert (mate.firsts, mate.app_firsts, mate.server_firsts[-2:]) == ((), (MISS,), (20.0, MISS))
+    stranger = await store.record_sighting(scope(user="other").fingerprint, view(2).chain, 1402.0, 300.0, "app-b")
+    assert (stranger.app_firsts, stranger.server_firsts[-2:]) == ((), (20.0, MISS))
 
 
 def _anthropic(clock) -> LocalProvider:
