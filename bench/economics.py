@@ -27,10 +27,13 @@ conversation (``*-plain``) as well:
 - Anthropic: the agent's one-off side requests (a sub-agent's file review
   every ``SIDE_EVERY`` calls, in its own session of the same user). A
   breakpoint at the end of every request writes them at 1.25x input and
-  never reads them; agentctx writes only what was seen to repeat. On the
-  bare linear conversation the naive breakpoint is close to optimal (each
-  token written once, then read) and agentctx pays its first request once
-  more (it writes on the second sighting): ``anthropic_plain`` shows that.
+  never reads them; agentctx writes only what was seen to repeat, and a
+  first sighting where one is likely to be followed (domain.policy, rule
+  7). On the bare linear conversation the naive breakpoint is close to
+  optimal (each token written once, then read); agentctx writes the head
+  at the first call and the conversation from the second, so it pays only
+  the first call's own input once more (sent plain, then written):
+  ``anthropic_plain`` shows that.
 - OpenAI: ``OPENAI_USERS`` users of the app running the conversation at
   once (each on its own ticket), 72 calls a minute with the same head.
   OpenAI routes a request by its head and ``prompt_cache_key``, and spreads

@@ -15,6 +15,10 @@ three modes (uncached, the ecosystem's naive policy, agentctx).
 - ``sparse-four-call``: 50 four-call sessions 600 s apart (calls 20 s apart).
 - ``bursts``: one session, 6 bursts of 8 calls 10 s apart, 15 minutes idle
   between bursts.
+- ``one-off``: 50 unrelated one-call sessions 20 s apart, each under a
+  system instruction of its own (about 13.2k tokens): no head is shared,
+  so nothing written is ever read (where a write at first sight would
+  lose).
 
 No call names a tool, so each call is one invocation (ADK's unit).
 """
@@ -51,6 +55,7 @@ class Workload:
     name: str
     calls: tuple[Call, ...]
     big_head: bool = False
+    own_heads: bool = False  # each session under a system instruction of its own
 
 
 def _words(tag: str, n: int) -> str:
@@ -79,6 +84,8 @@ def workloads() -> tuple[Workload, ...]:
         Workload("sparse-four-call", tuple(c for s in range(50) for c in _session(f"s{s}", 4, 20.0, 600.0)),
                  big_head=True),
         Workload("bursts", _bursts()),
+        Workload("one-off", tuple(c for s in range(50) for c in _session(f"o{s}", 1, 0.0, 20.0)), big_head=True,
+                 own_heads=True),
     )
 
 
@@ -90,12 +97,12 @@ def _bursts() -> tuple[Call, ...]:
     return tuple(calls)
 
 
-def head(big: bool) -> tuple[Any, list[generation_pb2.Tool]]:
+def head(big: bool, own: str = "") -> tuple[Any, list[generation_pb2.Tool]]:
     """The system instruction and tools: the demo's, or padded to about
-    HEAD_TOKENS tokens (4 bytes a token)."""
+    HEAD_TOKENS tokens (4 bytes a token); ``own`` makes it a session's own."""
     text = script.SYSTEM_TEXT
     if big:
-        text += "\n" + _words("rule", HEAD_TOKENS * 4 // 7)
+        text += "\n" + _words(f"rule{own}", HEAD_TOKENS * 4 // 7)
     tools = [generation_pb2.Tool(function_declarations=[d.to_proto() for d in script.tools()])]
     return Content.user(text).to_proto(), tools
 
@@ -128,7 +135,7 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
         certs, work, cache_target=f"127.0.0.1:{cache_server.port}", log_level="WARNING"))
     channel = secure_channel(context_server.port, certs)
     stub = context_service_pb2_grpc.ContextServiceStub(channel)
-    system, tools = head(workload.big_head)
+    shared = head(workload.big_head)
     sessions: dict[str, str] = {}
     prompt = cached = written = 0
     states: dict[str, int] = {}
@@ -147,6 +154,7 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
                     parent="apps/bench/users/shapes", session_id=f"{mode}-{call.session}",
                     session=session_pb2.Session(config=config)))
                 sessions[call.session] = created.name
+            system, tools = head(workload.big_head, call.session) if workload.own_heads else shared
             event = script.user_event(f"{mode}-{n}", call.text).to_proto()
             response = await stub.Generate(pb.GenerateRequest(
                 session=sessions[call.session], input=[event], system_instruction=system, tools=tools), timeout=30)

@@ -34,7 +34,11 @@ def registry_settings(s: CacheSettings) -> RegistrySettings:
         grow_in_background=s.grow_in_background,
         policy=PolicySettings(min_prefix_tokens=s.min_prefix_tokens,
                               sightings_before_create=s.sightings_before_create, grow_share=s.grow_share,
-                              variant=s.create_policy, refresh_after_uses=s.adk_cache_intervals),
+                              variant=s.create_policy, refresh_after_uses=s.adk_cache_intervals,
+                              first_sighting_prior=s.first_sighting_prior,
+                              first_sighting_prior_named=s.first_sighting_prior_named,
+                              first_sighting_weight=s.first_sighting_prior_weight,
+                              first_sighting_weight_named=s.first_sighting_prior_weight_named),
     )
 
 

@@ -111,6 +111,23 @@ class CacheSettings(ServerSettings):
         0.25, gt=0, description="Grow a cache only when the uncached part of the prefix exceeds this share of the "
         "cached part (and the expected reads repay the grown cache)."
     )
+    first_sighting_prior: float = Field(
+        0.5, ge=0, le=1, description="Marked caches (Anthropic): the prior chance that a prefix seen for the first "
+        "time is followed by a request repeating it within the TTL (agents loop); the observed rate overrides it. "
+        "Above 0.28 a fresh scope's first request writes a 5-minute breakpoint.",
+    )
+    first_sighting_prior_named: float = Field(
+        0.0, ge=0, le=1, description="The same prior for named caches (Gemini): 0, as ADK, so only observed "
+        "outcomes make a create at first sight (domain.policy, rule 7).",
+    )
+    first_sighting_prior_weight: float = Field(
+        0.5, ge=0, description="How many observed first-sighting outcomes the prior is worth (0: never write at "
+        "first sight).",
+    )
+    first_sighting_prior_weight_named: float = Field(
+        4.0, ge=0, description="The same for named caches: a create at first sight needs several observed "
+        "outcomes (0: never).",
+    )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
     grow_in_background: bool = Field(
         False, description="Grow a cache without making the call wait for the provider's create: the call "

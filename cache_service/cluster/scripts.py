@@ -114,11 +114,14 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HSET', KEYS[1], 'exp', ARGV[1])
 """ + _RETURN_ENTRY
 
-# KEYS: scope sightings, order, seq. ARGV: max, key prefix of sightings, scope fp, now, horizon, gaps kept,
-# then the chain's fields (history length 0 first). A field holds when it was last seen; '~prev' the
-# previous request's field; '~gaps', '~hgaps' the scope's recent conversation and head gaps, '~cont'
-# whether its recent requests had a history ('1' or '0' each). Returns {agreeing age or '', previous
-# agrees (0/1), gaps, head gaps, cont}.
+# KEYS: scope sightings, order, seq, server-wide and app-wide first-sighting outcomes. ARGV: max, key prefix of
+# sightings, scope fp, now, horizon, gaps kept, then the chain's fields (history length 0 first). A field
+# holds when it was last seen; '~prev' the previous request's field; '~gaps', '~hgaps' the scope's recent
+# conversation and head gaps, '~cont' whether its recent requests had a history ('1' or '0' each);
+# '~pend' its pending first sightings ('<when>@<field>' each), '~first' their resolved outcomes (seconds
+# until agreed with, or 1e18: domain.policy.MISS), as KEYS[4] over all scopes and KEYS[5] over the app's
+# (the last 64; an app's kept a day after its last use). Returns {agreeing age or '', previous agrees
+# (0/1), gaps, head gaps, cont, firsts, pending count, server firsts, app firsts}.
 RECORD_SIGHTING = """
 local now, horizon, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function age(field)
@@ -148,6 +151,49 @@ local history = #ARGV > 7
 local gaps = push('~gaps', (history and agreeing) and string.format('%.6f', agreeing) or nil)
 local hgaps = push('~hgaps', head and string.format('%.6f', head) or nil)
 local cont = push('~cont', history and '1' or '0')
+local function list_of(value)
+  local list = {}
+  for g in string.gmatch(value or '', '[^,]+') do list[#list + 1] = g end
+  return list
+end
+local function append(list, values, cap)
+  for _, v in ipairs(values) do list[#list + 1] = v end
+  while #list > cap do table.remove(list, 1) end
+  return list
+end
+-- First sightings: resolve the pending ones this request agrees with or that passed the horizon.
+local outcomes, pend = {}, {}
+for _, item in ipairs(list_of(redis.call('HGET', KEYS[1], '~pend'))) do
+  local at = string.find(item, '@', 1, true)
+  local field = string.sub(item, at + 1)
+  local n = tonumber(string.sub(field, 1, string.find(field, ':', 1, true) - 1))
+  local seen = tonumber(string.sub(item, 1, at - 1))
+  if now - seen >= horizon then outcomes[#outcomes + 1] = '1e18'
+  elseif 7 + n <= #ARGV and ARGV[7 + n] == field then
+    outcomes[#outcomes + 1] = string.format('%.6f', math.max(0, now - seen))
+  else pend[#pend + 1] = item end
+end
+local firsts = append(list_of(redis.call('HGET', KEYS[1], '~first')), outcomes, kept)
+local server = append(list_of(redis.call('GET', KEYS[4])), outcomes, 64)
+local app = append(list_of(redis.call('GET', KEYS[5])), outcomes, 64)
+local result_firsts, result_pending, result_server = table.concat(firsts, ','), #pend, table.concat(server, ',')
+local result_app = table.concat(app, ',')
+if not agreeing then
+  local mine = ARGV[#ARGV]
+  for i = #pend, 1, -1 do
+    if string.sub(pend[i], string.find(pend[i], '@', 1, true) + 1) == mine then table.remove(pend, i) end
+  end
+  pend[#pend + 1] = ARGV[4] .. '@' .. mine
+  if #pend > kept then
+    table.remove(pend, 1)
+    firsts = append(firsts, {'1e18'}, kept)
+    server = append(server, {'1e18'}, 64)
+    app = append(app, {'1e18'}, 64)
+  end
+end
+redis.call('HSET', KEYS[1], '~pend', table.concat(pend, ','), '~first', table.concat(firsts, ','))
+redis.call('SET', KEYS[4], table.concat(server, ','))
+redis.call('SET', KEYS[5], table.concat(app, ','), 'EX', 86400)
 redis.call('HSET', KEYS[1], '~prev', ARGV[#ARGV], ARGV[#ARGV], ARGV[4], ARGV[7], ARGV[4])
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[7])
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[#ARGV])
@@ -159,11 +205,12 @@ if over > 0 then
       local key = ARGV[2] .. string.sub(m, 1, bar - 1)
       redis.call('HDEL', key, string.sub(m, bar + 1))
       -- Only the scope's '~' fields left: the scope is forgotten.
-      if redis.call('HLEN', key) <= 4 then redis.call('DEL', key) end
+      if redis.call('HLEN', key) <= 6 then redis.call('DEL', key) end
     end
   end
 end
-return {agreeing and string.format('%.6f', agreeing) or '', prev_agrees, gaps, hgaps, cont}
+return {agreeing and string.format('%.6f', agreeing) or '', prev_agrees, gaps, hgaps, cont, result_firsts,
+        result_pending, result_server, result_app}
 """
 
 # KEYS: scope sightings, order. ARGV: scope fingerprint

@@ -9,8 +9,11 @@ script (cluster.scripts) for a step that must be atomic across replicas.
   shared counter, since replicas' monotonic clocks differ).
 - Tombstones: ``t:<id>`` with a TTL well past the longest lease.
 - Sightings: ``sg:<scope>`` when each prefix (and head) was last seen, the
-  previous request's prefix and the scope's recent arrival gaps; ``sgo``
-  their recency, bounded by ``max_sightings`` over all scopes. Learned floors: ``floors``.
+  previous request's prefix, the scope's recent arrival gaps and its first
+  sightings (pending, and resolved outcomes; ``sg:~firsts`` those of all
+  scopes, ``sg:~firsts:<app group>`` those of an app's, kept a day); ``sgo``
+  their recency, bounded by ``max_sightings`` over all scopes. Learned
+  floors: ``floors``.
 - Holders: ``ho:<scope>`` maps a holder to the entry it used last,
   ``hu:<id>`` an entry's latest holders to their last use (wall); both
   expire ``keep_s`` after their last write.
@@ -147,15 +150,17 @@ class RedisRegistryStore:
     async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
         """An expired or missing cache adds no evidence (domain.ports)."""
 
-    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float) -> Evidence:
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float,
+                              group: str = "") -> Evidence:
         n = self._n
         fields = [f"{i}:{d.hex()}" for i, d in enumerate(chain)]
-        age, previous, gaps, head_gaps, continued = await self._scripts["RECORD_SIGHTING"](
-            keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq],
+        age, previous, gaps, head_gaps, continued, firsts, pending, server, app = await self._scripts["RECORD_SIGHTING"](
+            keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq, n.sightings("~firsts"),
+                  n.sightings(f"~firsts:{group}")],
             args=[self._max_sightings, n.sightings(""), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT, *fields])
         flags = text(continued).split(",")
         return Evidence(float(age) if age else None, _floats(gaps), bool(int(previous)), _floats(head_gaps),
-                        flags.count("1") / len(flags))
+                        flags.count("1") / len(flags), _floats(firsts), int(pending), _floats(server), _floats(app))
 
     async def forget_sightings(self, scope_fp: str) -> None:
         await self._scripts["FORGET_SIGHTINGS"](keys=[self._n.sightings(scope_fp), self._n.sighting_order],

@@ -98,7 +98,7 @@ class Admission:
             return policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX), match
         floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
         # Every non-empty prefix is recorded, in the same step as the evidence.
-        evidence = await self._store.record_sighting(sfp, view.chain, self._clock.wall(), max(ttls))
+        evidence = await self._store.record_sighting(sfp, view.chain, self._clock.wall(), max(ttls), scope.group)
         settings = self._settings.policy
         decision = policy.decide(
             empty=False,

@@ -65,6 +65,12 @@ class Scope:
     def fingerprint(self) -> str:
         return fingerprint(self.json())
 
+    @functools.cached_property
+    def group(self) -> str:
+        """The app's scopes on this provider (first-sighting outcomes are
+        pooled there: domain.policy, rule 7)."""
+        return fingerprint({"provider": self.provider, "app": self.app})[:32]
+
 
 @dataclass(frozen=True)
 class Prefix:

@@ -8,8 +8,12 @@ service").
   UNKNOWN.
 - Sightings: (scope, history length, chain digest) -> when last seen, for
   each request's prefix and its head, the most recently seen
-  ``max_sightings`` kept; per scope the previous request's prefix and the
-  last ``GAPS_KEPT`` arrival gaps (domain.policy.Evidence).
+  ``max_sightings`` kept; per scope the previous request's prefix, the
+  last ``GAPS_KEPT`` arrival gaps, and its first sightings: those pending
+  and the outcomes of the last ``GAPS_KEPT`` resolved (seconds until a
+  request agreed with one, or ``MISS`` past the horizon); the last
+  ``SERVER_FIRSTS_KEPT`` outcomes over each app's scopes (the most recent
+  ``GROUPS_KEPT`` apps) and over all scopes (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
   accepted to cache, as its refusals taught us.
 - Holders: (scope, holder) -> the entry it used last, the most recent
@@ -30,10 +34,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
-from cache_service.domain.policy import Evidence
+from cache_service.domain.policy import MISS, Evidence
 from cache_service.domain.ports import EntryHolders
 
-GAPS_KEPT = 16  # arrival gaps kept per scope
+GAPS_KEPT = 16  # arrival gaps (and first-sighting outcomes, pending ones) kept per scope
+SERVER_FIRSTS_KEPT = 64  # first-sighting outcomes kept over all scopes, and over each app's
+GROUPS_KEPT = 1024  # apps whose outcomes are kept
 # Enough to tell "only this conversation" from "shared": the oldest holder
 # dropped is older than every one kept, so an entry whose kept holders but
 # one are stale has no recent other holder either.
@@ -56,6 +62,9 @@ class _ScopeSightings:
     with_history: int = 0  # of ``continued``, how many are True
     previous: tuple[int, bytes] | None = None  # the previous request's (history length, digest)
     records: int = 0  # of the scope's sightings still kept
+    # First sightings not resolved yet: (history length, digest) -> when seen.
+    pending: OrderedDict[tuple[int, bytes], float] = field(default_factory=OrderedDict)
+    firsts: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
 
     def note(self, has_history: bool, agreeing: float | None, head: float | None) -> None:
         if len(self.continued) == GAPS_KEPT:
@@ -67,9 +76,36 @@ class _ScopeSightings:
         if head is not None:
             self.head_gaps.append(head)
 
-    def evidence(self, agreeing: float | None, previous_agrees: bool) -> Evidence:
+    def resolve(self, chain: Sequence[bytes], now: float, horizon_s: float) -> list[float]:
+        """Outcomes of the pending first sightings this request agrees with
+        (seconds since each) or that passed the horizon (``MISS``)."""
+        done: list[tuple[tuple[int, bytes], float]] = []
+        for (n, digest), seen in self.pending.items():
+            if now - seen >= horizon_s:
+                done.append(((n, digest), MISS))
+            elif n < len(chain) and chain[n] == digest:
+                done.append(((n, digest), max(0.0, now - seen)))
+        for key, _ in done:
+            del self.pending[key]
+        outcomes = [outcome for _, outcome in done]
+        self.firsts.extend(outcomes)
+        return outcomes
+
+    def first_seen(self, key: tuple[int, bytes], now: float) -> list[float]:
+        """A first sighting, pending until agreed with; the oldest pending
+        one beyond ``GAPS_KEPT`` is resolved as a ``MISS``."""
+        self.pending.pop(key, None)
+        self.pending[key] = now
+        if len(self.pending) <= GAPS_KEPT:
+            return []
+        self.pending.popitem(last=False)
+        self.firsts.append(MISS)
+        return [MISS]
+
+    def evidence(self, agreeing: float | None, previous_agrees: bool, server: tuple[float, ...]) -> Evidence:
         share = self.with_history / len(self.continued) if self.continued else 0.0
-        return Evidence(agreeing, tuple(self.gaps), previous_agrees, tuple(self.head_gaps), share)
+        return Evidence(agreeing, tuple(self.gaps), previous_agrees, tuple(self.head_gaps), share,
+                        tuple(self.firsts), len(self.pending), server)
 
 
 class MemoryRegistryStore:
@@ -86,6 +122,8 @@ class MemoryRegistryStore:
         # (scope, history length, chain digest) -> wall time last seen, oldest first.
         self._sightings: OrderedDict[tuple[str, int, bytes], float] = OrderedDict()
         self._sighting_scopes: dict[str, _ScopeSightings] = {}
+        self._server_firsts: deque[float] = deque(maxlen=SERVER_FIRSTS_KEPT)
+        self._group_firsts: OrderedDict[str, deque[float]] = OrderedDict()
         self._floors: dict[tuple[str, str], int] = {}
         self._generations = itertools.count(1)
 
@@ -214,7 +252,8 @@ class MemoryRegistryStore:
         """An expired or missing cache adds no evidence: the requests that
         used it left their own records, with their time."""
 
-    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float) -> Evidence:
+    async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float,
+                              group: str = "") -> Evidence:
         key = (scope_fp, len(chain) - 1, chain[-1])
         state = self._sighting_scopes.get(scope_fp)
         if state is None:
@@ -227,6 +266,18 @@ class MemoryRegistryStore:
                 break
         head = self._sightings.get((scope_fp, 0, chain[0]))
         state.note(len(chain) > 1, agreeing, None if head is None or now - head >= horizon_s else max(0.0, now - head))
+        app = self._group_firsts.pop(group, None) or deque(maxlen=SERVER_FIRSTS_KEPT)
+        self._group_firsts[group] = app
+        while len(self._group_firsts) > GROUPS_KEPT:
+            self._group_firsts.popitem(last=False)
+        outcomes = state.resolve(chain, now, horizon_s)
+        self._server_firsts.extend(outcomes)
+        app.extend(outcomes)
+        evidence = replace(state.evidence(agreeing, False, tuple(self._server_firsts)), app_firsts=tuple(app))
+        if agreeing is None:
+            missed = state.first_seen((len(chain) - 1, chain[-1]), now)
+            self._server_firsts.extend(missed)
+            app.extend(missed)
         previous = state.previous
         previous_agrees = previous is not None and previous[0] < len(chain) and chain[previous[0]] == previous[1]
         state.previous = (len(chain) - 1, chain[-1])
@@ -236,7 +287,7 @@ class MemoryRegistryStore:
             self._sightings[k] = now
         while len(self._sightings) > self._max_sightings:
             self._drop_oldest_sighting()
-        return state.evidence(agreeing, previous_agrees)
+        return replace(evidence, previous_agrees=previous_agrees)
 
     def _drop_oldest_sighting(self) -> None:
         (scope_fp, _, _), _ = self._sightings.popitem(last=False)

@@ -22,27 +22,61 @@ The default policy (``agentctx``):
 4. **Evidence**: every request records its prefix and its head (model,
    system instruction, tools) with the time (``Evidence``). A request
    *agrees* with a recorded prefix that is a leading part of it or equal
-   to it and younger than the TTL it would be cached with: an older one
-   says nothing about reads before expiry. With no agreeing record the
-   request is a first sighting: BYPASS FIRST_SIGHTING, and never a create.
+   to it and younger than the longest TTL option (the store's horizon).
+   With no agreeing record the request is a first sighting (rule 7).
    The scope's recent arrivals say how often a cache of TTL ``L`` would be
    read again before it expires (``reads_of``): a cache of the head alone
    by any request of the scope, one of a conversation's prefix by that
    conversation's next call, which comes as often as the scope's requests
-   have a history, after one of the scope's conversation gaps. With ``x``
-   the chance that a read follows within ``L``, ``x / (1 - x)`` reads are
-   expected (each read refreshes the cache), at most ``max_expected_reads``.
+   have a history, after one of the scope's conversation gaps (the
+   agreement's age is one of them: an old record alone brings no read
+   within a short TTL). With ``x`` the chance that a read follows within
+   the shortest option, ``x / (1 - x)`` reads are expected (each read
+   refreshes the cache), at most ``max_expected_reads``; a longer ``L``
+   adds the crossings of rule 6.
 5. **Create and grow** only when the expected reads repay what the cache
    costs (``net_gain``): for a create, the write (and, NAMED, the storage
    from now to the expected last read plus one TTL) against the input
    price saved on each read; for a grow, the same over the tokens the live
-   cache does not hold (at least ``grow_share`` of them), the new cache's
+   cache does not hold (at least ``grow_share`` of them; any, over a
+   MARKED cache of the head alone: that grow writes only the conversation,
+   which its calls then write through), the new cache's
    full write and storage counted. Otherwise BYPASS FIRST_SIGHTING (no
    create) or HIT (no grow).
 6. **TTL**: when the caller sets none, the TTL is the one of ``ttls`` (the
    provider's options) with the largest expected gain: sessions that
    return after 10 minutes get a cache that lives that long, where storage
-   allows.
+   allows. A cache kept through a long gap (one the shortest option does
+   not outlive) pays storage for it; letting it expire pays a write at
+   the next arrival: each such crossing is credited one read (the
+   cheaper of the two savings) less its storage, as often as the scope's
+   pauses were such gaps, the conversation's unseen end counted as
+   ``END_WEIGHT`` of a pause it does not outlive; the longer TTL's tail
+   after the last read is storage too. Bursts 15 minutes apart on Gemini:
+   a crossing gains 0.07x input (a read saved, 0.9x, less 900 s of
+   storage, 0.83x), less over five bursts than the 1,200 s TTL's longer
+   tail costs, so the cache expires between bursts.
+7. **First sighting**: written only when the chance ``p`` that an
+   agreeing request follows within the TTL (``follow_chance``: the
+   scope's observed first sightings, how many were followed within the
+   TTL, the still pending ones counted as not followed, shrunk towards
+   the app's rate, or the server's where the app has none, and that
+   towards the prior) makes ``p`` expected
+   reads repay the write (``net_gain``). MARKED (Anthropic): the prior is
+   ``first_sighting_prior`` (0.5: agents loop), so a fresh scope's first
+   request writes a 5-minute mark (costs 0.25x input unread, saves 0.9x
+   read); a second one while the first is pending, or once one was seen
+   unfollowed, writes none (0.5 x 0.5 / 1.5 = 0.17 < 0.28, the
+   break-even). NAMED (Gemini): the prior is ``first_sighting_prior_named``
+   (0: ADK, the naive policy there, never writes at first sight; with 0.5
+   the same sum gives +0.06x input per prefix token, less than the
+   create round trip and journaled resource it adds to the first call is
+   worth), worth ``first_sighting_weight_named`` (4) outcomes: only
+   observed followers (two of two, e.g. sessions that each open with a
+   new system prompt) make a create at first sight (break-even p = 0.42
+   at 5 minutes), none without one. AUTOMATIC: never (the
+   provider writes anyway; the lease would only steer). Otherwise BYPASS
+   FIRST_SIGHTING.
 
 The ``adk`` variant (``create_policy = "adk"``) reproduces adk-python's
 ContextCacheConfig (2.13) for comparisons such as bench/economics, in a
@@ -83,6 +117,13 @@ class PolicySettings:
     refresh_after_uses: int = 10
     # The cap on expected reads: no more than the gaps a scope keeps.
     max_expected_reads: float = 16.0
+    # Rule 7: the prior chance that a first sighting is followed by an
+    # agreeing request within the TTL (MARKED; NAMED its own), and how many
+    # observed outcomes it is worth.
+    first_sighting_prior: float = 0.5
+    first_sighting_weight: float = 0.5
+    first_sighting_prior_named: float = 0.0
+    first_sighting_weight_named: float = 4.0
 
 
 class Action(enum.Enum):
@@ -137,13 +178,61 @@ class Evidence:
     ``head_gaps``: the recent gaps between any two requests of the scope
     with this head (what a cache of the head alone is read by).
     ``continued``: the share of the scope's recent requests with a history
-    (how often a call is followed by another of its conversation)."""
+    (how often a call is followed by another of its conversation).
+    ``firsts``: the scope's recent first sightings that are resolved, each
+    the seconds until a request agreed with it, or ``MISS`` (none within
+    the horizon); ``first_pending``: those not resolved yet;
+    ``app_firsts``, ``server_firsts``: the same outcomes over the app's
+    scopes and over every scope (rule 7)."""
 
     agreeing_age: float | None = None
     gaps: tuple[float, ...] = ()
     previous_agrees: bool = False
     head_gaps: tuple[float, ...] = ()
     continued: float = 0.0
+    firsts: tuple[float, ...] = ()
+    first_pending: int = 0
+    server_firsts: tuple[float, ...] = ()
+    app_firsts: tuple[float, ...] = ()
+
+
+# A first sighting no request agreed with within the horizon.
+MISS = 1e18
+# The conversation's end among the breaks in its pace (reads_of): half a
+# gap (Jeffreys' prior), as it is never observed.
+END_WEIGHT = 0.5
+
+
+def follow_chance(evidence: Evidence, ttl_s: float, prior: float, weight: float) -> float:
+    """The chance that a first sighting is followed by an agreeing request
+    within ``ttl_s``: the scope's resolved outcomes followed that soon, over
+    its resolved and pending ones (a pending one counts as not followed),
+    shrunk by ``weight`` outcomes towards the rate of the app's scopes
+    (falling back to the server-wide one where the app has none yet),
+    itself shrunk towards ``prior``."""
+    def shrink(outcomes: tuple[float, ...], pending: int, towards: float) -> float:
+        followed = sum(1 for g in outcomes if g < ttl_s)
+        return (followed + weight * towards) / (len(outcomes) + pending + weight)
+    wider = evidence.app_firsts or evidence.server_firsts
+    return shrink(evidence.firsts, evidence.first_pending, shrink(wider, 0, prior))
+
+
+def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, settings: PolicySettings, *,
+                   tokens: int) -> tuple[float, float]:
+    """(gain, ttl) of writing a first sighting (rule 7): ``p`` reads (only
+    the first follower's, a lower bound), at the followers' mean gap."""
+    best = (float("-inf"), ttls[0])
+    named = prices.kind == "named"
+    prior = settings.first_sighting_prior_named if named else settings.first_sighting_prior
+    weight = settings.first_sighting_weight_named if named else settings.first_sighting_weight
+    if prices.kind == "automatic" or weight <= 0:
+        return best
+    for ttl in ttls:
+        p = follow_chance(evidence, ttl, prior, weight)
+        inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if g < ttl]
+        gap = sum(inside) / len(inside) if inside else 0.0
+        best = max(best, (net_gain(prices, tokens=tokens, new_tokens=tokens, reads=p, mean_gap_s=gap, ttl_s=ttl), ttl))
+    return best
 
 
 def adk_floor(model: str) -> int:
@@ -163,16 +252,36 @@ def expected_reads(gaps: Sequence[float], ttl_s: float, cap: float, go_on: float
     return cap if x >= 1.0 else min(cap, x / (1.0 - x))
 
 
-def reads_of(evidence: Evidence, history_len: int, ttl_s: float, cap: float) -> tuple[float, float]:
-    """(expected reads, their mean gap) of a cache over a prefix of
-    ``history_len`` contents: the head alone is read by every request of
-    the scope, a conversation's prefix by its own next calls only."""
+def reads_of(evidence: Evidence, history_len: int, ttl_s: float, cap: float,
+             short_s: float | None = None) -> tuple[float, float]:
+    """(expected reads, their mean gap) of a cache of ``ttl_s`` over a
+    prefix of ``history_len`` contents: the head alone is read by every
+    request of the scope, a conversation's prefix by its own next calls
+    only (rule 6). Gaps below ``short_s`` (the shortest TTL option) are
+    the pace of reads, ``x / (1 - x)`` of them; a longer gap that ``ttl_s``
+    still outlives is a crossing: the cache is kept through it (its
+    storage) instead of expiring and being written again at the next
+    arrival, which saves that arrival one read. Each time the pace breaks,
+    the gap is one the cache outlives with the share of such gaps among
+    the observed breaks, the conversation's end (unseen, but it always
+    comes) counted as ``END_WEIGHT`` of one it does not: ``y / (1 - y)``
+    crossings."""
     if history_len == 0:
         gaps, go_on = evidence.head_gaps, 1.0
     else:
         gaps, go_on = evidence.gaps, evidence.continued
-    inside = [g for g in gaps if g < ttl_s]
-    return expected_reads(gaps, ttl_s, cap, go_on), (sum(inside) / len(inside) if inside else 0.0)
+    short = ttl_s if short_s is None else min(short_s, ttl_s)
+    inside = [g for g in gaps if g < short]
+    across = [g for g in gaps if short <= g < ttl_s]
+    reads = expected_reads(gaps, short, cap, go_on)
+    y = go_on * len(across) / (len(gaps) - len(inside) + END_WEIGHT)
+    crossings = min(cap, y / (1.0 - y))
+    total = reads + crossings
+    if not total:
+        return 0.0, 0.0
+    mean_in = sum(inside) / len(inside) if inside else 0.0
+    mean_across = sum(across) / len(across) if across else 0.0
+    return total, (reads * mean_in + crossings * mean_across) / total
 
 
 def net_gain(prices: CachePrices, *, tokens: int, new_tokens: int, reads: float, mean_gap_s: float,
@@ -199,10 +308,11 @@ def best_ttl(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, set
              tokens: int, new_tokens: int, history_len: int) -> tuple[float, float]:
     """(gain, ttl) of the TTL option with the largest expected gain."""
     best = (float("-inf"), ttls[0])
+    if evidence.agreeing_age is None:
+        return best
+    short = min(ttls)
     for ttl in ttls:
-        if evidence.agreeing_age is None or evidence.agreeing_age >= ttl:
-            continue  # an older record is no agreement for this TTL
-        reads, gap = reads_of(evidence, history_len, ttl, settings.max_expected_reads)
+        reads, gap = reads_of(evidence, history_len, ttl, settings.max_expected_reads, short)
         gain = net_gain(prices, tokens=tokens, new_tokens=new_tokens, reads=reads, mean_gap_s=gap, ttl_s=ttl)
         best = max(best, (gain, ttl))
     return best
@@ -229,7 +339,10 @@ def decide(
         return _decide_adk(tokens, floor, match, evidence, ttls[0], settings, model)
     if match is not None:
         uncached = tokens - match.tokens
-        if match.history_len >= history_len or uncached <= settings.grow_share * match.tokens:
+        # A MARKED grow over the head alone writes only the conversation
+        # (the head is read), and its calls then write through: no share.
+        share = 0.0 if prices.kind == "marked" and match.history_len == 0 else settings.grow_share
+        if match.history_len >= history_len or uncached <= share * match.tokens:
             return Decision(Action.HIT)
         gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached,
                              history_len=history_len)
@@ -238,7 +351,11 @@ def decide(
         return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
     if settings.sightings_before_create == 0:
         evidence = Evidence(0.0, (0.0,), evidence.previous_agrees, (0.0,), 1.0)
-    gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=tokens, history_len=history_len)
+    if evidence.agreeing_age is None:
+        gain, ttl = first_sighting(prices, ttls, evidence, settings, tokens=tokens)
+    else:
+        gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=tokens,
+                             history_len=history_len)
     if gain > 0:
         return Decision(Action.CREATE, ttl_s=ttl)
     return Decision(Action.BYPASS, BypassReason.FIRST_SIGHTING)

@@ -331,11 +331,12 @@ class RegistryStore(Protocol):
         ...
 
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float,
-                              horizon_s: float) -> Evidence:
+                              horizon_s: float, group: str = "") -> Evidence:
         """What the scope's records younger than ``horizon_s`` say of
         ``chain`` (domain.policy.Evidence), then records it and its head as
         seen at ``now`` (wall seconds), as one step: of concurrent first
-        sightings on several replicas, exactly one is first."""
+        sightings on several replicas, exactly one is first. ``group``
+        (the scope's app) pools first-sighting outcomes across its scopes."""
         ...
 
     async def forget_sightings(self, scope_fp: str) -> None: ...

@@ -10,7 +10,7 @@ import pytest
 
 from cache_service.domain.generation import Generator
 from cache_service.domain.model import BypassReason, CacheState
-from cache_service.domain.policy import Action, CachedPrefix, Evidence, PolicySettings, decide
+from cache_service.domain.policy import MISS, Action, CachedPrefix, Evidence, PolicySettings, decide
 from cache_service.domain.ports import CacheTooSmall
 from cache_service.domain.pricing import cache_prices
 from tests.cache.support import call_over, prefix, scope, view
@@ -225,3 +225,32 @@ async def test_grow_in_background_leases_the_current_cache_at_once(harness_facto
         await h.registry.release(lease)
     await h.assert_in_step()
     assert len(p.live_names()) == 1 and p.counts["delete"] == 1 and p.counts["create"] == 2  # one grow, shared
+
+
+def test_a_first_sighting_is_written_only_where_a_read_is_likely() -> None:
+    """Rule 7 (issue 16): on Anthropic a fresh scope's first request writes
+    a 5-minute mark (0.25x input if unread, 0.9x saved if read); a second
+    one while the first is pending, or once first sightings went unread,
+    writes none. Gemini and OpenAI never write on the prior alone."""
+    fresh = Evidence()
+    d = decide(empty=False, tokens=13_200, history_len=0, floor=0, match=None, evidence=fresh, prices=ANTHROPIC,
+               ttls=(300.0, 3600.0), settings=SETTINGS)
+    assert (d.action, d.ttl_s) == (Action.CREATE, 300.0)
+    assert _decide(evidence=Evidence(first_pending=1), prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
+    unread = Evidence(firsts=(MISS, MISS), server_firsts=(MISS, MISS))
+    assert _decide(evidence=unread, prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
+    assert _decide(evidence=fresh, prices=GEMINI) is BypassReason.FIRST_SIGHTING
+    assert _decide(evidence=fresh, prices=OPENAI) is BypassReason.FIRST_SIGHTING
+    # Observed followers (sessions that each open with a new head, read 20 s
+    # later) make a Gemini create at first sight pay: two of two suffice.
+    followed = Evidence(firsts=(20.0, 20.0), server_firsts=(20.0, 20.0))
+    assert _decide(evidence=followed, prices=GEMINI) is Action.CREATE
+    assert _decide(evidence=Evidence(firsts=(20.0,), server_firsts=(20.0,)), prices=GEMINI) \
+        is BypassReason.FIRST_SIGHTING
+    # A fresh scope takes its app's rate before the server's.
+    app_unread = Evidence(app_firsts=(MISS,) * 4, server_firsts=(20.0,) * 8)
+    assert _decide(evidence=app_unread, prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
+    assert _decide(evidence=Evidence(app_firsts=(20.0,) * 4), prices=ANTHROPIC) is Action.CREATE
+    # Followed, but only after the TTL: no read, no write.
+    late = Evidence(firsts=(600.0,) * 4, server_firsts=(600.0,) * 4)
+    assert _decide(evidence=late, prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING

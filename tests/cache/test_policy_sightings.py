@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import BypassReason, CacheState
-from cache_service.domain.policy import PolicySettings
+from cache_service.domain.policy import MISS, PolicySettings
+from cache_service.providers.local import LocalProvider
 from tests.cache.support import prefix, scope, view
 
 SETTINGS = PolicySettings(min_prefix_tokens=64)
@@ -37,7 +38,8 @@ async def test_evidence_carries_time(harness) -> None:
 async def test_one_call_sessions_far_apart_are_cached_across_the_gap_or_not_at_all(harness_factory) -> None:
     """50 one-call sessions 600 s apart used to create 49 caches, each read
     only by its creating call. Now the head is cached once, for a TTL that
-    outlives the gap (900 s on Gemini's prices), or the call goes uncached."""
+    outlives the gap, once two gaps were seen (one might have been the
+    last: reads_of), or the call goes uncached."""
     h = await harness_factory(policy=SETTINGS)
     states = []
     for _ in range(6):
@@ -47,9 +49,9 @@ async def test_one_call_sessions_far_apart_are_cached_across_the_gap_or_not_at_a
             await h.registry.release(r.lease)
         await h.settle()  # a hit's TTL refresh
         h.clock.advance(600)
-    assert states[0] == (CacheState.BYPASS, BypassReason.FIRST_SIGHTING)
-    assert states[1][0] is CacheState.CREATED
-    assert all(s[0] is CacheState.HIT for s in states[2:])
+    assert states[:2] == [(CacheState.BYPASS, BypassReason.FIRST_SIGHTING)] * 2
+    assert states[2][0] is CacheState.CREATED
+    assert all(s[0] is CacheState.HIT for s in states[3:])
     assert h.provider.counts["create"] == 1
     # With a caller's TTL of 300 s nothing can be read across the gap: never created.
     h2 = await harness_factory(policy=SETTINGS)
@@ -80,3 +82,57 @@ async def test_a_compaction_does_not_depend_on_the_servers_other_sightings(harne
     # (Two users: on Redis both harnesses share one registry.)
     assert await compaction(fresh, "fresh") is CacheState.CREATED
     assert await compaction(aged, "aged") is CacheState.CREATED
+
+
+async def test_first_sighting_outcomes_are_observed(harness_factory) -> None:
+    """Each store keeps a scope's first sightings pending until a request
+    agrees with one (its outcome: the seconds until then) or the horizon
+    passes (``MISS``), and the outcomes of every scope."""
+    h = await harness_factory(policy=SETTINGS)
+    store, sfp = h.registry.store, scope(user="firsts").fingerprint
+    first = await store.record_sighting(sfp, view(2).chain, 1000.0, 300.0)
+    assert (first.agreeing_age, first.firsts, first.first_pending) == (None, (), 0)
+    # Another head: a second first sighting, the first still pending.
+    other = await store.record_sighting(sfp, PrefixView.of(prefix(1, system=SYSTEM_B)).chain, 1010.0, 300.0)
+    assert (other.agreeing_age, other.first_pending) == (None, 1)
+    # The first conversation goes on 20 s later: its first sighting was followed.
+    follow = await store.record_sighting(sfp, view(3).chain, 1020.0, 300.0)
+    assert (follow.firsts, follow.first_pending) == ((20.0,), 1)
+    assert follow.server_firsts[-1:] == (20.0,)
+    # The other one is never followed: a MISS once the horizon passed.
+    late = await store.record_sighting(sfp, view(4).chain, 1400.0, 300.0, "app-a")
+    assert (late.firsts, late.first_pending) == ((20.0, MISS), 0)
+    assert late.app_firsts == (MISS,)  # (the earlier calls named no app)
+    # Another scope of the same app sees the app's outcomes; one of another app only the server's.
+    mate = await store.record_sighting(scope(user="mate").fingerprint, view(2).chain, 1401.0, 300.0, "app-a")
+    assert (mate.firsts, mate.app_firsts, mate.server_firsts[-2:]) == ((), (MISS,), (20.0, MISS))
+    stranger = await store.record_sighting(scope(user="other").fingerprint, view(2).chain, 1402.0, 300.0, "app-b")
+    assert (stranger.app_firsts, stranger.server_firsts[-2:]) == ((), (20.0, MISS))
+
+
+def _anthropic(clock) -> LocalProvider:
+    return LocalProvider(name="local-anthropic", clock=clock, min_cache_tokens=64)
+
+
+async def test_a_marked_first_sighting_is_written(harness_factory, clock) -> None:
+    """On Anthropic's prices a fresh scope's first request writes a
+    5-minute mark, read by the next call (issue 16: the large-head chat)."""
+    h = await harness_factory(policy=SETTINGS, provider=_anthropic(clock))
+    s = scope(provider="local-anthropic")
+    assert (await h.acquire(prefix(2), s)).info.state is CacheState.CREATED
+    h.clock.advance(20)
+    assert (await h.acquire(prefix(3), s)).info.state in (CacheState.HIT, CacheState.GROWN)
+
+
+async def test_one_off_requests_write_only_the_first(harness_factory, clock) -> None:
+    """A scope of one-off requests (every head new): the prior writes the
+    first; while it is pending, and once it went unread, nothing more."""
+    h = await harness_factory(policy=SETTINGS, provider=_anthropic(clock))
+    s = scope(provider="local-anthropic")
+    states = []
+    for i in range(10):
+        system = {"role": "", "parts": [{"text": f"One-off instruction {i}. " * 40}]}
+        states.append((await h.acquire(prefix(0, system=system), s)).info.state)
+        h.clock.advance(60)
+    assert states[0] is CacheState.CREATED
+    assert all(state is CacheState.BYPASS for state in states[1:])
