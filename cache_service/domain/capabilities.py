@@ -16,9 +16,12 @@ of the registry is the same for every kind.
   repeat and goes on: a MARKED call then also writes through to the end of
   the request (``write_through``), so that the next call reads all of it
   and writes only what came since. On Anthropic's prices that is what pays
-  (a write costs 1.25x input once, a read 0.1x each later call); a lone
-  request (first sighting, or a prefix of only the head) writes nothing but
-  the head it shares.
+  (a write costs 1.25x input once, a read 0.1x each later call). The call
+  that creates a head-only entry writes through too: the create policy
+  made it on the bet that a call following this one reads it (a first
+  sighting written on the scope's follow rate, or a head seen to repeat),
+  and the same bet pays for the request's end. Any other head-only call (a
+  later session's first call) writes nothing but the head it shares.
 - An AUTOMATIC provider caches every call by itself, so even a call without
   a lease carries the scope's routing key: the call after it then lands
   where that one was cached.
@@ -51,13 +54,15 @@ def rewrite_for_cache(call: ModelCall, cached_len: int) -> ModelCall:
     )
 
 
-def leased_request(provider: Provider, call: ModelCall, entry: Entry) -> tuple[ModelCall, CacheRef]:
-    """The request a leased call sends, and what it is told of its cache."""
+def leased_request(provider: Provider, call: ModelCall, entry: Entry,
+                   created: bool = False) -> tuple[ModelCall, CacheRef]:
+    """The request a leased call sends, and what it is told of its cache
+    (``created``: this call's acquire created the entry)."""
     if provider.cache_kind is CacheKind.NAMED:
         return rewrite_for_cache(call, entry.history_len), entry.handle.name
     # A conversation seen to repeat (more than its head) goes on: writing its
     # whole request now lets the next call read all of it.
-    through = provider.cache_kind is CacheKind.MARKED and entry.history_len > 0
+    through = provider.cache_kind is CacheKind.MARKED and (entry.history_len > 0 or created)
     return call, PrefixMark(entry.history_len, entry.ttl_s, prefix_key(entry.scope_fp), write_through=through)
 
 

@@ -117,7 +117,7 @@ class Generator:
                 reply = await self._call(lambda: provider.generate(call, unleased), timeout)
                 return reply, CacheInfo(scope_fingerprint=scope.fingerprint)
             entry, state = await self._leased(scope, call, lease)
-            leased_call, ref = capabilities.leased_request(provider, call, entry)
+            leased_call, ref = capabilities.leased_request(provider, call, entry, state is CacheState.CREATED)
             try:
                 reply = await self._call(lambda: provider.generate(leased_call, ref), timeout, passthrough=CacheNotFound)
             except CacheNotFound:
@@ -155,7 +155,7 @@ class Generator:
         })
         try:
             if entry is not None:
-                leased_call, ref = capabilities.leased_request(provider, call, entry)
+                leased_call, ref = capabilities.leased_request(provider, call, entry, state is CacheState.CREATED)
                 try:
                     async for chunk in _bounded(provider.stream_generate(leased_call, ref), deadline):
                         produced, version = True, chunk.model_version

@@ -144,14 +144,22 @@ async def test_an_hour_long_ttl_writes_for_an_hour(anthropic_harness: Harness, f
     assert reply.usage is not None and reply.usage.cache_write_tokens > 0
 
 
-async def test_a_lease_on_the_head_alone_writes_only_the_head(anthropic_harness: Harness,
-                                                              fake: FakeAnthropic) -> None:
+async def test_a_lease_on_the_head_alone_writes_only_the_head_but_on_the_creating_call(
+        anthropic_harness: Harness, fake: FakeAnthropic) -> None:
+    """The creating call bet on a follower and writes through its input; a
+    later call sharing only the head (another session's first) does not."""
     h = anthropic_harness
-    r = await h.acquire(PrefixView.of(Prefix(MODEL, SYSTEM, TOOLS, {"mode": "AUTO"}, ())), _scope())
+    head = PrefixView.of(Prefix(MODEL, SYSTEM, TOOLS, {"mode": "AUTO"}, ()))
+    r = await h.acquire(head, _scope())
     assert r.info.state is CacheState.CREATED
-    reply, _ = await Generator(h.registry).generate(_scope(), _call(history=()), r.lease)
-    assert _marks(fake.calls_of("generate")[0].body) == [("system", None)]
-    assert reply.usage is not None and 0 < reply.usage.cache_write_tokens < reply.usage.prompt_tokens
+    await Generator(h.registry).generate(_scope(), _call(history=()), r.lease)
+    assert _marks(fake.calls_of("generate")[0].body) == [("system", None), ("message 0", None)]
+    again = await h.acquire(head, _scope())
+    assert again.info.state is CacheState.HIT
+    reply, _ = await Generator(h.registry).generate(_scope(), _call(history=()), again.lease)
+    assert _marks(fake.calls_of("generate")[1].body) == [("system", None)]
+    # It reads the head the first call wrote, and writes nothing.
+    assert reply.usage is not None and (reply.usage.cache_write_tokens, reply.usage.cached_prompt_tokens > 0) == (0, True)
 
 
 async def test_an_unleased_call_carries_no_breakpoint(anthropic_harness: Harness, fake: FakeAnthropic) -> None:
