@@ -21,6 +21,7 @@ script (cluster.scripts) for a step that must be atomic across replicas.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,11 +36,22 @@ from cache_service.domain.memory_store import GAPS_KEPT, MAX_ENTRY_HOLDERS
 from cache_service.domain.policy import Evidence
 from cache_service.domain.ports import EntryHolders
 
+# Learned floors change only when a provider refuses a cache, yet every
+# acquire reads one: a replica keeps what it read this long, so a hit does not
+# pay a Redis round trip for it. A floor another replica learned reaches this
+# one within that time; until then a create it would refuse is tried and
+# refused once more, as before anything was learned.
+FLOOR_READ_S = 5.0
+
 
 class RedisRegistryStore:
     def __init__(self, client: aioredis.Redis, names: Names, cipher: NameCipher, *, max_sightings: int = 4096,
-                 tombstone_ttl_s: int = 3600) -> None:
+                 tombstone_ttl_s: int = 3600, floor_read_s: float = FLOOR_READ_S,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._r = client
+        self._floor_read_s = floor_read_s
+        self._monotonic = monotonic
+        self._floors: dict[str, tuple[float, int]] = {}  # provider|model -> (monotonic read time, floor)
         self._n = names
         self._cipher = cipher
         self._max_sightings = max_sightings
@@ -167,11 +179,20 @@ class RedisRegistryStore:
                                                 args=[scope_fp])
 
     async def learned_floor(self, provider: str, model: str) -> int:
-        value = await self._r.hget(self._n.floors, f"{provider}|{model}")
-        return int(value) if value is not None else 0
+        field = f"{provider}|{model}"
+        now = self._monotonic()
+        known = self._floors.get(field)
+        if known is not None and now - known[0] < self._floor_read_s:
+            return known[1]
+        value = await self._r.hget(self._n.floors, field)
+        floor = int(value) if value is not None else 0
+        self._floors[field] = (now, floor)
+        return floor
 
     async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
-        await self._scripts["LEARN_FLOOR"](keys=[self._n.floors], args=[f"{provider}|{model}", tokens])
+        field = f"{provider}|{model}"
+        await self._scripts["LEARN_FLOOR"](keys=[self._n.floors], args=[field, tokens])
+        self._floors.pop(field, None)
 
     # --- helpers ----------------------------------------------------------------------
 
