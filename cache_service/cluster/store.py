@@ -159,9 +159,6 @@ class RedisRegistryStore:
 
     # --- sightings and floors -----------------------------------------------------------
 
-    async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
-        """An expired or missing cache adds no evidence (domain.ports)."""
-
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float,
                               group: str = "") -> Evidence:
         n = self._n

@@ -6,9 +6,9 @@ or replaced by a grown cache *and* no live lease still names it, or when
 its conversation superseded it (below). A removed
 entry leaves a tombstone (the reason its leases now resolve to) and its
 provider cache goes to the bounded cleanup path; a failed provider call
-never counts as a deletion. Expired and missing caches leave their
-sighting behind, so a conversation that resumes re-creates its cache at
-once. A hit on a cache past half its TTL extends it (``refresh_on_hit``).
+never counts as a deletion. An expired or missing cache adds no evidence
+of reuse: the requests that used it left their own sightings, with their
+time (domain.policy). A hit on a cache past half its TTL extends it (``refresh_on_hit``).
 
 Superseded caches: an acquire may name its holder (an opaque id of the
 caller's conversation). The store remembers the entry each holder used
@@ -93,7 +93,6 @@ class Lifecycle:
         if current is None or current.generation != entry.generation:
             return
         await self.remove(current, "INVALIDATED", "missing")
-        await self._store.sight(entry.scope_fp, entry.history_len, entry.digest)
 
     async def remove_scope(self, scope_fp: str) -> list[Entry]:
         """Forgets the scope's sightings and removes its entries."""
@@ -113,7 +112,6 @@ class Lifecycle:
                 continue
             if entry.handle.expire_time <= wall:
                 await self.remove(entry, "EXPIRED", "expired")
-                await self._store.sight(entry.scope_fp, entry.history_len, entry.digest)
             elif entry.retiring and not entry.leases:
                 await self.remove(entry, "EXPIRED", "replaced")
 

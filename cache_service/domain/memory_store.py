@@ -248,10 +248,6 @@ class MemoryRegistryStore:
 
     # --- sightings and floors -----------------------------------------------------------
 
-    async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
-        """An expired or missing cache adds no evidence: the requests that
-        used it left their own records, with their time."""
-
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float,
                               group: str = "") -> Evidence:
         key = (scope_fp, len(chain) - 1, chain[-1])

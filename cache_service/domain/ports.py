@@ -326,10 +326,6 @@ class RegistryStore(Protocol):
         least recently used."""
         ...
 
-    async def sight(self, scope_fp: str, history_len: int, digest: bytes) -> None:
-        """A cache of this prefix expired or went missing (no evidence of reuse)."""
-        ...
-
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float,
                               horizon_s: float, group: str = "") -> Evidence:
         """What the scope's records younger than ``horizon_s`` say of
