@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -62,15 +63,37 @@ BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR
 # CA bundles for the provider's HTTPS endpoint, Google's ADC for Vertex AI).
 SERVICE_ENV: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "context": (("AGENTCTX_CONTEXT_",), ()),
-    "cache": (("AGENTCTX_CACHE_", "GOOGLE_"), ("GEMINI_API_KEY", "HTTPS_PROXY", "https_proxy", "NO_PROXY",
+    "cache": (("AGENTCTX_CACHE_", "GOOGLE_"), ("GEMINI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+                                              "HTTPS_PROXY", "https_proxy", "NO_PROXY",
                                               "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")),
 }
 
 
-def service_env(service: str, environ: Mapping[str, str]) -> dict[str, str]:
+def route_key_names(config: pathlib.Path | None, environ: Mapping[str, str]) -> frozenset[str]:
+    """The variables the cache service's routes name as keys (``api_key_env``),
+    from the config file's ``[cache] routes`` and ``AGENTCTX_CACHE_ROUTES``.
+    Unreadable or malformed tables name none: the service reports them."""
+    tables: list[object] = []
+    if config is not None:
+        try:
+            tables.append(tomllib.loads(config.read_text()).get("cache", {}).get("routes"))
+        except (OSError, tomllib.TOMLDecodeError, AttributeError):
+            pass
+    try:
+        tables.append(json.loads(environ.get("AGENTCTX_CACHE_ROUTES", "null")))
+    except ValueError:
+        pass
+    return frozenset(route["api_key_env"] for table in tables if isinstance(table, list)
+                     for route in table if isinstance(route, dict) and isinstance(route.get("api_key_env"), str))
+
+
+def service_env(service: str, environ: Mapping[str, str], config: pathlib.Path | None = None) -> dict[str, str]:
     """The environment ``service`` runs with: the safe base, the locale
-    (``LC_*``) and that service's own variables only."""
+    (``LC_*``) and that service's own variables only (for the cache service,
+    every provider key, its routes' ``api_key_env`` included)."""
     prefixes, names = SERVICE_ENV[service]
+    if service == "cache":
+        names = (*names, *route_key_names(config, environ))
     env = {k: v for k, v in environ.items()
            if k in BASE_ENV or k in names or k.startswith("LC_") or k.startswith(prefixes)}
     env["PYTHONUNBUFFERED"] = "1"
@@ -195,7 +218,7 @@ def _spawn(service: str, config: pathlib.Path, log_path: pathlib.Path) -> subpro
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
-            stdout=log, stderr=subprocess.STDOUT, env=service_env(service, os.environ),
+            stdout=log, stderr=subprocess.STDOUT, env=service_env(service, os.environ, config),
         )
 
 
@@ -364,7 +387,7 @@ def _spawn_replica(service: str, config: pathlib.Path, log_path: pathlib.Path,
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
-            stdout=log, stderr=subprocess.STDOUT, env={**service_env(service, os.environ), **overrides},
+            stdout=log, stderr=subprocess.STDOUT, env={**service_env(service, os.environ, config), **overrides},
         )
 
 

@@ -21,6 +21,11 @@ import pytest
 from tests.support.processes import free_port
 
 GEMINI_KEY = "AIza-not-a-real-key-for-this-test"
+VENDOR_KEYS = {"ANTHROPIC_API_KEY": "sk-ant-not-a-real-key", "OPENAI_API_KEY": "sk-not-a-real-openai-key",
+               "VLLM_API_KEY": "not-a-real-vllm-key"}
+# A route naming its own key variable, as the README's vLLM example does.
+ROUTES = ('[{"pattern": "qwen*", "provider": "openai", "name": "vllm", '
+          '"base_url": "http://127.0.0.1:9/v1", "api_key_env": "VLLM_API_KEY"}]')
 
 
 @dataclass
@@ -41,6 +46,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     home = tmp_path_factory.mktemp("up") / "home"
     context_port, cache_port = free_port(), free_port()
     env = {**os.environ, "AGENTCTX_CACHE_GEMINI_API_KEY": GEMINI_KEY, "GEMINI_API_KEY": GEMINI_KEY,
+           **VENDOR_KEYS, "AGENTCTX_CACHE_ROUTES": ROUTES,
            "AGENTCTX_CONTEXT_LOG_LEVEL": "INFO", "UNRELATED_SECRET_TOKEN": "hunter2"}
     # Its own process group, as a shell gives a foreground job: SIGINT to the
     # group is what Ctrl-C does.
@@ -85,6 +91,10 @@ def test_each_service_gets_only_its_own_environment(running: Running) -> None:
     assert not any(k.startswith("AGENTCTX_CACHE_") for k in context)
     assert context["AGENTCTX_CONTEXT_LOG_LEVEL"] == "INFO" and "PATH" in context
     assert cache["AGENTCTX_CACHE_GEMINI_API_KEY"] == GEMINI_KEY and cache["GEMINI_API_KEY"] == GEMINI_KEY
+    # Every key the README and the routes name reaches the cache service, and only it.
+    for name, value in VENDOR_KEYS.items():
+        assert cache[name] == value, name
+        assert name not in context and value not in "".join(context.values()), name
     assert not any(k.startswith("AGENTCTX_CONTEXT_") for k in cache)
     assert "UNRELATED_SECRET_TOKEN" not in context and "UNRELATED_SECRET_TOKEN" not in cache
 

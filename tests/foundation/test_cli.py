@@ -90,3 +90,25 @@ def test_certs_init_writes_ca_and_identities(tmp_path: pathlib.Path) -> None:
     # A second run keeps what is there.
     again = agentctx("certs", "init", "--dir", str(directory))
     assert again.returncode == 0 and "already present" in again.stdout
+
+
+def test_cache_service_env_carries_every_provider_key_and_route_key(tmp_path: pathlib.Path) -> None:
+    from agentctx_cli.pair import service_env
+
+    config = tmp_path / "agentctx.toml"
+    config.write_text('[cache]\nroutes = [{pattern = "qwen*", provider = "openai", name = "vllm", '
+                      'api_key_env = "VLLM_API_KEY"}]\n')
+    environ = {"PATH": "/bin", "GEMINI_API_KEY": "g", "ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o",
+               "VLLM_API_KEY": "v", "SGLANG_KEY": "s", "OTHER_SECRET": "x",
+               "AGENTCTX_CACHE_ROUTES": '[{"pattern": "llama*", "provider": "openai", "name": "sglang", '
+                                        '"api_key_env": "SGLANG_KEY"}]'}
+    cache = service_env("cache", environ, config)
+    assert {k: cache[k] for k in ("GEMINI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "VLLM_API_KEY",
+                                  "SGLANG_KEY")} == {"GEMINI_API_KEY": "g", "ANTHROPIC_API_KEY": "a",
+                                                     "OPENAI_API_KEY": "o", "VLLM_API_KEY": "v", "SGLANG_KEY": "s"}
+    assert "OTHER_SECRET" not in cache
+    context = service_env("context", environ, config)
+    assert set(context) == {"PATH", "PYTHONUNBUFFERED"}
+    # A config file that does not parse names no route key (the service reports it).
+    config.write_text("[cache\n")
+    assert "VLLM_API_KEY" not in service_env("cache", environ, config)
