@@ -15,7 +15,8 @@ from context_service.authz import Authorizer, Caller, TokenGrant
 from context_service.building.builder import ContextBuilder
 from context_service.compaction.service import CompactionService
 from context_service.domain.config import ContextConfig, overlay
-from context_service.domain.sessions import Limits, config_from_defaults
+from context_service.domain.config_defaults import config_from_defaults
+from context_service.domain.limits import Limits
 from context_service.mapping.build_context import RequestMapper
 from context_service.ports import CachePort, LifecycleReader, SessionStore
 from context_service.settings import ContextSettings

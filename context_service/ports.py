@@ -24,15 +24,9 @@ from context_service.domain.compaction.plan import CompactionPlan
 from context_service.domain.config import ContextConfig
 from context_service.domain.diagnostics import LifecycleFacts
 from context_service.domain.model import CompactionTrigger, Event, JsonObject, SessionKey
+from context_service.domain.paging import SessionPage, SessionQuery
 from context_service.domain.selection import Compressor
-from context_service.domain.sessions import (
-    AppendResult,
-    SessionHead,
-    SessionPage,
-    SessionQuery,
-    SessionRecord,
-    StateDelta,
-)
+from context_service.domain.session_records import AppendResult, SessionHead, SessionRecord, StateDelta
 
 # --- storage ----------------------------------------------------------------
 
@@ -84,7 +78,7 @@ class SessionStore(Protocol):
                            state_delta: StateDelta | None = None) -> AppendResult:
         """Stores ``event`` with the next sequence; on disk when it returns.
 
-        ``event.id`` must be set (domain.sessions.prepare_event). An id that
+        ``event.id`` must be set (domain.event_validation.prepare_event). An id that
         is already stored returns the stored event (deduplicated) when the
         content is the same, even if the etag moved on; different content
         is ALREADY_EXISTS, reason EVENT_ID_CONFLICT. ``create_time`` is

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentctx_common.settings import ServerSettings, _is_loopback
+from context_service.domain.config_defaults import config_from_defaults
 from context_service.domain.json_depth import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING
-from context_service.domain.sessions import config_from_defaults
 
 
 class BearerToken(BaseModel):

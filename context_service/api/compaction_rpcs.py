@@ -15,7 +15,8 @@ from agentctx_common.errors import FieldViolation
 from agentctx_common.protos import unknown_field_violations, value_violations
 from agentctx_common.reasons import Reason
 from context_service.domain.config import CompactionPolicy
-from context_service.domain.sessions import parse_session_name, raise_if
+from context_service.domain.limits import raise_if
+from context_service.domain.names import parse_session_name
 from context_service.domain.validation import compaction_violations
 from context_service.mapping.convert import compaction_from_proto, event_to_proto
 

@@ -24,9 +24,10 @@ from agentctx_common.reasons import Reason
 from context_service.domain import diagnostics as diag
 from context_service.domain.cache_calls import CacheScope
 from context_service.domain.config import ContextConfig
+from context_service.domain.limits import raise_if
 from context_service.domain.model import SessionKey
+from context_service.domain.names import parse_session_name
 from context_service.domain.selection.policy import effective_policy
-from context_service.domain.sessions import parse_session_name, raise_if
 from context_service.mapping.convert import cache_to_proto, trigger_to_proto
 from context_service.turns.gateway import cache_scope
 

@@ -18,7 +18,7 @@ import grpc
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx_common.errors import ResourceExhausted
 from agentctx_common.reasons import Reason
-from context_service.domain.sessions import parse_session_name
+from context_service.domain.names import parse_session_name
 from context_service.mapping.build_context import response_wire
 
 if TYPE_CHECKING:

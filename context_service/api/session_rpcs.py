@@ -4,7 +4,8 @@ Each RPC authenticates the caller first, then parses the resource name,
 then checks the caller may use the app (so another app's sessions are
 PERMISSION_DENIED before anything about them is looked up), validates, and
 calls the store. Conversion is in mapping.convert; rules are in
-domain.sessions.
+domain.names, domain.event_validation, domain.paging and
+domain.update_masks.
 """
 
 from __future__ import annotations
@@ -23,27 +24,19 @@ from agentctx_common.errors import FieldViolation
 from agentctx_common.protos import unknown_field_violations, value_violations
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
+from context_service.domain.event_validation import check_event, prepare_event, state_violations
+from context_service.domain.limits import ALL, raise_if
 from context_service.domain.model import JsonObject, SessionKey
-from context_service.domain.sessions import (
-    ALL,
+from context_service.domain.names import check_session_id, new_id, parse_session_name, parse_user_parent
+from context_service.domain.paging import (
     SessionQuery,
-    SessionRecord,
-    StateDelta,
-    check_event,
-    check_session_id,
     decode_page_token,
     encode_page_token,
-    new_id,
-    only_config_fields,
     page_size,
-    parse_session_name,
     parse_session_order,
-    parse_update_mask,
-    parse_user_parent,
-    prepare_event,
-    raise_if,
-    state_violations,
 )
+from context_service.domain.session_records import SessionRecord, StateDelta
+from context_service.domain.update_masks import only_config_fields, parse_update_mask
 from context_service.domain.validation import check_config
 from context_service.mapping.convert import (
     config_from_proto,

@@ -17,8 +17,9 @@ from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import value_violations
 from agentctx_common.reasons import Reason
 from context_service.domain import turns
+from context_service.domain.event_validation import prepare_event
 from context_service.domain.model import Event, SessionKey
-from context_service.domain.sessions import parse_session_name, prepare_event
+from context_service.domain.names import parse_session_name
 from context_service.mapping.build_context import accounting_to_proto
 from context_service.mapping.convert import event_from_proto, event_to_proto
 from context_service.turns.types import Turn, TurnResult

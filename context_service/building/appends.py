@@ -14,7 +14,7 @@ from typing import Any
 
 from context_service.building.history import HistoryCache
 from context_service.domain.model import Event, SessionKey
-from context_service.domain.sessions import AppendResult, StateDelta
+from context_service.domain.session_records import AppendResult, StateDelta
 from context_service.ports import SessionStore
 
 

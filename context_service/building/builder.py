@@ -24,11 +24,13 @@ from context_service.building.history import HistoryCache, HistoryView
 from context_service.building.types import BuildRequest, BuiltContext, RequestContent
 from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig, SelectionPolicy
+from context_service.domain.event_validation import content_violations
+from context_service.domain.limits import Limits
 from context_service.domain.model import SessionKey
 from context_service.domain.selection import telemetry
 from context_service.domain.selection.errors import compress_not_available
 from context_service.domain.selection.records import Render
-from context_service.domain.sessions import Limits, SessionHead, content_violations
+from context_service.domain.session_records import SessionHead
 from context_service.domain.validation import selection_violations
 from context_service.ports import Compressors, SessionHeads
 

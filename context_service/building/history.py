@@ -41,7 +41,7 @@ from context_service.domain.model import Event, SessionKey
 from context_service.domain.selection import EventRecord, SecretKeys, event_record
 from context_service.domain.selection.grouping import carried
 from context_service.domain.selection.records import Render
-from context_service.domain.sessions import SessionHead
+from context_service.domain.session_records import SessionHead
 from context_service.ports import EventSource
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024

@@ -31,6 +31,8 @@ from agentctx_common.errors import (
     Unavailable,
 )
 from agentctx_common.reasons import Reason
+from context_service.domain.event_validation import event_violations
+from context_service.domain.limits import Limits
 from context_service.domain.model import (
     CacheInfo,
     CacheState,
@@ -40,7 +42,6 @@ from context_service.domain.model import (
     Part,
     Usage,
 )
-from context_service.domain.sessions import Limits, event_violations
 
 DEFAULT_AUTHOR = "model"
 MAX_ID_CHARS = 128

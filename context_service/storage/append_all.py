@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from context_service.domain.model import SessionKey
-from context_service.domain.sessions import AppendResult
+from context_service.domain.session_records import AppendResult
 from context_service.storage.append_batch import (
     Append,
     InsertEvents,

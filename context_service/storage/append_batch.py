@@ -19,7 +19,7 @@ from typing import Any
 from agentctx_common.errors import Aborted, AlreadyExists, NotFound
 from agentctx_common.reasons import Reason
 from context_service.domain.model import Event, SessionKey
-from context_service.domain.sessions import AppendResult, session_update_time
+from context_service.domain.session_records import AppendResult, session_update_time
 from context_service.storage import codec
 
 

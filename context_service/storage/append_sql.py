@@ -27,7 +27,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_service.domain.sessions import AppendResult
+from context_service.domain.session_records import AppendResult
 from context_service.storage.append_batch import (
     Append,
     InsertEvents,

@@ -15,7 +15,7 @@ from agentctx_common.errors import NotFound
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
-from context_service.domain.sessions import SessionHead, head_of
+from context_service.domain.session_records import SessionHead, head_of
 from context_service.ports import SessionStore
 from context_service.storage import codec
 from context_service.storage.tables import sessions

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agentctx_common.errors import AlreadyExists
 from agentctx_common.reasons import Reason
 from context_service.domain.model import Event, JsonObject, SessionKey
-from context_service.domain.sessions import AppendResult, StateDelta, session_update_time
+from context_service.domain.session_records import AppendResult, StateDelta, session_update_time
 from context_service.storage import codec
 from context_service.storage.append_batch import etag_mismatch, not_found
 from context_service.storage.tables import app_states, events, sessions, user_states

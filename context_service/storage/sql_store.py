@@ -33,20 +33,18 @@ from agentctx_common.errors import AlreadyExists, ConfigError
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, EventKind, JsonObject, SessionKey
-from context_service.domain.sessions import (
+from context_service.domain.names import new_id
+from context_service.domain.paging import (
     ORDER_UPDATE,
-    AppendResult,
     SessionPage,
     SessionQuery,
-    SessionRecord,
-    StateDelta,
-    apply_config_fields,
     decode_page_token,
     decode_session_cursor,
     encode_page_token,
     encode_session_cursor,
-    new_id,
 )
+from context_service.domain.session_records import AppendResult, SessionRecord, StateDelta
+from context_service.domain.update_masks import apply_config_fields
 from context_service.storage import codec, schema
 from context_service.storage.append_all import append_all
 from context_service.storage.append_batch import Append, Live

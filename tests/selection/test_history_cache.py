@@ -14,7 +14,7 @@ from context_service.building.history import HistoryCache
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.selection import DEFAULT_SECRET_KEYS, SecretKeys
-from context_service.domain.sessions import head_of
+from context_service.domain.session_records import head_of
 from context_service.mapping.wire import render
 from context_service.storage.sql_store import SqlSessionStore, open_store
 from tests.selection.builders import call, text

@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 
 from agentctx_common.errors import InvalidArgument
 from context_service.domain.config import ContextConfig, SelectionPolicy
+from context_service.domain.config_defaults import config_from_defaults
+from context_service.domain.event_validation import check_event, event_violations, prepare_event, state_violations
+from context_service.domain.limits import Limits
 from context_service.domain.model import (
     Blob,
     CacheInfo,
@@ -29,21 +32,9 @@ from context_service.domain.model import (
     SessionKey,
     Usage,
 )
-from context_service.domain.sessions import (
-    Limits,
-    apply_config_fields,
-    check_event,
-    config_from_defaults,
-    decode_page_token,
-    encode_page_token,
-    event_violations,
-    page_size,
-    parse_session_name,
-    parse_update_mask,
-    parse_user_parent,
-    prepare_event,
-    state_violations,
-)
+from context_service.domain.names import parse_session_name, parse_user_parent
+from context_service.domain.paging import decode_page_token, encode_page_token, page_size
+from context_service.domain.update_masks import apply_config_fields, parse_update_mask
 from context_service.storage import codec
 from tests.sessions.helpers import call_event, response_event, text_event
 

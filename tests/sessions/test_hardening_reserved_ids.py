@@ -13,14 +13,10 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import content_pb2, event_pb2
 from agentctx_common.errors import InvalidArgument
 from agentctx_common.status import error_from_rpc
+from context_service.domain.event_validation import event_violations
+from context_service.domain.limits import Limits
 from context_service.domain.model import Content, Event, Part
-from context_service.domain.sessions import (
-    Limits,
-    check_session_id,
-    event_violations,
-    parse_session_name,
-    parse_user_parent,
-)
+from context_service.domain.names import check_session_id, parse_session_name, parse_user_parent
 from context_service.domain.turns import input_violations
 
 RESERVED = ["-", ".", ".."]

@@ -19,7 +19,7 @@ from context_service.domain.model import (
     EventKind,
     SessionKey,
 )
-from context_service.domain.sessions import SessionQuery
+from context_service.domain.paging import SessionQuery
 from context_service.storage.sql_store import SqlSessionStore
 from tests.sessions.helpers import call_event, response_event, text_event
 

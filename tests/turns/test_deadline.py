@@ -21,8 +21,8 @@ from agentctx_common.reasons import Reason
 from context_service.cache_client import CacheClient
 from context_service.domain import turns
 from context_service.domain.config import CachePolicy, ContextConfig
+from context_service.domain.event_validation import prepare_event
 from context_service.domain.model import SessionKey
-from context_service.domain.sessions import prepare_event
 from context_service.mapping.build_context import RequestMapper
 from context_service.mapping.convert import event_from_proto
 from context_service.server import compose

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from agentctx_common.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from context_service.domain import turns
+from context_service.domain.limits import Limits
 from context_service.domain.model import CacheInfo, CacheState, Content, Event, FunctionCall, Part, Usage
-from context_service.domain.sessions import Limits
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 LIMITS = Limits()

@@ -13,8 +13,9 @@ from context_service.building.types import BuiltContext
 from context_service.cache_client import CacheClient, call_request
 from context_service.domain import turns
 from context_service.domain.config import CachePolicy, ContextConfig
+from context_service.domain.limits import Limits
 from context_service.domain.model import CacheState, Event, SessionKey
-from context_service.domain.sessions import Limits, SessionHead
+from context_service.domain.session_records import SessionHead
 from context_service.mapping.build_context import RequestMapper, model_request
 from context_service.mapping.wire import render
 from context_service.turns.gateway import ModelGateway, cache_scope, lease_request

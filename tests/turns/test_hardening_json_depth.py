@@ -32,9 +32,10 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2, session_pb2
 from agentctx.type.v1 import content_pb2, event_pb2
 from agentctx_common.status import error_from_rpc
+from context_service.domain.event_validation import content_violations, event_violations, state_violations
 from context_service.domain.json_depth import DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING, exceeds_depth
+from context_service.domain.limits import Limits
 from context_service.domain.model import Content, Event, FunctionCall, FunctionResponse, Part, SessionKey
-from context_service.domain.sessions import Limits, content_violations, event_violations, state_violations
 from context_service.storage.sql_store import open_store
 from tests.compaction.servers import RemoteCompactorServer, answer, start_remote_compactor
 from tests.support.pair import ServicePair
