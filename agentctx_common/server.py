@@ -19,8 +19,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
-from agentctx_common.admission import AdmissionInterceptor, limits_from
 from agentctx_common.errors import ConfigError
+from agentctx_common.load_shedding import AdmissionInterceptor, limits_from
 from agentctx_common.memory import tune_malloc
 from agentctx_common.settings import ServerSettings
 from agentctx_common.status import ChainInterceptor, ErrorInterceptor, WrappingInterceptor

@@ -123,7 +123,7 @@ class ServerSettings(BaseSettings):
             timeout_s=self.otlp_timeout_s, metrics_interval_s=self.metrics_export_interval_s,
         )
 
-    # Admission control (agentctx_common.admission). Over a bound a call gets
+    # Admission control (agentctx_common.load_shedding). Over a bound a call gets
     # RESOURCE_EXHAUSTED (SERVER_OVERLOADED) with RetryInfo at once. The
     # defaults suit a small machine (2 cores, a few GB); bench.memory measures
     # RSS under 200 concurrent 8 MiB appends.

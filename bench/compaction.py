@@ -50,10 +50,10 @@ from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb
 from agentctx.type.v1 import content_pb2, event_pb2
 from agentctx_common.certs import init_dev_certs
 from context_service.compaction.service import CompactionService, Compactors
-from context_service.domain.compaction.extractive import summarize
-from context_service.domain.compaction.history import history_from_events
-from context_service.domain.compaction.plan import CompactionPlan, plan_compaction
-from context_service.domain.compaction.policy import resolve
+from context_service.domain.compaction_rules.extractive import summarize
+from context_service.domain.compaction_rules.history import history_from_events
+from context_service.domain.compaction_rules.plan import CompactionPlan, plan_compaction
+from context_service.domain.compaction_rules.policy import resolve
 from context_service.domain.config import CompactionPolicy
 from context_service.domain.model import (
     CompactionTrigger,

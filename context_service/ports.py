@@ -18,9 +18,9 @@ from typing import Protocol
 
 from context_service.building.types import BuiltContext
 from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply, ScopeInvalidation, ScopeStatus
-from context_service.domain.compaction.history import History
-from context_service.domain.compaction.jobs import Job
-from context_service.domain.compaction.plan import CompactionPlan
+from context_service.domain.compaction_rules.history import History
+from context_service.domain.compaction_rules.jobs import Job
+from context_service.domain.compaction_rules.plan import CompactionPlan
 from context_service.domain.config import ContextConfig
 from context_service.domain.diagnostics import LifecycleFacts
 from context_service.domain.model import CompactionTrigger, Event, JsonObject, SessionKey

@@ -1,7 +1,7 @@
 """TurnRpcs: Generate and StreamGenerate, one agent turn each.
 
 The servicer authorizes, validates and maps; ``context_service.turns``
-runs the turn and ``context_service.domain.turns`` holds its rules.
+runs the turn and ``context_service.domain.turn_rules`` holds its rules.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import value_violations
 from agentctx_common.reasons import Reason
-from context_service.domain import turns
+from context_service.domain import turn_rules
 from context_service.domain.event_validation import prepare_event
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.names import parse_session_name
@@ -50,7 +50,7 @@ class TurnRpcs:
         if violations:
             raise InvalidArgument.fields(violations, reason=Reason.INVALID_GENERATE_REQUEST)
         events = [event_from_proto(raw) for raw in request.input]
-        violations = turns.input_violations(
+        violations = turn_rules.input_violations(
             events, [raw.ByteSize() for raw in request.input], app.limits,
             now=dt.datetime.now(dt.UTC), reply_id=request.reply_event_id,
             invocation_id=request.invocation_id, agent=request.agent, prefix=prefix, require_input=store,
@@ -59,24 +59,24 @@ class TurnRpcs:
             raise InvalidArgument.fields(violations, reason=Reason.INVALID_GENERATE_REQUEST)
         inputs = tuple(prepare_event(e) for e in events)
         if store:
-            ids = turns.turn_ids(
+            ids = turn_rules.turn_ids(
                 [e.id for e in inputs], invocation_id=request.invocation_id, reply_id=request.reply_event_id
             )
         else:
-            ids = turns.unstored_turn_ids(invocation_id=request.invocation_id, reply_id=request.reply_event_id)
+            ids = turn_rules.unstored_turn_ids(invocation_id=request.invocation_id, reply_id=request.reply_event_id)
         branch = inputs[-1].branch if inputs else ""
         return key, Turn(inputs, ids, request.agent, branch, app.mapper.generate_request(request, inputs), store)
 
     async def Generate(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.GenerateResponse:
         key, turn = self._turn(request, context, "")
-        result = await self.app.turns.generate(key, turn, turns.Deadline(context.time_remaining()))
+        result = await self.app.turns.generate(key, turn, turn_rules.Deadline(context.time_remaining()))
         return _response(result, key, stored=turn.store)
 
     async def StreamGenerate(
         self, request: pb.StreamGenerateRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.StreamGenerateResponse]:
         key, turn = self._turn(request.turn, context, "turn.")
-        async for item in self.app.turns.stream(key, turn, turns.Deadline(context.time_remaining())):
+        async for item in self.app.turns.stream(key, turn, turn_rules.Deadline(context.time_remaining())):
             out = pb.StreamGenerateResponse()
             if isinstance(item, Event):
                 event_to_proto(item, key, out.chunk)

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from context_service.domain.compaction import errors
-from context_service.domain.compaction.extractive import Extractor, summarize_request
-from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.summary import SummaryRequest, SummaryResult, validate_summary
+from context_service.domain.compaction_rules import errors
+from context_service.domain.compaction_rules.extractive import Extractor, summarize_request
+from context_service.domain.compaction_rules.policy import ResolvedPolicy
+from context_service.domain.compaction_rules.summary import SummaryRequest, SummaryResult, validate_summary
 from context_service.domain.model import SessionKey
 
 # Extractive work between yields to the event loop, in input bytes: small

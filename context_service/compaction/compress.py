@@ -12,9 +12,9 @@ from agentctx_common.errors import ResourceExhausted
 from agentctx_common.reasons import Reason
 from context_service.compaction import telemetry
 from context_service.compaction.compactors import CompactionCall, Compactor, run
-from context_service.domain.compaction import errors
-from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.summary import build_request, prepare_for_compactor
+from context_service.domain.compaction_rules import errors
+from context_service.domain.compaction_rules.policy import ResolvedPolicy
+from context_service.domain.compaction_rules.summary import build_request, prepare_for_compactor
 from context_service.domain.model import CompactionTrigger, Content, Event
 from context_service.domain.selection.records import SUMMARY_PREFIX
 from context_service.domain.selection.secrets import SecretKeys

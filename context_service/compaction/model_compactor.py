@@ -17,9 +17,9 @@ from agentctx.type.v1 import content_pb2, generation_pb2
 from agentctx_common.errors import DeadlineExceeded
 from context_service.cache_client import CacheClient
 from context_service.compaction.compactors import CompactionCall
-from context_service.domain.compaction import errors
-from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.summary import SummaryRequest, SummaryResult
+from context_service.domain.compaction_rules import errors
+from context_service.domain.compaction_rules.policy import ResolvedPolicy
+from context_service.domain.compaction_rules.summary import SummaryRequest, SummaryResult
 from context_service.domain.model import Event
 from context_service.mapping.convert import usage_from_proto
 

@@ -22,9 +22,9 @@ from agentctx_common.reasons import Reason
 from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
 from context_service.compaction.compactors import CompactionCall
-from context_service.domain.compaction import errors
-from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.summary import SummaryRequest, SummaryResult
+from context_service.domain.compaction_rules import errors
+from context_service.domain.compaction_rules.policy import ResolvedPolicy
+from context_service.domain.compaction_rules.summary import SummaryRequest, SummaryResult
 from context_service.mapping.convert import event_to_proto, usage_from_proto
 from context_service.settings import ContextSettings
 

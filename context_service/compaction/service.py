@@ -32,16 +32,16 @@ from context_service.compaction.compactors import CompactionCall, Compactor, Ext
 from context_service.compaction.compress import SessionCompressor
 from context_service.compaction.slices import prepared
 from context_service.compaction.views import Views
-from context_service.domain.compaction.history import History, history_stats
-from context_service.domain.compaction.plan import (
+from context_service.domain.compaction_rules.history import History, history_stats
+from context_service.domain.compaction_rules.plan import (
     NothingToCompact,
     build_compaction_event,
     choose_cut,
     plan_compaction,
 )
-from context_service.domain.compaction.policy import ResolvedPolicy, resolve
-from context_service.domain.compaction.sizing import Measure
-from context_service.domain.compaction.triggers import Mode, evaluate, overflow_allowed
+from context_service.domain.compaction_rules.policy import ResolvedPolicy, resolve
+from context_service.domain.compaction_rules.sizing import Measure
+from context_service.domain.compaction_rules.triggers import Mode, evaluate, overflow_allowed
 from context_service.domain.config import CompactionPolicy, CompactorKind, ContextConfig, overlay
 from context_service.domain.model import CompactionTrigger, Event, SessionKey
 from context_service.domain.selection.policy import effective_policy, secret_keys

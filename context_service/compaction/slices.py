@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from context_service.domain.compaction.sizing import Measure, measure
-from context_service.domain.compaction.summary import Prepared, prepare_for_compactor
+from context_service.domain.compaction_rules.sizing import Measure, measure
+from context_service.domain.compaction_rules.summary import Prepared, prepare_for_compactor
 from context_service.domain.model import Event
 from context_service.domain.selection.secrets import SecretKeys
 

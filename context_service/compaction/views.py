@@ -14,9 +14,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from context_service.compaction.slices import measured
-from context_service.domain.compaction.history import History
-from context_service.domain.compaction.plan import CompactionPlan
-from context_service.domain.compaction.sizing import Measure
+from context_service.domain.compaction_rules.history import History
+from context_service.domain.compaction_rules.plan import CompactionPlan
+from context_service.domain.compaction_rules.sizing import Measure
 from context_service.domain.model import Event, SessionKey
 from context_service.ports import CompactionStore
 

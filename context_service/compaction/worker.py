@@ -18,7 +18,7 @@ from typing import Protocol
 
 from agentctx_common.errors import AgentCtxError, Code, NotFound
 from context_service.compaction.service import CompactionOutcome
-from context_service.domain.compaction.jobs import Job
+from context_service.domain.compaction_rules.jobs import Job
 from context_service.domain.model import SessionKey
 from context_service.ports import CompactionJobs
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from agentctx_common.errors import FailedPrecondition, FieldViolation, InvalidArgument, PreconditionViolation
 from agentctx_common.reasons import Reason
-from context_service.domain.compaction.history import History, history_stats
+from context_service.domain.compaction_rules.history import History, history_stats
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import CacheInfo, CompactionTrigger, SessionKey
 

@@ -12,7 +12,7 @@ import math
 
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
-from context_service.domain.compaction import policy as compaction_defaults
+from context_service.domain.compaction_rules import policy as compaction_defaults
 from context_service.domain.config import (
     CachePolicy,
     CompactionPolicy,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from context_service.domain.compaction.jobs import Job
+from context_service.domain.compaction_rules.jobs import Job
 from context_service.domain.model import CompactionTrigger, SessionKey
 from context_service.storage.sql_store import SqlSessionStore, key_clause
 from context_service.storage.tables import UtcDateTime, metadata, sessions

@@ -21,8 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from context_service.domain.compaction.history import History
-from context_service.domain.compaction.plan import CompactionPlan, check_commit
+from context_service.domain.compaction_rules.history import History
+from context_service.domain.compaction_rules.plan import CompactionPlan, check_commit
 from context_service.domain.model import Event, EventKind, SessionKey
 from context_service.storage import codec
 from context_service.storage.append_batch import not_found as session_not_found

@@ -35,7 +35,7 @@ from typing import TypeVar
 
 from agentctx_common.errors import AgentCtxError
 from context_service.building.types import BuiltContext
-from context_service.domain import turns
+from context_service.domain import turn_rules
 from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply
 from context_service.domain.config import CachePolicy
 from context_service.domain.model import CacheInfo, CacheState, Content, SessionKey
@@ -68,12 +68,12 @@ class ModelGateway:
     def __init__(self, client: CachePort) -> None:
         self._client = client
 
-    async def _guard(self, call: Awaitable[T], deadline: turns.Deadline) -> T:
+    async def _guard(self, call: Awaitable[T], deadline: turn_rules.Deadline) -> T:
         try:
             return await call
         except AgentCtxError as err:
-            if turns.is_transport_failure(err, deadline):
-                raise turns.cache_service_unavailable(err) from None
+            if turn_rules.is_transport_failure(err, deadline):
+                raise turn_rules.cache_service_unavailable(err) from None
             raise
 
     # --- calls ----------------------------------------------------------------
@@ -81,25 +81,25 @@ class ModelGateway:
     @staticmethod
     def _record(lease: LeaseRequest | None, served: CacheInfo | None) -> CacheInfo:
         if lease is None:
-            return turns.disabled_record(served.scope_fingerprint if served is not None else "")
+            return turn_rules.disabled_record(served.scope_fingerprint if served is not None else "")
         if served is None or served.state is CacheState.UNSPECIFIED:
             return UNSUPPORTED
         return served  # HIT / CREATED / GROWN, or BYPASS with its reason
 
     async def generate(
-        self, scope: CacheScope, request: BuiltContext, lease: LeaseRequest | None, deadline: turns.Deadline
-    ) -> turns.ModelAnswer:
+        self, scope: CacheScope, request: BuiltContext, lease: LeaseRequest | None, deadline: turn_rules.Deadline
+    ) -> turn_rules.ModelAnswer:
         reply = await self._guard(
             self._client.generate(scope, request, acquire=lease, remaining=deadline.remaining()), deadline
         )
-        return turns.ModelAnswer(
+        return turn_rules.ModelAnswer(
             content=reply.content, usage=reply.usage, cache=self._record(lease, reply.served),
             finish_reason=reply.finish_reason, model_version=reply.model_version,
         )
 
     async def stream(
-        self, scope: CacheScope, request: BuiltContext, lease: LeaseRequest | None, deadline: turns.Deadline
-    ) -> AsyncIterator[Content | turns.ModelAnswer]:
+        self, scope: CacheScope, request: BuiltContext, lease: LeaseRequest | None, deadline: turn_rules.Deadline
+    ) -> AsyncIterator[Content | turn_rules.ModelAnswer]:
         """The reply's chunks as they arrive (contents with parts), then the
         whole answer."""
         chunks: list[Content] = []
@@ -114,11 +114,11 @@ class ModelGateway:
                 if item.served is not None:
                     served = item.served
         except AgentCtxError as err:
-            if turns.is_transport_failure(err, deadline):
-                raise turns.cache_service_unavailable(err) from None
+            if turn_rules.is_transport_failure(err, deadline):
+                raise turn_rules.cache_service_unavailable(err) from None
             raise
-        yield turns.ModelAnswer(
-            content=turns.merge_chunks(chunks),
+        yield turn_rules.ModelAnswer(
+            content=turn_rules.merge_chunks(chunks),
             usage=last.usage if last is not None else None,
             cache=self._record(lease, served),
             finish_reason=last.finish_reason if last is not None else "",

@@ -49,7 +49,7 @@ from agentctx_common.reasons import Reason
 from context_service.building.builder import ContextBuilder
 from context_service.building.types import BuiltContext
 from context_service.compaction.service import CompactionOutcome
-from context_service.domain import turns
+from context_service.domain import turn_rules
 from context_service.domain.cache_calls import CacheScope, LeaseRequest
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
@@ -85,7 +85,7 @@ class TurnRunner:
 
     # --- Generate ---------------------------------------------------------------
 
-    async def generate(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult:
+    async def generate(self, key: SessionKey, turn: Turn, deadline: turn_rules.Deadline) -> TurnResult:
         with telemetry.turn_span(stream=False, inputs=len(turn.inputs)) as span:
             built = await self._open(key, turn, deadline)
             if isinstance(built, TurnResult):
@@ -98,7 +98,7 @@ class TurnRunner:
                     reply, deduplicated = await self._attempt(key, turn, built, deadline)
                     break
                 except AgentCtxError as err:
-                    if not turns.is_context_overflow(err):
+                    if not turn_rules.is_context_overflow(err):
                         raise
                     built = await self._recover(key, turn, err, first, compactions, deadline)
                     first = err
@@ -111,10 +111,10 @@ class TurnRunner:
         scope = cache_scope(key, built.model, built.config.cache)
         inputs = len(turn.inputs)
         if not turn.store:
-            inputs = turns.current_input_count([r.content for r in built.selection.history], inputs)
+            inputs = turn_rules.current_input_count([r.content for r in built.selection.history], inputs)
         return scope, lease_request(key, built.config.cache, inputs)
 
-    async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turns.Deadline) -> tuple[Event, bool]:
+    async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turn_rules.Deadline) -> tuple[Event, bool]:
         _require_time(deadline)
         scope, lease = self._lease(key, turn, built)
         answer = await self.gateway.generate(scope, built, lease, deadline)
@@ -122,7 +122,7 @@ class TurnRunner:
 
     # --- StreamGenerate ---------------------------------------------------------
 
-    async def stream(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> AsyncIterator[Event | TurnResult]:
+    async def stream(self, key: SessionKey, turn: Turn, deadline: turn_rules.Deadline) -> AsyncIterator[Event | TurnResult]:
         """Partial chunk events as the model produces them, then the result.
         The chunks are never stored: the reply holds them all, so a stream
         stores what a unary turn would (and a broken one nothing of its
@@ -144,17 +144,17 @@ class TurnRunner:
                 overflow: AgentCtxError | None = None
                 try:
                     async for item in self.gateway.stream(scope, built, lease, deadline):
-                        if isinstance(item, turns.ModelAnswer):
+                        if isinstance(item, turn_rules.ModelAnswer):
                             reply, deduplicated = await self._store_reply(key, turn, item)
                         else:
-                            chunk = turns.chunk_event(
+                            chunk = turn_rules.chunk_event(
                                 item, turn.ids, len(partials), author=turn.author, branch=turn.branch
                             )
                             partials.append(chunk)
                             yield chunk
                 except AgentCtxError as err:
                     # After output reached the agent, a second answer would be a different reply.
-                    if partials or not turns.is_context_overflow(err):
+                    if partials or not turn_rules.is_context_overflow(err):
                         raise
                     overflow = err
                 if overflow is None:
@@ -168,7 +168,7 @@ class TurnRunner:
 
     # --- shared steps -----------------------------------------------------------
 
-    async def _open(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> TurnResult | BuiltContext:
+    async def _open(self, key: SessionKey, turn: Turn, deadline: turn_rules.Deadline) -> TurnResult | BuiltContext:
         """The reply of an earlier attempt (deduplicated), or, once the input
         is stored, the context for the model call."""
         if not turn.store:
@@ -182,19 +182,19 @@ class TurnRunner:
         if all(r.deduplicated for r in appended):
             stored = await self._sessions.get_event(key, turn.ids.reply_id)
             if stored is not None:
-                if not turns.is_reply(stored):
-                    raise turns.reply_id_conflict()
+                if not turn_rules.is_reply(stored):
+                    raise turn_rules.reply_id_conflict()
                 return TurnResult(stored, deduplicated=True)
         return await self._build(key, turn, deadline)
 
-    async def _build(self, key: SessionKey, turn: Turn, deadline: turns.Deadline) -> BuiltContext:
+    async def _build(self, key: SessionKey, turn: Turn, deadline: turn_rules.Deadline) -> BuiltContext:
         head = await self._builder.head(key)
         # An unstored input is in no history to leave it out of.
         exclude = turn.input_ids if turn.store else frozenset()
         return await self._builder.build(head, turn.build, remaining=deadline.remaining(), exclude_events=exclude)
 
-    async def _store_reply(self, key: SessionKey, turn: Turn, answer: turns.ModelAnswer) -> tuple[Event, bool]:
-        event = turns.reply_event(answer, turn.ids, author=turn.author, branch=turn.branch)
+    async def _store_reply(self, key: SessionKey, turn: Turn, answer: turn_rules.ModelAnswer) -> tuple[Event, bool]:
+        event = turn_rules.reply_event(answer, turn.ids, author=turn.author, branch=turn.branch)
         if not turn.store:
             return event, False
         try:
@@ -204,22 +204,22 @@ class TurnRunner:
                 raise
             # A concurrent attempt of this turn stored its reply first: that one stands.
             stored = await self._sessions.get_event(key, turn.ids.reply_id)
-            if stored is None or not turns.is_reply(stored):
-                raise turns.reply_id_conflict() from None
+            if stored is None or not turn_rules.is_reply(stored):
+                raise turn_rules.reply_id_conflict() from None
             return stored, True
         return result.event, result.deduplicated
 
     async def _recover(
         self, key: SessionKey, turn: Turn, err: AgentCtxError, first: AgentCtxError | None,
-        compactions: list[Event], deadline: turns.Deadline,
+        compactions: list[Event], deadline: turn_rules.Deadline,
     ) -> BuiltContext:
         """Overflow compaction and the context for the one retry; the
         second overflow, or nothing to compact, is the error."""
         if first is not None:
-            raise turns.overflow_after_compaction(first, err, compactions[-1].sequence) from None
+            raise turn_rules.overflow_after_compaction(first, err, compactions[-1].sequence) from None
         outcome = await self._compaction.compact_for_overflow(key, remaining=deadline.remaining())
         if not outcome.compacted or outcome.event is None:
-            raise turns.overflow_not_recovered(err, outcome.skipped or "NOTHING_TO_COMPACT") from None
+            raise turn_rules.overflow_not_recovered(err, outcome.skipped or "NOTHING_TO_COMPACT") from None
         compactions.append(outcome.event)
         log.info("context window exceeded; compacted, retrying once", extra={
             "compaction_sequence": outcome.event.sequence, "kept_events": outcome.kept_events,
@@ -229,7 +229,7 @@ class TurnRunner:
 
     async def _finish(
         self, key: SessionKey, reply: Event, built: BuiltContext, compactions: list[Event], deduplicated: bool,
-        deadline: turns.Deadline,
+        deadline: turn_rules.Deadline,
     ) -> TurnResult:
         boundary: list[Event] = []
         background = False
@@ -252,7 +252,7 @@ class TurnRunner:
         return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated)
 
 
-def _require_time(deadline: turns.Deadline) -> None:
+def _require_time(deadline: turn_rules.Deadline) -> None:
     """Load shedding: a model call whose answer nobody waits for any more
     is not started. The input stays stored; a retry with the same ids and
     a longer deadline completes the turn once."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from context_service.building.types import BuildRequest
-from context_service.domain import turns
+from context_service.domain import turn_rules
 from context_service.domain.model import Event
 from context_service.domain.selection import Accounting
 
@@ -20,7 +20,7 @@ class Turn:
     agent's runner appends them itself."""
 
     inputs: tuple[Event, ...]
-    ids: turns.TurnIds
+    ids: turn_rules.TurnIds
     author: str
     branch: str
     build: BuildRequest

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from context_service.domain.compaction.history import is_user_turn_start
+from context_service.domain.compaction_rules.history import is_user_turn_start
 from context_service.domain.model import Event
 
 

@@ -15,8 +15,8 @@ from context_service.cache_client import CacheClient
 from context_service.compaction.compactors import CompactionCall, ExtractiveCompactor, run
 from context_service.compaction.model_compactor import ModelCompactor
 from context_service.compaction.remote import RemoteCompactor
-from context_service.domain.compaction.policy import resolve
-from context_service.domain.compaction.summary import build_request, prepare_for_compactor
+from context_service.domain.compaction_rules.policy import resolve
+from context_service.domain.compaction_rules.summary import build_request, prepare_for_compactor
 from context_service.domain.config import CompactionPolicy, CompactorKind
 from context_service.domain.model import SessionKey
 from tests.compaction.builders import model, numbered, tool, user

@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from context_service.domain.compaction.cut_point import KeepBudget, NoCut, find_cut, valid_cuts
-from context_service.domain.compaction.history import is_user_turn_start
-from context_service.domain.compaction.sizing import event_tokens
+from context_service.domain.compaction_rules.cut_point import KeepBudget, NoCut, find_cut, valid_cuts
+from context_service.domain.compaction_rules.history import is_user_turn_start
+from context_service.domain.compaction_rules.sizing import event_tokens
 from tests.compaction.builders import histories, model, numbered, tool, user
 from tests.compaction.reference import pending_call_indexes, tail_ok
 

@@ -3,7 +3,7 @@
 SUMMARY_MALFORMED, and every later Generate and CompactSession failed).
 
 Summaries keep every character but the control characters other than tab,
-LF and CR, which become U+FFFD (context_service.domain.compaction.summary_text).
+LF and CR, which become U+FFFD (context_service.domain.compaction_rules.summary_text).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from agentctx.type.v1 import content_pb2
 from context_service.cache_client import CacheClient
 from context_service.compaction.compactors import CompactionCall, run
 from context_service.compaction.model_compactor import ModelCompactor
-from context_service.domain.compaction.extractive import summarize
-from context_service.domain.compaction.policy import resolve
-from context_service.domain.compaction.summary import build_request, prepare_for_compactor, validate_summary
-from context_service.domain.compaction.summary_text import REPLACEMENT, escape_controls
+from context_service.domain.compaction_rules.extractive import summarize
+from context_service.domain.compaction_rules.policy import resolve
+from context_service.domain.compaction_rules.summary import build_request, prepare_for_compactor, validate_summary
+from context_service.domain.compaction_rules.summary_text import REPLACEMENT, escape_controls
 from context_service.domain.config import CompactionPolicy, CompactorKind
 from context_service.domain.model import Content, Event, FunctionCall, FunctionResponse, Part, SessionKey
 from tests.compaction.builders import numbered, tool, user

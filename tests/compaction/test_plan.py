@@ -11,18 +11,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentctx_common.errors import AgentCtxError, Code
-from context_service.domain.compaction.checkpoint import checkpoint_to_json, source_fingerprint
-from context_service.domain.compaction.extractive import summarize
-from context_service.domain.compaction.history import history_from_events
-from context_service.domain.compaction.plan import (
+from context_service.domain.compaction_rules.checkpoint import checkpoint_to_json, source_fingerprint
+from context_service.domain.compaction_rules.extractive import summarize
+from context_service.domain.compaction_rules.history import history_from_events
+from context_service.domain.compaction_rules.plan import (
     CompactionPlan,
     NothingToCompact,
     build_compaction_event,
     check_commit,
     plan_compaction,
 )
-from context_service.domain.compaction.policy import resolve
-from context_service.domain.compaction.summary import SummaryResult
+from context_service.domain.compaction_rules.policy import resolve
+from context_service.domain.compaction_rules.summary import SummaryResult
 from context_service.domain.config import CompactionPolicy
 from context_service.domain.model import CompactionTrigger, Event, EventKind, Usage
 from tests.compaction.builders import histories, model, numbered, tool, user

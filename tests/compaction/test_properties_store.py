@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 
 from agentctx_common.errors import AgentCtxError, Code
 from context_service.domain import selection as sel
-from context_service.domain.compaction.extractive import summarize
-from context_service.domain.compaction.plan import CompactionPlan, build_compaction_event, plan_compaction
-from context_service.domain.compaction.policy import resolve
-from context_service.domain.compaction.sizing import event_tokens
-from context_service.domain.compaction.summary import SummaryResult
+from context_service.domain.compaction_rules.extractive import summarize
+from context_service.domain.compaction_rules.plan import CompactionPlan, build_compaction_event, plan_compaction
+from context_service.domain.compaction_rules.policy import resolve
+from context_service.domain.compaction_rules.sizing import event_tokens
+from context_service.domain.compaction_rules.summary import SummaryResult
 from context_service.domain.config import CompactionPolicy, ContextConfig
 from context_service.domain.model import CompactionTrigger, Event, SessionKey
 from tests.compaction.builders import step

@@ -10,9 +10,9 @@ import datetime as dt
 import pytest
 
 from agentctx_common.errors import AgentCtxError, Code
-from context_service.domain.compaction.plan import CompactionPlan, build_compaction_event, plan_compaction
-from context_service.domain.compaction.policy import resolve
-from context_service.domain.compaction.summary import SummaryResult
+from context_service.domain.compaction_rules.plan import CompactionPlan, build_compaction_event, plan_compaction
+from context_service.domain.compaction_rules.policy import resolve
+from context_service.domain.compaction_rules.summary import SummaryResult
 from context_service.domain.config import CompactionPolicy, ContextConfig
 from context_service.domain.model import CompactionTrigger, Event, SessionKey
 from context_service.storage.compaction_jobs import SqlJobStore

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from context_service.domain.compaction.history import HistoryStats, history_from_events, history_stats
-from context_service.domain.compaction.policy import RESERVE_TOKENS, resolve
-from context_service.domain.compaction.triggers import Mode, evaluate, overflow_allowed
+from context_service.domain.compaction_rules.history import HistoryStats, history_from_events, history_stats
+from context_service.domain.compaction_rules.policy import RESERVE_TOKENS, resolve
+from context_service.domain.compaction_rules.triggers import Mode, evaluate, overflow_allowed
 from context_service.domain.config import CompactionPolicy
 from context_service.domain.model import (
     Checkpoint,

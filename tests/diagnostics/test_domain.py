@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from agentctx_common.errors import FailedPrecondition, InvalidArgument
 from agentctx_common.reasons import Reason
 from context_service.domain import diagnostics as diag
-from context_service.domain.compaction.history import History
+from context_service.domain.compaction_rules.history import History
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import (
     CacheInfo,

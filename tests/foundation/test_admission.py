@@ -13,8 +13,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from agentctx_common.admission import Admission, AdmissionLimits
 from agentctx_common.errors import AgentCtxError
+from agentctx_common.load_shedding import Admission, AdmissionLimits
 from agentctx_common.reasons import Reason
 from agentctx_common.server import GrpcServer, new_server
 from agentctx_common.settings import ServerSettings

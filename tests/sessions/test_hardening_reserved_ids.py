@@ -17,7 +17,7 @@ from context_service.domain.event_validation import event_violations
 from context_service.domain.limits import Limits
 from context_service.domain.model import Content, Event, Part
 from context_service.domain.names import check_session_id, parse_session_name, parse_user_parent
-from context_service.domain.turns import input_violations
+from context_service.domain.turn_rules import input_violations
 
 RESERVED = ["-", ".", ".."]
 LIMITS = Limits()

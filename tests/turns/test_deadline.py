@@ -19,7 +19,7 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx_common.errors import DeadlineExceeded
 from agentctx_common.reasons import Reason
 from context_service.cache_client import CacheClient
-from context_service.domain import turns
+from context_service.domain import turn_rules
 from context_service.domain.config import CachePolicy, ContextConfig
 from context_service.domain.event_validation import prepare_event
 from context_service.domain.model import SessionKey
@@ -86,7 +86,7 @@ class Runner:
     def turn(self, text: str, event_id: str) -> Turn:
         request = pb.GenerateRequest(session=KEY.name, system_instruction=SYSTEM, input=[user_text(event_id, text)])
         inputs = tuple(prepare_event(event_from_proto(e)) for e in request.input)
-        return Turn(inputs, turns.turn_ids([e.id for e in inputs]), "", "", RequestMapper().generate_request(request, inputs))
+        return Turn(inputs, turn_rules.turn_ids([e.id for e in inputs]), "", "", RequestMapper().generate_request(request, inputs))
 
 
 @pytest.fixture
@@ -115,10 +115,10 @@ async def test_no_model_call_starts_once_the_deadline_has_passed(runner: Runner)
     runner.store.cost = 5.0
     turn = runner.turn("A question asked with too little time.", "late-0")
     with pytest.raises(DeadlineExceeded) as info:
-        await runner.runner.generate(KEY, turn, turns.Deadline(5.0, clock))
+        await runner.runner.generate(KEY, turn, turn_rules.Deadline(5.0, clock))
     assert info.value.reason is Reason.DEADLINE_TOO_SHORT
     with pytest.raises(DeadlineExceeded) as info:
-        async for _ in runner.runner.stream(KEY, turn, turns.Deadline(5.0, clock)):
+        async for _ in runner.runner.stream(KEY, turn, turn_rules.Deadline(5.0, clock)):
             pass
     assert info.value.reason is Reason.DEADLINE_TOO_SHORT
     assert runner.cache.calls == [], "neither a lease nor a model call was asked for"
@@ -126,7 +126,7 @@ async def test_no_model_call_starts_once_the_deadline_has_passed(runner: Runner)
 
     # In time, the same turn completes once: the stored input, one reply.
     runner.store.cost = 1.0
-    done = await runner.runner.generate(KEY, turn, turns.Deadline(5.0, clock))
+    done = await runner.runner.generate(KEY, turn, turn_rules.Deadline(5.0, clock))
     assert not done.deduplicated
     assert "generate" in runner.cache.calls
     assert [e.id for e in await runner.store.list_events(KEY)] == ["late-0", turn.ids.reply_id]

@@ -11,7 +11,7 @@ from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
 from context_service.building.types import BuiltContext
 from context_service.cache_client import CacheClient, call_request
-from context_service.domain import turns
+from context_service.domain import turn_rules
 from context_service.domain.config import CachePolicy, ContextConfig
 from context_service.domain.limits import Limits
 from context_service.domain.model import CacheState, Event, SessionKey
@@ -82,7 +82,7 @@ async def test_the_call_leases_everything_before_the_input() -> None:
 
 async def test_one_call_creates_then_hits_and_leaves_no_lease(pair, gateway) -> None:
     gw, _ = gateway
-    deadline = turns.Deadline(10.0)
+    deadline = turn_rules.Deadline(10.0)
     scope = cache_scope(KEY, MODEL, POLICY)
     built = await _request(3)
     lease = lease_request(KEY, POLICY, 1)
@@ -94,8 +94,8 @@ async def test_one_call_creates_then_hits_and_leaves_no_lease(pair, gateway) -> 
     assert [s for s, _ in states[1:]] == [CacheState.CREATED, CacheState.HIT]
     items = [item async for item in gw.stream(scope, built, lease, deadline)]
     final = items[-1]
-    assert isinstance(final, turns.ModelAnswer) and final.cache.state is CacheState.HIT
-    assert final.content == turns.merge_chunks(items[:-1])
+    assert isinstance(final, turn_rules.ModelAnswer) and final.cache.state is CacheState.HIT
+    assert final.content == turn_rules.merge_chunks(items[:-1])
     assert answer.usage is not None and answer.usage.cached_prompt_tokens > 0
     entries = await pair.cache_app.registry.entries()
     assert len(entries) == 1 and not entries[0].leases, "every lease was released by its call"
@@ -106,6 +106,6 @@ async def test_caching_off_sends_no_lease_and_records_disabled(pair, gateway) ->
     off = CachePolicy(enabled=False)
     scope = cache_scope(KEY, MODEL, off)
     built = await _request(3)
-    answer = await gw.generate(scope, built, lease_request(KEY, off, 1), turns.Deadline(10.0))
+    answer = await gw.generate(scope, built, lease_request(KEY, off, 1), turn_rules.Deadline(10.0))
     assert (answer.cache.state, answer.cache.bypass_reason) == (CacheState.BYPASS, "DISABLED")
     assert answer.cache.scope_fingerprint, "the cache service names the scope even uncached"

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentctx_common.canonical import canonical_json
-from context_service.domain.compaction import errors
-from context_service.domain.compaction.sizing import Measure, measure_all
+from context_service.domain.compaction_rules import errors
+from context_service.domain.compaction_rules.sizing import Measure, measure_all
 from context_service.domain.model import Checkpoint, Event
 
 SCHEMA_VERSION = 1

@@ -5,9 +5,9 @@ The non-pure orchestration (compactor runners, the service, the background
 worker) lives in ``context_service.compaction``.
 """
 
-from context_service.domain.compaction.cut_point import Cut, KeepBudget, NoCut, find_cut
-from context_service.domain.compaction.history import History, HistoryStats, history_from_events, history_stats
-from context_service.domain.compaction.plan import (
+from context_service.domain.compaction_rules.cut_point import Cut, KeepBudget, NoCut, find_cut
+from context_service.domain.compaction_rules.history import History, HistoryStats, history_from_events, history_stats
+from context_service.domain.compaction_rules.plan import (
     COMPACTOR_AUTHOR,
     CompactionPlan,
     NothingToCompact,
@@ -15,9 +15,9 @@ from context_service.domain.compaction.plan import (
     check_commit,
     plan_compaction,
 )
-from context_service.domain.compaction.policy import ResolvedPolicy, resolve
-from context_service.domain.compaction.summary import SummaryRequest, SummaryResult
-from context_service.domain.compaction.triggers import Decision, Mode, evaluate
+from context_service.domain.compaction_rules.policy import ResolvedPolicy, resolve
+from context_service.domain.compaction_rules.summary import SummaryRequest, SummaryResult
+from context_service.domain.compaction_rules.triggers import Decision, Mode, evaluate
 
 __all__ = [
     "COMPACTOR_AUTHOR",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from context_service.domain.compaction.sizing import Measure, measure_all, summary_tokens, tokens
+from context_service.domain.compaction_rules.sizing import Measure, measure_all, summary_tokens, tokens
 from context_service.domain.model import Event
 
 

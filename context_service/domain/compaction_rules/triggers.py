@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from context_service.domain.compaction.history import HistoryStats
-from context_service.domain.compaction.policy import ResolvedPolicy
+from context_service.domain.compaction_rules.history import HistoryStats
+from context_service.domain.compaction_rules.policy import ResolvedPolicy
 from context_service.domain.model import CompactionTrigger
 
 

@@ -28,8 +28,8 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from context_service.domain.compaction.history import is_user_turn_start
-from context_service.domain.compaction.sizing import Measure, measure_all, tokens
+from context_service.domain.compaction_rules.history import is_user_turn_start
+from context_service.domain.compaction_rules.sizing import Measure, measure_all, tokens
 from context_service.domain.model import Event
 
 

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from context_service.domain.compaction.history import is_user_turn_start
-from context_service.domain.compaction.summary_text import escape_controls
+from context_service.domain.compaction_rules.history import is_user_turn_start
+from context_service.domain.compaction_rules.summary_text import escape_controls
 from context_service.domain.model import Event, FunctionResponse
 
 HEADER = "# Conversation summary (extractive)"

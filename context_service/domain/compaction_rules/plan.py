@@ -13,13 +13,13 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from context_service.domain.compaction import errors
-from context_service.domain.compaction.checkpoint import SCHEMA_VERSION, check_checkpoint_size, source_fingerprint
-from context_service.domain.compaction.cut_point import Cut, KeepBudget, NoCut, find_cut
-from context_service.domain.compaction.history import History, is_user_turn_start
-from context_service.domain.compaction.policy import ResolvedPolicy
-from context_service.domain.compaction.sizing import Measure, event_tokens, measure_all
-from context_service.domain.compaction.summary import (
+from context_service.domain.compaction_rules import errors
+from context_service.domain.compaction_rules.checkpoint import SCHEMA_VERSION, check_checkpoint_size, source_fingerprint
+from context_service.domain.compaction_rules.cut_point import Cut, KeepBudget, NoCut, find_cut
+from context_service.domain.compaction_rules.history import History, is_user_turn_start
+from context_service.domain.compaction_rules.policy import ResolvedPolicy
+from context_service.domain.compaction_rules.sizing import Measure, event_tokens, measure_all
+from context_service.domain.compaction_rules.summary import (
     Prepared,
     SummaryRequest,
     SummaryResult,

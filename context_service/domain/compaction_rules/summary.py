@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from context_service.domain.compaction import errors
-from context_service.domain.compaction.sizing import content_size
-from context_service.domain.compaction.summary_text import escape_controls
+from context_service.domain.compaction_rules import errors
+from context_service.domain.compaction_rules.sizing import content_size
+from context_service.domain.compaction_rules.summary_text import escape_controls
 from context_service.domain.model import Content, Event, FunctionCall, FunctionResponse, Part, Usage
 from context_service.domain.selection.records import prune_content
 from context_service.domain.selection.secrets import DEFAULT_SECRET_KEYS, SecretKeys
