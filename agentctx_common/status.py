@@ -101,6 +101,17 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], err: AgentCtxError)
     )
 
 
+def end_with(context: grpc.aio.ServicerContext[Any, Any], err: AgentCtxError) -> None:
+    """Sets the error's rich status on ``context`` without raising: the
+    handler then returns, and gRPC ends the RPC with that status. Unlike
+    ``abort`` no AbortError unwinds the interceptors' frames, so nothing
+    the RPC held stays in a reference cycle with it."""
+    status = to_status(err)
+    context.set_code(grpc_code(err.code))
+    context.set_details(err.message)
+    context.set_trailing_metadata(((_DETAILS_KEY, status.SerializeToString()),))
+
+
 def status_from_rpc(err: grpc.aio.AioRpcError | grpc.RpcError) -> status_pb2.Status | None:
     """The google.rpc.Status a server attached to an error, if any."""
     metadata = err.trailing_metadata() if callable(getattr(err, "trailing_metadata", None)) else None
@@ -278,15 +289,40 @@ async def stream_items(behavior: Any, request: Any, context: grpc.aio.ServicerCo
         await result
 
 
-async def _handle_exception(exc: BaseException, context: grpc.aio.ServicerContext[Any, Any], method: str) -> None:
+def _failure(exc: BaseException, method: str) -> AgentCtxError:
+    """The status an RPC's exception ends it with (logged, content-free).
+
+    Releases the locals of every frame ``exc`` (and the exceptions chained
+    to it) unwound through: an exception and its frames easily form a
+    reference cycle, and what those frames held (the request, the history
+    proto of a model call) would then live until the next full collection
+    of the cyclic garbage collector, which counts objects, not bytes.
+    """
     if isinstance(exc, AgentCtxError):
         if exc.code in (Code.INTERNAL, Code.UNAVAILABLE):
             log.warning("rpc failed", extra={"rpc": method, "code": exc.code.value, "reason": exc.reason})
-        await abort(context, exc)
-    # Where it failed, without the message (it may quote request content).
-    where = [f"{pathlib.Path(f.filename).name}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]]
-    log.error("unexpected error", extra={"rpc": method, "error_type": type(exc).__name__, "where": where})
-    await abort(context, error_class(Code.INTERNAL)("internal error", reason=Reason.INTERNAL))
+        failure = exc
+    else:
+        # Where it failed, without the message (it may quote request content).
+        where = [f"{pathlib.Path(f.filename).name}:{f.lineno}:{f.name}"
+                 for f in traceback.extract_tb(exc.__traceback__)[-8:]]
+        log.error("unexpected error", extra={"rpc": method, "error_type": type(exc).__name__, "where": where})
+        failure = error_class(Code.INTERNAL)("internal error", reason=Reason.INTERNAL)
+    _release_frames(exc)
+    return failure
+
+
+def _release_frames(exc: BaseException) -> None:
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        e = pending.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        traceback.clear_frames(e.__traceback__)  # skips the frames still running
+        e.__traceback__ = None  # nor the boundary's own frame, which holds the request
+        pending += (e.__context__, e.__cause__)
 
 
 def _checked(request_or_iterator: Any, method: str, request_streaming: bool) -> Any:
@@ -298,6 +334,9 @@ def _checked(request_or_iterator: Any, method: str, request_streaming: bool) -> 
 
 
 def _guard(behavior: Any, method: str, streaming: bool, request_streaming: bool) -> Any:
+    # The status is set after the except block and nothing is raised: an
+    # AbortError would chain the handler's exception (and its frames) again,
+    # and unwind the frames of every interceptor holding the request.
     if streaming:
 
         async def stream_guarded(request_or_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
@@ -305,10 +344,12 @@ def _guard(behavior: Any, method: str, streaming: bool, request_streaming: bool)
                 request_or_iterator = _checked(request_or_iterator, method, request_streaming)
                 async for item in stream_items(behavior, request_or_iterator, context):
                     yield item
+                return
             except (asyncio.CancelledError, grpc.aio.AbortError):
                 raise
             except Exception as exc:  # noqa: BLE001 - the boundary of every RPC
-                await _handle_exception(exc, context, method)
+                failure = _failure(exc, method)
+            end_with(context, failure)
 
         return stream_guarded
 
@@ -318,6 +359,8 @@ def _guard(behavior: Any, method: str, streaming: bool, request_streaming: bool)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:  # noqa: BLE001 - the boundary of every RPC
-            await _handle_exception(exc, context, method)
+            failure = _failure(exc, method)
+        end_with(context, failure)
+        return None
 
     return guarded

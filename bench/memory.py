@@ -15,6 +15,15 @@ attempt (``attempt_codes``) and of each append's last attempt
 seconds each non-OK, non-RESOURCE_EXHAUSTED call took. Bar: peak under
 ``BAR_PEAK_MB`` and no code other than OK or RESOURCE_EXHAUSTED.
 
+Then failed turns: no cache service runs, so every Generate fails
+(UNAVAILABLE, CACHE_SERVICE_UNAVAILABLE) after its input is stored and its
+context built. ``--failed-connections`` agents each resend one Generate of
+``--failed-mib`` MiB (the same ids: a retry, so the history does not grow)
+``--failed-calls`` times a round, for ``--failed-rounds`` rounds; the
+server's idle RSS after each round is ``failed_idle_rss_mb``. Bar: every
+round's idle RSS within 10% of the first's (``failed_idle_growth``), since
+a failed call must leave nothing behind.
+
 Run: ``.venv/bin/python -m bench.memory`` from the repository root; extra
 ``--context KEY=VALUE`` pairs go into the service's ``[context]`` table (for
 example ``--context max_inflight_rpcs=8``). Loopback only; every call has a
@@ -48,6 +57,10 @@ from agentctx_common.tls import channel_credentials
 from tests.support.processes import free_port, spawn, stop, wait_healthy, write_config
 
 BAR_PEAK_MB = 1536
+BAR_FAILED_GROWTH = 1.10
+# A failed turn's codes: the cache service is down, or the in-flight byte
+# bound refused the resend (with RetryInfo).
+FAILED_CODES = {"UNAVAILABLE/CACHE_SERVICE_UNAVAILABLE", "RESOURCE_EXHAUSTED/SERVER_OVERLOADED"}
 APP = "bench-memory"
 CALL_TIMEOUT_S = 120.0
 
@@ -163,6 +176,45 @@ async def _load(port: int, certs: pathlib.Path, args: argparse.Namespace) -> Tal
             await ch.close()
 
 
+def _generate_request(session: str, text: str) -> pb.GenerateRequest:
+    request = pb.GenerateRequest(session=session, input=[_event(text)], model="local-sim-1")
+    request.invocation_id = uuid.uuid4().hex
+    return request
+
+
+async def _failed_turns(port: int, certs: pathlib.Path, args: argparse.Namespace, pid: int) -> tuple[list[float], Any]:
+    """Idle RSS (MB) after each round of failed Generate calls, and the codes."""
+    text = "x" * (int(args.failed_mib * 1024 * 1024) - 4096)
+    codes: collections.Counter[str] = collections.Counter()
+    channels = [_channel(port, certs) for _ in range(args.failed_connections)]
+    try:
+        stubs = [context_service_pb2_grpc.ContextServiceStub(ch) for ch in channels]
+        requests = []
+        for i, stub in enumerate(stubs):
+            created = await stub.CreateSession(
+                pb.CreateSessionRequest(parent=f"apps/{APP}/users/failed{i}"), timeout=CALL_TIMEOUT_S
+            )
+            requests.append(_generate_request(created.name, text))
+
+        async def resend(stub: Any, request: pb.GenerateRequest) -> None:
+            for _ in range(args.failed_calls):
+                try:
+                    await stub.Generate(request, timeout=CALL_TIMEOUT_S)
+                    codes["OK"] += 1
+                except grpc.aio.AioRpcError as exc:
+                    codes[f"{exc.code().name}/{error_from_rpc(exc).wire_reason}"] += 1
+
+        idle: list[float] = []
+        for _ in range(args.failed_rounds):
+            await asyncio.gather(*(resend(stub, r) for stub, r in zip(stubs, requests, strict=True)))
+            await asyncio.sleep(args.failed_idle_s)
+            idle.append(_mb(_status_kb(pid, "VmRSS")))
+        return idle, dict(codes)
+    finally:
+        for ch in channels:
+            await ch.close()
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
@@ -188,10 +240,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with RssSampler(proc.pid, every_s=0.5) as idle_rss:
                 time.sleep(args.idle_s)
             idle = min(idle_rss.samples[-3:]) if idle_rss.samples else _status_kb(proc.pid, "VmRSS")
+            failed_idle, failed_codes = asyncio.run(_failed_turns(port, certs, args, proc.pid))
             alive = proc.poll() is None
         finally:
             stop(proc)
     other = {k: v for k, v in tally.attempts.items() if k not in ("OK", "RESOURCE_EXHAUSTED")}
+    failed_growth = round(max(failed_idle) / failed_idle[0], 3)
     return {
         "connections": args.connections, "rounds": args.rounds, "event_mib": args.event_mib,
         "context_settings": args.context,
@@ -201,8 +255,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "resource_exhausted_with_retry_info": tally.retry_info,
         "reasons": dict(tally.reasons), "other_failures_after_s": sorted(tally.failed_after_s),
         "server_alive": alive,
-        "bar_peak_mb": BAR_PEAK_MB,
-        "pass": alive and not other and _mb(peak) < BAR_PEAK_MB,
+        "failed_connections": args.failed_connections, "failed_calls": args.failed_calls,
+        "failed_mib": args.failed_mib, "failed_idle_rss_mb": failed_idle, "failed_codes": failed_codes,
+        "failed_idle_growth": failed_growth,
+        "bar_peak_mb": BAR_PEAK_MB, "bar_failed_idle_growth": BAR_FAILED_GROWTH,
+        "pass": alive and not other and _mb(peak) < BAR_PEAK_MB and failed_growth <= BAR_FAILED_GROWTH
+                and set(failed_codes) <= FAILED_CODES,
     }
 
 
@@ -221,6 +279,11 @@ def main() -> None:
     parser.add_argument("--event-mib", type=float, default=8.0)
     parser.add_argument("--attempts", type=int, default=30, help="tries per append on RESOURCE_EXHAUSTED")
     parser.add_argument("--idle-s", type=float, default=10.0)
+    parser.add_argument("--failed-connections", type=int, default=16)
+    parser.add_argument("--failed-calls", type=int, default=8, help="resends of one Generate per agent a round")
+    parser.add_argument("--failed-rounds", type=int, default=3)
+    parser.add_argument("--failed-mib", type=float, default=8.0)
+    parser.add_argument("--failed-idle-s", type=float, default=3.0)
     parser.add_argument("--context", type=_setting, action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     args.context = dict(args.context)
