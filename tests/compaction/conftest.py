@@ -1,4 +1,5 @@
-"""Fixtures for compaction tests: a migrated database on each backend and
+"""Fixtures for compaction tests: a migrated database on each backend
+(``db_url``, tests/conftest.py) and
 the session store, compaction store and job store on it."""
 
 from __future__ import annotations
@@ -20,15 +21,6 @@ from context_service.storage.sql_store import SqlSessionStore, open_store
 from tests.compaction.servers import RemoteCompactorServer, start_remote_compactor
 from tests.sessions.helpers import migrate
 from tests.support.servers import context_settings, secure_channel, start_context
-
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
-    if request.param == "postgres":
-        return request.getfixturevalue("postgres_url")
-    return f"sqlite:///{tmp_path / 'context.db'}"
 
 
 @dataclass

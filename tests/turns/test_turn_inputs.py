@@ -4,7 +4,6 @@ storing its input leaves none of it, and a retry stores it exactly once."""
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import AsyncIterator
 
 import grpc
@@ -23,11 +22,10 @@ from tests.turns.builders import SYSTEM, Agent, create_session, drain, user_text
 KEY = SessionKey("app", "user-1", "s1")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> AsyncIterator[SqlSessionStore]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else f"sqlite:///{tmp_path / 'c.db'}"
-    await migrate(url)
-    opened = await open_store(url)
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[SqlSessionStore]:
+    await migrate(db_url)
+    opened = await open_store(db_url)
     await opened.create_session(KEY, state={}, config=ContextConfig())
     yield opened
     await opened.close()
