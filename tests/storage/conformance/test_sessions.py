@@ -25,6 +25,7 @@ from context_service.storage.factory import Backend
 from tests.sessions.helpers import text_event
 from tests.storage.conformance.support import KEY, new_session, text_at
 
+
 async def test_create_get_update_delete(store: SessionStore) -> None:
     config = ContextConfig(model="m", selection=SelectionPolicy(max_bytes=100))
     created = await store.create_session(KEY, state={"cart": [1, 2]}, config=config)
