@@ -10,6 +10,7 @@ import pytest
 
 from agentctx_common.certs import init_dev_certs
 from tests.support import postgres
+from tests.support.backends import BACKENDS, empty_database
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +45,16 @@ def postgres_factory() -> Iterator[object]:
 def postgres_url(postgres_factory) -> str:  # type: ignore[no-untyped-def]
     """A new, empty PostgreSQL database for one test."""
     return postgres_factory()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each storage backend in turn (tests/support/backends.py)."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
+    """An empty database (no schema) on each backend."""
+    return empty_database(backend, request, tmp_path)

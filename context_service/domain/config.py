@@ -3,7 +3,7 @@ policies. ``None`` means "not set here": layers (server defaults, session
 config, per-call override) are merged with ``overlay``.
 
 Validation and defaults for each policy live with the logic that uses it
-(``domain.selection``, ``domain.compaction``); this module only holds the
+(``domain.selection``, ``domain.compaction_rules``); this module only holds the
 shapes and their JSON form for storage.
 """
 

@@ -1,4 +1,4 @@
-"""Runs an append batch (append_batch.plan) on the raw driver.
+"""Group commit's primitives for the append plan (append_plan), on the raw driver.
 
 Appends are the hot path, and with group commit a batch is a handful of
 statements: SQLAlchemy's per-statement work (compiled-cache lookups,
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,15 +28,17 @@ from typing import Any
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from context_service.domain.session_records import AppendResult
-from context_service.storage.append_batch import (
+from context_service.storage.append_plan import (
     Append,
     InsertEvents,
+    LoadEvent,
     LockSessions,
     Op,
-    Plan,
+    Results,
     StoredFingerprints,
     UpdateSessions,
+    execute,
+    execute_now,
     plan,
 )
 from context_service.storage.engine import POSTGRES_SETTINGS, EngineOptions, sqlite_pragmas
@@ -49,13 +52,16 @@ _INSERT = f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join('
 _UPDATE = "UPDATE sessions SET version = ?, last_sequence = ?, event_count = ?, update_time = ? WHERE pk = ?"
 _LOAD = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE session_pk = ? AND event_id = ?"
 
-Results = list[AppendResult | Exception]
-
 
 def _numbered(sql: str) -> str:
     """'?' placeholders as asyncpg's $1, $2, ..."""
     parts = sql.split("?")
     return "".join(p + (f"${i + 1}" if i < len(parts) - 1 else "") for i, p in enumerate(parts))
+
+
+def unsupported(op: Op) -> TypeError:
+    """State deltas never reach group commit (they run on SQLAlchemy: append_core)."""
+    return TypeError(f"group commit does not run {type(op).__name__}")
 
 
 def _marks(n: int) -> str:
@@ -94,14 +100,7 @@ class PostgresAppender:
         conn = self._conn
         try:
             async with conn.transaction():
-                steps = plan(items, now)
-                try:
-                    op = next(steps)
-                    while True:
-                        op = steps.send(await self._run(conn, op))
-                except StopIteration as done:
-                    results: Results = done.value
-                    return results
+                return await execute(plan(items, now), functools.partial(self._run, conn))
         except BaseException:
             self._conn = None
             conn.terminate()
@@ -118,6 +117,8 @@ class PostgresAppender:
             return await conn.executemany(_numbered(_INSERT), [tuple(r[c] for c in EVENT_COLUMNS) for r in op.rows])
         if isinstance(op, UpdateSessions):
             return await conn.executemany(_numbered(_UPDATE), op.rows)
+        if not isinstance(op, LoadEvent):
+            raise unsupported(op)
         row = await conn.fetchrow(_numbered(_LOAD), op.pk, op.event_id)
         return SimpleNamespace(**dict(row))
 
@@ -188,13 +189,7 @@ class SqliteAppender:
         conn = self._connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            steps: Plan = plan(items, now)
-            try:
-                op = next(steps)
-                while True:
-                    op = steps.send(self._run(conn, op))
-            except StopIteration as done:
-                results: Results = done.value
+            results = execute_now(plan(items, now), functools.partial(self._run, conn))
         except BaseException:
             conn.rollback()
             raise
@@ -215,6 +210,8 @@ class SqliteAppender:
             ])
         if isinstance(op, UpdateSessions):
             return conn.executemany(_UPDATE, [(v, s, n, _sqlite_time(t), pk) for v, s, n, t, pk in op.rows])
+        if not isinstance(op, LoadEvent):
+            raise unsupported(op)
         row = dict(zip(EVENT_COLUMNS, conn.execute(_LOAD, (op.pk, op.event_id)).fetchone(), strict=True))
         row["create_time"] = dt.datetime.fromisoformat(row["create_time"]).replace(tzinfo=dt.UTC)
         return SimpleNamespace(**row)

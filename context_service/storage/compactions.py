@@ -25,7 +25,7 @@ from context_service.domain.compaction_rules.history import History
 from context_service.domain.compaction_rules.plan import CompactionPlan, check_commit
 from context_service.domain.model import Event, EventKind, SessionKey
 from context_service.storage import codec
-from context_service.storage.append_batch import not_found as session_not_found
+from context_service.storage.append_plan import not_found as session_not_found
 from context_service.storage.sql_store import SqlSessionStore, key_clause
 from context_service.storage.tables import events, sessions
 

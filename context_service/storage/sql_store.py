@@ -7,9 +7,11 @@ IMMEDIATE on SQLite), so appenders in any number of processes get 1, 2,
 (session, event id) unique key back this up. A batch locks its sessions in
 pk order, so two batches can never wait on each other in a cycle.
 
-Appends go through group commit (group_commit) and run on the raw driver
-(append_batch decides, append_sql executes); everything else is
-SQLAlchemy Core.
+Every append runs the one append plan (append_plan decides and
+``append_plan.execute`` drives it): through group commit (group_commit) on
+the raw driver (append_sql), or, for append_events and an append with a
+state delta, on SQLAlchemy Core in a write transaction (append_core);
+everything else is SQLAlchemy Core.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ from context_service.domain.paging import (
 from context_service.domain.session_records import AppendResult, SessionRecord, StateDelta
 from context_service.domain.update_masks import apply_config_fields
 from context_service.storage import codec, schema
-from context_service.storage.append_all import append_all
-from context_service.storage.append_batch import Append, Live
-from context_service.storage.append_batch import etag_mismatch as _etag_mismatch
-from context_service.storage.append_batch import not_found as session_not_found
+from context_service.storage.append_core import CoreOps
+from context_service.storage.append_plan import Append, Live, execute, merge_shared, plan_all
+from context_service.storage.append_plan import etag_mismatch as _etag_mismatch
+from context_service.storage.append_plan import not_found as session_not_found
 from context_service.storage.append_sql import appender_for
 from context_service.storage.engine import (
     DRIVER_ERRORS,
@@ -61,7 +63,7 @@ from context_service.storage.engine import (
     unavailable,
 )
 from context_service.storage.group_commit import GroupCommitter
-from context_service.storage.shared_state import append_with_state, load_shared, merge_shared
+from context_service.storage.shared_state import load_shared
 from context_service.storage.tables import events, sessions
 
 if TYPE_CHECKING:
@@ -182,8 +184,8 @@ class SqlSessionStore:
         try:
             async with self.write_transaction() as conn:
                 await conn.execute(sa.insert(sessions).values(values))
-                if app_state or user_state:
-                    await merge_shared(conn, key.app, key.user, app_delta=app_state, user_delta=user_state, now=now)
+                await execute(merge_shared([(key.app, key.user, app_state, user_state)], now),
+                              CoreOps(conn, self.lock_sessions))
                 apps, users = await load_shared(conn, [(key.app, key.user)])
         except IntegrityError:
             raise AlreadyExists(f"session {key.name} already exists", reason=Reason.SESSION_ALREADY_EXISTS) from None
@@ -284,20 +286,24 @@ class SqlSessionStore:
         body = codec.event_body(event)
         fingerprint = codec.event_fingerprint(event, body)
         if state_delta:
-            return await append_with_state(self, key, event, body=body, fingerprint=fingerprint,
-                                           expected_etag=expected_etag, delta=state_delta)
+            # Its own transaction, so the event and its states commit together.
+            return (await self._append_all([Append(key, event, expected_etag, body, fingerprint, state_delta)]))[0]
         return await self._appends.submit(Append(key, event, expected_etag, body, fingerprint))
 
     async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
-        """ports.SessionStore.append_events: one transaction of its own (append_all)."""
+        """ports.SessionStore.append_events: one transaction of its own."""
         items = []
         for event in events:
             if not event.id:
                 event = dataclasses.replace(event, id=new_id())
             body = codec.event_body(event)
             items.append(Append(key, event, None, body, codec.event_fingerprint(event, body)))
+        return await self._append_all(items)
+
+    async def _append_all(self, items: Sequence[Append]) -> list[AppendResult]:
+        """The plan on SQLAlchemy Core in a write transaction, all or nothing."""
         async with self.write_transaction() as conn:
-            return await append_all(conn, items, self._clock(), self.lock_sessions)
+            return await execute(plan_all(items, self._clock()), CoreOps(conn, self.lock_sessions))
 
     async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
         async with self._write_lock:
@@ -313,7 +319,8 @@ class SqlSessionStore:
 
     async def lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, Live]:
         """The sessions' rows, locked in pk order, for write transactions on
-        SQLAlchemy (compaction commits, jobs); appends lock in append_sql."""
+        SQLAlchemy (append_core, compaction commits, jobs); group commit locks
+        in append_sql."""
         stmt = sa.select(*_LIVE_COLUMNS)
         if len(keys) == 1:
             stmt = stmt.where(key_clause(next(iter(keys))))

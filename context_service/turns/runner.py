@@ -17,7 +17,7 @@
    the cache service acquires, uses and releases the lease), and the reply
    is appended.
 5. A context-window overflow before any output runs overflow compaction
-   and retries once (``domain.turns`` has the errors).
+   and retries once (``domain.turn_rules`` has the errors).
 6. Threshold / background compaction runs at the turn boundary, on the
    config the build already read. It never fails a turn whose reply is
    stored: the next boundary tries again.

@@ -1,5 +1,7 @@
-"""Fixtures for compaction tests: a migrated database on each backend and
-the session store, compaction store and job store on it."""
+"""Fixtures for compaction tests: a real context server on a migrated
+database of each backend (``db_url``, tests/conftest.py) with a compaction
+service of its own, and a remote compactor. The stores' own contract is
+tests/storage/conformance/."""
 
 from __future__ import annotations
 
@@ -20,31 +22,6 @@ from context_service.storage.sql_store import SqlSessionStore, open_store
 from tests.compaction.servers import RemoteCompactorServer, start_remote_compactor
 from tests.sessions.helpers import migrate
 from tests.support.servers import context_settings, secure_channel, start_context
-
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
-    if request.param == "postgres":
-        return request.getfixturevalue("postgres_url")
-    return f"sqlite:///{tmp_path / 'context.db'}"
-
-
-@dataclass
-class Stores:
-    url: str
-    sessions: SqlSessionStore
-    compactions: SqlCompactionStore
-    jobs: SqlJobStore
-
-
-@pytest.fixture
-async def stores(db_url: str) -> AsyncIterator[Stores]:
-    await migrate(db_url)
-    sessions = await open_store(db_url)
-    yield Stores(db_url, sessions, SqlCompactionStore(sessions), SqlJobStore(sessions))
-    await sessions.close()
 
 
 @dataclass

@@ -28,10 +28,10 @@ SCRIPT = [
 ]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request) -> dict:  # type: ignore[no-untyped-def]
-    """Context service settings for each store."""
-    if request.param == "sqlite":
+@pytest.fixture
+def database(backend: str, request) -> dict:  # type: ignore[no-untyped-def]
+    """Context service settings for each store (the embedded SQLite file by default)."""
+    if backend == "sqlite":
         return {}
     url = request.getfixturevalue("postgres_url")
     upgrade_database(url)

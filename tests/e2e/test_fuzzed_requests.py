@@ -302,11 +302,11 @@ async def test_fuzzed_requests_never_get_internal(fuzz_pair: ServicePair) -> Non
         assert health.status == health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest) -> str | None:
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest) -> str | None:
     """None: the embedded SQLite file. (A sync fixture: the PostgreSQL
     fixtures run their own event loop.)"""
-    return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    return request.getfixturevalue("postgres_url") if backend == "postgres" else None
 
 
 @pytest.fixture

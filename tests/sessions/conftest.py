@@ -1,5 +1,5 @@
-"""Fixtures for the session tests: a database on each backend (SQLite file,
-PostgreSQL database), the store on it, and a real context server with
+"""Fixtures for the session tests: the store on each backend (``db_url``,
+tests/conftest.py), and a real context server with
 channels presenting the dev certificates."""
 
 from __future__ import annotations
@@ -16,16 +16,6 @@ from agentctx_common.server import GrpcServer
 from context_service.storage.sql_store import SqlSessionStore, open_store
 from tests.sessions.helpers import migrate
 from tests.support.servers import context_settings, secure_channel, start_context
-
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
-    """An empty database of each backend, without a schema."""
-    if request.param == "postgres":
-        return request.getfixturevalue("postgres_url")
-    return f"sqlite:///{tmp_path / 'context.db'}"
 
 
 @pytest.fixture

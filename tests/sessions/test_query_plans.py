@@ -10,7 +10,7 @@ import pathlib
 import sqlite3
 
 from context_service.domain.model import SessionKey
-from context_service.storage.append_batch import LockSessions, StoredFingerprints
+from context_service.storage.append_plan import LockSessions, StoredFingerprints
 from context_service.storage.append_sql import sqlite_fingerprints_query, sqlite_sessions_queries
 from tests.sessions.helpers import migrate
 

@@ -1,79 +1,17 @@
 """A turn's input events are stored all or nothing, in one transaction,
 and their number is bounded (``max_turn_inputs``): a turn that fails while
-storing its input leaves none of it, and a retry stores it exactly once."""
+storing its input leaves none of it, and a retry stores it exactly once.
+The store's side (append_events) is in the store contract,
+tests/storage/conformance/test_appends.py."""
 
 from __future__ import annotations
-
-import pathlib
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx_common.errors import AlreadyExists, NotFound
-from agentctx_common.reasons import Reason
 from agentctx_common.status import error_from_rpc
-from context_service.domain.config import ContextConfig
-from context_service.domain.model import SessionKey
-from context_service.storage.sql_store import SqlSessionStore, open_store
-from tests.sessions.helpers import migrate, text_event
 from tests.turns.builders import SYSTEM, Agent, create_session, drain, user_text
-
-KEY = SessionKey("app", "user-1", "s1")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> AsyncIterator[SqlSessionStore]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else f"sqlite:///{tmp_path / 'c.db'}"
-    await migrate(url)
-    opened = await open_store(url)
-    await opened.create_session(KEY, state={}, config=ContextConfig())
-    yield opened
-    await opened.close()
-
-
-# --- the store: append_events --------------------------------------------------------
-
-
-async def test_append_events_stores_all_with_consecutive_sequences_and_a_retry_is_deduplicated(store) -> None:
-    await store.append_event(KEY, text_event("before"))
-    batch = [text_event(f"in-{i}", f"message {i}") for i in range(5)]
-    stored = await store.append_events(KEY, batch)
-    assert [r.event.sequence for r in stored] == [2, 3, 4, 5, 6]
-    assert not any(r.deduplicated for r in stored)
-
-    again = await store.append_events(KEY, batch)
-    assert all(r.deduplicated for r in again)
-    assert [r.event.sequence for r in again] == [2, 3, 4, 5, 6]
-    session = await store.get_session(KEY)
-    assert session.event_count == 6 and session.last_sequence == 6
-    assert again[-1].session_etag == stored[-1].session_etag == session.etag, "a deduplicated retry changes nothing"
-
-    # Part stored already (the same content), part new: only the new ones get sequences.
-    mixed = await store.append_events(KEY, [batch[4], text_event("in-5", "message 5")])
-    assert [(r.event.id, r.event.sequence, r.deduplicated) for r in mixed] == [("in-4", 6, True), ("in-5", 7, False)]
-
-
-async def test_append_events_is_all_or_nothing(store) -> None:
-    await store.append_event(KEY, text_event("taken", "the original"))
-    batch = [text_event("new-0"), text_event("taken", "other content"), text_event("new-1")]
-    with pytest.raises(AlreadyExists) as info:
-        await store.append_events(KEY, batch)
-    assert info.value.reason is Reason.EVENT_ID_CONFLICT
-    assert [e.id for e in await store.list_events(KEY)] == ["taken"]
-    session = await store.get_session(KEY)
-    assert session.event_count == 1 and session.last_sequence == 1
-
-    with pytest.raises(NotFound):
-        await store.append_events(SessionKey("app", "user-1", "missing"), [text_event("x")])
-
-    # Without the conflicting one, the same batch stores everything, gapless.
-    done = await store.append_events(KEY, [batch[0], batch[2]])
-    assert [(r.event.id, r.event.sequence) for r in done] == [("new-0", 2), ("new-1", 3)]
-    # Group commit's appends and these share the sequence.
-    assert (await store.append_event(KEY, text_event("after"))).event.sequence == 4
-
 
 # --- Generate ----------------------------------------------------------------------------
 

@@ -1,5 +1,8 @@
-"""The atomic compaction commit and the durable job table, on SQLite and
-PostgreSQL."""
+"""The store contract, compaction (ports.CompactionStore, CompactionJobs)
+on every backend: the commit is atomic and refused (ABORTED
+COMPACTION_CONFLICT, nothing written) when the session moved under its
+plan; the view extends with appends; jobs are one active per session,
+claimed exclusively and leased to their owner."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from context_service.domain.compaction_rules.policy import resolve
 from context_service.domain.compaction_rules.summary import SummaryResult
 from context_service.domain.config import CompactionPolicy, ContextConfig
 from context_service.domain.model import CompactionTrigger, Event, SessionKey
-from context_service.storage.compaction_jobs import SqlJobStore
+from context_service.storage.factory import Backend
 from tests.compaction.builders import model, tool, user
 
 KEY = SessionKey("app1", "u1", "s1")
@@ -23,7 +26,7 @@ NOW = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
 POLICY = resolve(CompactionPolicy(keep_recent_tokens=200))
 
 
-async def seed(stores, events: list[Event], key: SessionKey = KEY) -> None:
+async def seed(stores: Backend, events: list[Event], key: SessionKey = KEY) -> None:
     await stores.sessions.create_session(key, state={}, config=ContextConfig())
     for i, e in enumerate(events, 1):
         await stores.sessions.append_event(key, dataclasses.replace(e, id=f"e{i}"))
@@ -40,7 +43,7 @@ def conversation() -> list[Event]:
     ]
 
 
-async def plan_for(stores, key: SessionKey = KEY, trigger=CompactionTrigger.MANUAL) -> CompactionPlan:
+async def plan_for(stores: Backend, key: SessionKey = KEY, trigger=CompactionTrigger.MANUAL) -> CompactionPlan:
     plan = plan_compaction(await stores.compactions.load_history(key), POLICY, trigger)
     assert isinstance(plan, CompactionPlan)
     return plan
@@ -52,7 +55,7 @@ def event_for(plan: CompactionPlan, summary: str = "summary") -> Event:
     )
 
 
-async def test_commit_appends_a_compaction_and_keeps_every_source_event(stores):
+async def test_commit_appends_a_compaction_and_keeps_every_source_event(stores: Backend):
     await seed(stores, conversation())
     before = await stores.sessions.get_session(KEY)
     plan = await plan_for(stores)
@@ -70,7 +73,7 @@ async def test_commit_appends_a_compaction_and_keeps_every_source_event(stores):
     assert h.previous_summary == "summary"
 
 
-async def test_two_overlapping_compactions_exactly_one_commits(stores):
+async def test_two_overlapping_compactions_exactly_one_commits(stores: Backend):
     """pi #2911: overlapping compactions."""
     await seed(stores, conversation())
     first, second = await plan_for(stores), await plan_for(stores, trigger=CompactionTrigger.BACKGROUND)
@@ -87,7 +90,7 @@ async def test_two_overlapping_compactions_exactly_one_commits(stores):
     assert len(events) == 7 and sum(e.is_compaction for e in events) == 1
 
 
-async def test_appends_made_while_compacting_are_kept(stores):
+async def test_appends_made_while_compacting_are_kept(stores: Backend):
     await seed(stores, conversation())
     plan = await plan_for(stores)
     await stores.sessions.append_event(KEY, user("one more", id="late1"))
@@ -98,7 +101,7 @@ async def test_appends_made_while_compacting_are_kept(stores):
     assert stored.compaction.checkpoint.retained_event_count == 7 - stored.compaction.first_kept_sequence + 1
 
 
-async def test_a_recreated_session_refuses_an_old_plan(stores):
+async def test_a_recreated_session_refuses_an_old_plan(stores: Backend):
     await seed(stores, conversation())
     plan = await plan_for(stores)
     await stores.sessions.delete_session(KEY)
@@ -109,7 +112,7 @@ async def test_a_recreated_session_refuses_an_old_plan(stores):
     assert not any(e.is_compaction for e in await stores.sessions.list_events(KEY))
 
 
-async def test_a_deleted_session_is_not_found(stores):
+async def test_a_deleted_session_is_not_found(stores: Backend):
     await seed(stores, conversation())
     plan = await plan_for(stores)
     await stores.sessions.delete_session(KEY)
@@ -123,7 +126,7 @@ async def test_a_deleted_session_is_not_found(stores):
 # --- jobs -------------------------------------------------------------------------
 
 
-async def test_one_active_job_per_session_and_claims_are_exclusive(stores):
+async def test_one_active_job_per_session_and_claims_are_exclusive(stores: Backend):
     await seed(stores, conversation())
     jobs = stores.jobs
     assert await jobs.enqueue(KEY, CompactionTrigger.BACKGROUND)
@@ -140,39 +143,48 @@ async def test_one_active_job_per_session_and_claims_are_exclusive(stores):
     assert await jobs.enqueue(KEY, CompactionTrigger.BACKGROUND)
 
 
-async def test_an_expired_lease_is_claimed_again(stores):
+async def test_an_expired_lease_is_claimed_again(stores: Backend):
     await seed(stores, conversation())
-    clock = [NOW]
-    jobs = SqlJobStore(stores.sessions, clock=lambda: clock[0])
+    jobs = stores.jobs
     await jobs.enqueue(KEY, CompactionTrigger.BACKGROUND)
     crashed = await jobs.claim("dead-worker", 30)
     assert crashed is not None
-    clock[0] = NOW + dt.timedelta(seconds=31)
+    assert await jobs.claim("w2", 30) is None  # leased
+    assert await jobs.heartbeat(crashed, "dead-worker", 0)  # its last heartbeat: the lease ends now
+    await asyncio.sleep(0.05)
     again = await jobs.claim("w2", 30)
     assert again is not None and again.job_id == crashed.job_id and again.attempts == 2
+    assert not await jobs.heartbeat(crashed, "dead-worker", 30)
     assert not await jobs.finish(crashed, "dead-worker", "COMMITTED")  # its lease is gone
     assert await jobs.finish(again, "w2", "COMMITTED")
 
 
-async def test_failed_jobs_retry_later_then_give_up(stores):
-    await seed(stores, conversation())
-    clock = [NOW]
-    jobs = SqlJobStore(stores.sessions, clock=lambda: clock[0])
-    await jobs.enqueue(KEY, CompactionTrigger.BACKGROUND)
+async def test_failed_jobs_retry_later_then_give_up(stores: Backend):
+    later, soon = KEY, SessionKey("app1", "u1", "s2")
+    await seed(stores, conversation(), later)
+    await seed(stores, conversation(), soon)
+    jobs = stores.jobs
+    await jobs.enqueue(later, CompactionTrigger.BACKGROUND)
     job = await jobs.claim("w", 30)
-    assert await jobs.fail(job, "w", "COMPACTOR_TIMEOUT", retry_after_s=10)
-    assert await jobs.claim("w", 30) is None  # not before its retry time
-    clock[0] = NOW + dt.timedelta(seconds=11)
+    assert job is not None and job.key == later
+    assert await jobs.fail(job, "w", "COMPACTOR_TIMEOUT", retry_after_s=3600)
+    assert await jobs.active_count(later) == 1
+    await jobs.enqueue(soon, CompactionTrigger.BACKGROUND)
     job = await jobs.claim("w", 30)
-    assert job is not None and job.attempts == 2
+    assert job is not None and job.key == soon  # the other is not due before its retry time
+    assert await jobs.fail(job, "w", "COMPACTOR_TIMEOUT", retry_after_s=0)
+    await asyncio.sleep(0.05)
+    job = await jobs.claim("w", 30)
+    assert job is not None and job.key == soon and job.attempts == 2
     assert await jobs.fail(job, "w", "COMPACTOR_TIMEOUT", retry_after_s=None)
-    assert await jobs.active_count(KEY) == 0 and await jobs.claim("w", 30) is None
-    assert await jobs.purge_finished(0) == 0  # same clock instant: not older
-    clock[0] = NOW + dt.timedelta(seconds=100)
-    assert await jobs.purge_finished(1) == 1
+    assert await jobs.active_count(soon) == 0 and await jobs.claim("w", 30) is None
+    assert await jobs.purge_finished(3600) == 0  # not an hour old
+    await asyncio.sleep(0.05)
+    assert await jobs.purge_finished(0.01) == 1  # the failed one, not the pending one
+    assert await jobs.active_count(later) == 1
 
 
-async def test_released_jobs_go_back_untried(stores):
+async def test_released_jobs_go_back_untried(stores: Backend):
     await seed(stores, conversation())
     await stores.jobs.enqueue(KEY, CompactionTrigger.BACKGROUND)
     job = await stores.jobs.claim("w", 30)
@@ -181,14 +193,14 @@ async def test_released_jobs_go_back_untried(stores):
     assert again is not None and again.attempts == 1
 
 
-async def test_deleting_a_session_drops_its_jobs(stores):
+async def test_deleting_a_session_drops_its_jobs(stores: Backend):
     await seed(stores, conversation())
     await stores.jobs.enqueue(KEY, CompactionTrigger.BACKGROUND)
     await stores.sessions.delete_session(KEY)
     assert await stores.jobs.claim("w", 30) is None
 
 
-async def test_concurrent_claimers_take_each_job_once(stores):
+async def test_concurrent_claimers_take_each_job_once(stores: Backend):
     keys = [SessionKey("app1", "u1", f"s{i}") for i in range(12)]
     for key in keys:
         await stores.sessions.create_session(key, state={}, config=ContextConfig())
@@ -208,7 +220,7 @@ async def test_concurrent_claimers_take_each_job_once(stores):
 # --- the per-process view cache -----------------------------------------------------
 
 
-async def test_views_extend_with_appends_and_rebuild_after_compaction_or_recreation(stores):
+async def test_views_extend_with_appends_and_rebuild_after_compaction_or_recreation(stores: Backend):
     from context_service.compaction.views import Views
 
     await seed(stores, conversation())

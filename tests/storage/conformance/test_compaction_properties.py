@@ -29,6 +29,7 @@ from context_service.domain.compaction_rules.sizing import event_tokens
 from context_service.domain.compaction_rules.summary import SummaryResult
 from context_service.domain.config import CompactionPolicy, ContextConfig
 from context_service.domain.model import CompactionTrigger, Event, SessionKey
+from context_service.storage.factory import Backend
 from tests.compaction.builders import step
 from tests.compaction.reference import tail_ok
 
@@ -64,7 +65,7 @@ def _late_result(plan: CompactionPlan, stored: list[Event]) -> bool:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(ops=operations)
-async def test_random_interleavings_keep_every_invariant(stores, ops):
+async def test_random_interleavings_keep_every_invariant(stores: Backend, ops):
     key = SessionKey("app1", "u1", uuid.uuid4().hex)
     await stores.sessions.create_session(key, state={}, config=ContextConfig())
     appended: list[Event] = []  # every message event, as stored
@@ -107,7 +108,7 @@ async def test_random_interleavings_keep_every_invariant(stores, ops):
         assert sum(e.is_compaction for e in stored) == committed
 
 
-async def _check_view(stores, key: SessionKey, plan: CompactionPlan, keep: int, done: Event) -> None:
+async def _check_view(stores: Backend, key: SessionKey, plan: CompactionPlan, keep: int, done: Event) -> None:
     history = await stores.compactions.load_history(key)
     assert history.latest_compaction == done
     kept_then = [e for e in history.visible if e.sequence <= plan.read_last_sequence]
