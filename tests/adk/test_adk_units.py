@@ -14,7 +14,7 @@ from tests.adk.conftest import run_checks
 HERE = pathlib.Path(__file__).parent
 
 
-@pytest.mark.parametrize(("checks", "count"), [("adk_llm_mapping_checks.py", 27), ("adk_event_cache_checks.py", 6)])
+@pytest.mark.parametrize(("checks", "count"), [("adk_llm_mapping_checks.py", 28), ("adk_event_cache_checks.py", 6)])
 async def test_agentctx_adk_units(adk_venv_python: pathlib.Path, tmp_path: pathlib.Path, checks: str,
                                   count: int) -> None:
     run = await run_checks(adk_venv_python, HERE / checks, tmp_path)
