@@ -166,6 +166,8 @@ class Event:
     kind: EventKind = EventKind.MESSAGE
     compaction: Compaction | None = None
     long_running_tool_ids: tuple[str, ...] = ()
+    finish_reason: str = ""  # why the model stopped (a model reply): STOP, MAX_TOKENS, ... ("" unset)
+    model_version: str = ""  # the exact model version that answered, when reported
 
     @property
     def is_compaction(self) -> bool:

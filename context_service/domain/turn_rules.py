@@ -220,7 +220,6 @@ def reply_event(answer: ModelAnswer, ids: TurnIds, *, author: str, branch: str) 
     """The stored reply. It completes the agent's turn unless it calls
     tools: their results are the next turn's input."""
     content = with_call_ids(answer.content, ids.reply_id)
-    metadata = {k: v for k, v in (("finish_reason", answer.finish_reason), ("model_version", answer.model_version)) if v}
     return Event(
         id=ids.reply_id,
         author=author or DEFAULT_AUTHOR,
@@ -230,7 +229,8 @@ def reply_event(answer: ModelAnswer, ids: TurnIds, *, author: str, branch: str) 
         turn_complete=not content.function_calls,
         usage=answer.usage,
         cache=answer.cache,
-        custom_metadata=metadata or None,
+        finish_reason=answer.finish_reason,
+        model_version=answer.model_version,
     )
 
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 from agentctx.cache.v1 import cache_service_pb2 as cpb
 from agentctx.type.v1 import cache_pb2, generation_pb2
 from context_service.domain.cache_calls import CacheScope, ModelReply
-from context_service.mapping.convert import cache_from_proto, content_from_proto, dict_to_struct, usage_from_proto
+from context_service.mapping.convert import (
+    cache_from_proto,
+    content_from_proto,
+    dict_to_struct,
+    finish_reason_name,
+    usage_from_proto,
+)
 
 
 def scope_to_proto(scope: CacheScope) -> cpb.CacheScope:
@@ -14,11 +20,6 @@ def scope_to_proto(scope: CacheScope) -> cpb.CacheScope:
     if scope.policy:
         dict_to_struct(scope.policy, out.policy)
     return out
-
-
-def finish_reason_name(value: int) -> str:
-    name = generation_pb2.FinishReason.Name(value).removeprefix("FINISH_REASON_")
-    return "" if name == "UNSPECIFIED" else name
 
 
 def reply_from_proto(response: generation_pb2.ModelResponse, cache: cache_pb2.CacheMetadata | None) -> ModelReply:

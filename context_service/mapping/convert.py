@@ -153,6 +153,21 @@ def cache_to_proto(c: m.CacheInfo, out: cache_pb2.CacheMetadata) -> None:
 # --- events -----------------------------------------------------------------
 
 
+def finish_reason_name(value: int) -> str:
+    name = generation_pb2.FinishReason.Name(value).removeprefix("FINISH_REASON_")
+    return "" if name == "UNSPECIFIED" else name
+
+
+def finish_reason_to_proto(name: str) -> generation_pb2.FinishReason:
+    """A finish reason by name; a name this version does not know is OTHER."""
+    if not name:
+        return generation_pb2.FINISH_REASON_UNSPECIFIED
+    key = f"FINISH_REASON_{name}"
+    if key not in generation_pb2.FinishReason.keys():
+        return generation_pb2.FINISH_REASON_OTHER
+    return cast(generation_pb2.FinishReason, generation_pb2.FinishReason.Value(key))
+
+
 def trigger_to_proto(trigger: m.CompactionTrigger) -> event_pb2.CompactionTrigger:
     return cast(event_pb2.CompactionTrigger, event_pb2.CompactionTrigger.Value(f"COMPACTION_TRIGGER_{trigger.value}"))
 
@@ -226,6 +241,8 @@ def event_from_proto(e: event_pb2.Event) -> m.Event:
         kind=m.EventKind.COMPACTION if e.kind == event_pb2.EVENT_KIND_COMPACTION else m.EventKind.MESSAGE,
         compaction=compaction,
         long_running_tool_ids=tuple(e.long_running_tool_ids),
+        finish_reason=finish_reason_name(e.finish_reason),
+        model_version=e.model_version,
     )
 
 
@@ -261,6 +278,8 @@ def event_to_proto(event: m.Event, session: m.SessionKey | None, out: event_pb2.
         if c.summarizer_usage is not None:
             usage_to_proto(c.summarizer_usage, out.compaction.summarizer_usage)
     out.long_running_tool_ids.extend(event.long_running_tool_ids)
+    out.finish_reason = finish_reason_to_proto(event.finish_reason)
+    out.model_version = event.model_version
     return out
 
 

@@ -170,6 +170,9 @@ def event_body(e: m.Event) -> str:
         body["compaction"] = _compaction_json(e.compaction)
     if e.long_running_tool_ids:
         body["long_running_tool_ids"] = list(e.long_running_tool_ids)
+    for key in _REPLY_FIELDS:
+        if getattr(e, key):
+            body[key] = getattr(e, key)
     return dumps(body)
 
 
@@ -187,6 +190,21 @@ def event_row(e: m.Event, *, session_pk: int, sequence: int, create_time: dt.dat
         "author": e.author, "invocation_id": e.invocation_id, "branch": e.branch, "partial": e.partial,
         "turn_complete": e.turn_complete, "create_time": create_time, "fingerprint": fingerprint, "body_json": body,
     }
+
+
+# A model reply's fields kept in the body. Replies stored before they were
+# fields carry them in custom_metadata (left there: stored events never
+# change) and are read from it.
+_REPLY_FIELDS = ("finish_reason", "model_version")
+
+
+def _reply_field(body: dict[str, Any], key: str) -> str:
+    if key in body:
+        return str(body[key])
+    legacy = body.get("custom_metadata") or {}
+    role = (body.get("content") or {}).get("role")
+    value = legacy.get(key) if role == "model" else None
+    return value if isinstance(value, str) else ""
 
 
 def event_from_row(row: Any) -> m.Event:
@@ -212,4 +230,6 @@ def event_from_row(row: Any) -> m.Event:
         kind=m.EventKind(row.kind),
         compaction=_compaction(compaction) if compaction is not None else None,
         long_running_tool_ids=tuple(body.get("long_running_tool_ids", ())),
+        finish_reason=_reply_field(body, "finish_reason"),
+        model_version=_reply_field(body, "model_version"),
     )

@@ -125,11 +125,11 @@ def test_generation_settings_are_sent_and_unset_ones_left_unset() -> None:
 def test_a_text_reply_with_usage_and_a_cache_hit() -> None:
     response = reply(
         id="r1", content=content_pb2.Content(role="model", parts=[content_pb2.Part(text="Sunny.")]),
+        finish_reason=generation_pb2.FINISH_REASON_STOP, model_version="local-sim-1-001",
         usage=generation_pb2.Usage(prompt_tokens=1200, cached_prompt_tokens=1024, output_tokens=5, total_tokens=1205),
         cache_metadata=cache_pb2.CacheMetadata(state=cache_pb2.CACHE_STATE_HIT, prefix_fingerprint="fp1",
                                                prefix_tokens=1024, uses=3, scope_fingerprint="scope"),
     )
-    response.reply.custom_metadata.update({"finish_reason": "STOP", "model_version": "local-sim-1-001"})
     out = _llm.llm_response(response)
     assert out.content == types.Content(role="model", parts=[types.Part(text="Sunny.")])
     assert out.usage_metadata == types.GenerateContentResponseUsageMetadata(
@@ -159,7 +159,7 @@ def test_a_bypassed_call_says_why_and_uncached_usage_has_no_cached_count() -> No
                          state=cache_pb2.CACHE_STATE_BYPASS,
                          bypass_reason=cache_pb2.CACHE_BYPASS_REASON_BELOW_MIN_TOKENS))
     response.compactions.add(id="c1")
-    response.reply.custom_metadata.update({"finish_reason": "SOMETHING_NEW"})
+    response.reply.finish_reason = 99  # type: ignore[assignment]  # newer than these stubs
     out = _llm.llm_response(response)
     assert out.content is None
     assert out.usage_metadata is not None
@@ -171,9 +171,17 @@ def test_a_bypassed_call_says_why_and_uncached_usage_has_no_cached_count() -> No
 
 @pytest.mark.parametrize("name", ["STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "MALFORMED_FUNCTION_CALL", "OTHER"])
 def test_finish_reasons_map_by_name(name: str) -> None:
-    response = reply(id="r")
-    response.reply.custom_metadata.update({"finish_reason": name})
+    response = reply(id="r", finish_reason=generation_pb2.FinishReason.Value(f"FINISH_REASON_{name}"))
     assert _llm.llm_response(response).finish_reason == types.FinishReason[name]
+
+
+def test_a_reply_from_a_server_before_the_fields_reads_them_from_custom_metadata() -> None:
+    response = reply(id="r")
+    response.reply.custom_metadata.update({"finish_reason": "MAX_TOKENS", "model_version": "m-001"})
+    out = _llm.llm_response(response)
+    assert out.finish_reason == types.FinishReason.MAX_TOKENS and out.model_version == "m-001"
+    response.reply.custom_metadata.update({"finish_reason": "SOMETHING_NEW"})
+    assert _llm.llm_response(response).finish_reason == types.FinishReason.OTHER
 
 
 # --- content and usage, both ways ------------------------------------------------------

@@ -71,7 +71,8 @@ def test_reply_event_names_calls_and_leaves_the_turn_open_for_tools() -> None:
     assert [c.id for c in event.content.function_calls] == ["r1.call0", "given"]
     assert event.content.role == "model"
     assert not event.turn_complete
-    assert event.custom_metadata == {"finish_reason": "STOP", "model_version": "m-1"}
+    assert (event.finish_reason, event.model_version) == ("STOP", "m-1")
+    assert event.custom_metadata is None, "reply fields are fields, not client metadata"
     text = turn_rules.ModelAnswer(Content("model", (Part(text="done"),)), None, CacheInfo())
     assert turn_rules.reply_event(text, ids, author="planner", branch="").turn_complete
 

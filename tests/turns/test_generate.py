@@ -11,7 +11,7 @@ import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2
-from agentctx.type.v1 import cache_pb2, content_pb2
+from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
 from agentctx_common.certs import SAMPLE_AGENT_ID
 from agentctx_common.reasons import Reason
 from agentctx_common.status import error_from_rpc
@@ -69,7 +69,8 @@ async def test_tool_using_conversation_is_cached_and_stored_in_order(pair) -> No
     assert stored_reply == replies[1].reply
     assert stored_reply.cache_metadata == replies[1].reply.cache_metadata
     assert stored_reply.usage.prompt_tokens > 0
-    assert stored_reply.custom_metadata.fields["finish_reason"].string_value == "STOP"
+    assert stored_reply.finish_reason == generation_pb2.FINISH_REASON_STOP and stored_reply.model_version
+    assert not stored_reply.HasField("custom_metadata")
 
     built = await pair.stub.BuildContext(pb.BuildContextRequest(
         session=session.name, input=[content_pb2.Content(role="user", parts=[content_pb2.Part(text="more")])],

@@ -1,7 +1,8 @@
 """ADK events and state <-> agentctx messages.
 
 What agentctx carries natively goes into its own fields (ids, author,
-branch, content, usage, long-running tool ids, time), so the context service
+branch, content, usage, long-running tool ids, time, finish reason, model
+version), so the context service
 can select, budget and send it. Everything else of the ADK event (actions,
 grounding, transcriptions, error fields, ADK's custom_metadata...) is kept,
 as ADK's own JSON dump, under one key of the agentctx event's
@@ -17,7 +18,7 @@ import datetime
 import json
 import math
 import re
-from typing import Any
+from typing import Any, cast
 
 from google.adk.events.event import Event
 from google.adk.sessions.state import State
@@ -215,6 +216,36 @@ def usage_from_proto(usage: generation_pb2.Usage) -> types.GenerateContentRespon
     )
 
 
+# --- finish reasons ---------------------------------------------------------
+
+# agentctx's finish reasons, by the name ADK's (google.genai's) shares; ADK's
+# others (BLOCKLIST, SPII, ...) have no agentctx value.
+_FINISH = {name: types.FinishReason[name] for name in
+           ("STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "MALFORMED_FUNCTION_CALL", "OTHER")}
+
+
+def finish_reason_from_name(name: str) -> types.FinishReason:
+    """An agentctx finish reason's name as ADK's; one ADK does not share is OTHER."""
+    return _FINISH.get(name, types.FinishReason.OTHER)
+
+
+def finish_reason_from_proto(value: int) -> types.FinishReason | None:
+    if not value:
+        return None
+    try:
+        name = generation_pb2.FinishReason.Name(value).removeprefix("FINISH_REASON_")
+    except ValueError:  # a value newer than these stubs
+        return types.FinishReason.OTHER
+    return finish_reason_from_name(name)
+
+
+def _finish_reason_to_proto(name: str) -> generation_pb2.FinishReason | None:
+    """agentctx's value of an ADK finish reason's name, None when it has none."""
+    if name not in _FINISH:
+        return None
+    return cast(generation_pb2.FinishReason, generation_pb2.FinishReason.Value(f"FINISH_REASON_{name}"))
+
+
 # --- events -----------------------------------------------------------------
 
 
@@ -258,6 +289,12 @@ def event_to_proto(event: Event) -> event_pb2.Event:
     usage = usage_to_proto(event.usage_metadata)
     if usage is not None:
         out.usage.CopyFrom(usage)
+    finish = _finish_reason_to_proto(rest.get("finish_reason", ""))
+    if finish is not None:
+        out.finish_reason = finish
+        del rest["finish_reason"]
+    if rest.get("model_version"):
+        out.model_version = rest.pop("model_version")
     if rest:
         out.custom_metadata.update({ADK_KEY: rest})
     return out
@@ -286,6 +323,11 @@ def event_json(proto: event_pb2.Event) -> str:
     for flag in ("partial", "turn_complete"):
         if getattr(proto, flag) and flag not in data:
             data[flag] = True
+    finish = finish_reason_from_proto(proto.finish_reason)
+    if finish is not None and "finish_reason" not in data:
+        data["finish_reason"] = finish.value
+    if proto.model_version and "model_version" not in data:
+        data["model_version"] = proto.model_version
     if "content" not in rest and proto.HasField("content"):
         data["content"] = content_from_proto(proto.content).model_dump(mode="json", exclude_none=True)
     return json.dumps(data)

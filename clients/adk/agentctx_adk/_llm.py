@@ -50,11 +50,6 @@ _MODES = {
     types.FunctionCallingConfigMode.ANY: generation_pb2.FUNCTION_CALLING_MODE_ANY,
     types.FunctionCallingConfigMode.NONE: generation_pb2.FUNCTION_CALLING_MODE_NONE,
 }
-_FINISH = {
-    "STOP": types.FinishReason.STOP, "MAX_TOKENS": types.FinishReason.MAX_TOKENS,
-    "SAFETY": types.FinishReason.SAFETY, "RECITATION": types.FinishReason.RECITATION,
-    "MALFORMED_FUNCTION_CALL": types.FinishReason.MALFORMED_FUNCTION_CALL, "OTHER": types.FinishReason.OTHER,
-}
 
 
 class AgentCtxPlugin(BasePlugin):
@@ -221,11 +216,14 @@ def llm_response(response: pb.GenerateResponse) -> LlmResponse:
     metadata: dict[str, Any] = {CACHE_METADATA_KEY: cache_record(reply.cache_metadata), "agentctx_reply_id": reply.id}
     if response.compactions:
         metadata["agentctx_compactions"] = len(response.compactions)
-    finish = custom.get("finish_reason")
+    # A context service before the reply's own fields sent them in custom_metadata.
+    legacy = custom.get("finish_reason")
+    finish = _convert.finish_reason_from_proto(reply.finish_reason) or (
+        _convert.finish_reason_from_name(legacy) if isinstance(legacy, str) else None)
     return LlmResponse(
         content=_convert.content_from_proto(reply.content) if reply.HasField("content") else None,
         usage_metadata=_convert.usage_from_proto(reply.usage) if reply.HasField("usage") else None,
-        finish_reason=_FINISH.get(finish, types.FinishReason.OTHER) if isinstance(finish, str) else None,
-        model_version=custom.get("model_version") or None,
+        finish_reason=finish,
+        model_version=reply.model_version or custom.get("model_version") or None,
         custom_metadata=metadata,
     )

@@ -19,6 +19,7 @@ from agentctx.context.v1 import context_service_pb2, session_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
 from agentctx.type.v1.event_pb2 import CompactionTrigger
+from agentctx.type.v1.generation_pb2 import FinishReason
 
 T = TypeVar("T")
 JSON = Mapping[str, Any]
@@ -211,7 +212,9 @@ class Event:
     To send: ``content`` and optionally ``id`` (the idempotency key; the
     client assigns one when empty), ``author``, ``invocation_id``,
     ``branch``, ``custom_metadata``. ``name``, ``sequence``, ``create_time``,
-    ``usage`` and ``is_compaction`` are set by the server.
+    ``usage`` and ``is_compaction`` are set by the server. A model reply
+    carries ``finish_reason`` (FinishReason, 0 when not reported) and
+    ``model_version``.
     """
 
     content: Content | None = None
@@ -228,6 +231,8 @@ class Event:
     create_time: datetime.datetime | None = None
     usage: Usage | None = None
     is_compaction: bool = False
+    finish_reason: FinishReason = generation_pb2.FINISH_REASON_UNSPECIFIED
+    model_version: str = ""
     proto: event_pb2.Event | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -248,7 +253,8 @@ class Event:
             long_running_tool_ids=tuple(event.long_running_tool_ids), name=event.name, sequence=event.sequence,
             create_time=_time(event.create_time, event.HasField("create_time")),
             usage=Usage.from_proto(event.usage) if event.HasField("usage") else None,
-            is_compaction=event.kind == event_pb2.EVENT_KIND_COMPACTION, proto=event,
+            is_compaction=event.kind == event_pb2.EVENT_KIND_COMPACTION, finish_reason=event.finish_reason,
+            model_version=event.model_version, proto=event,
         )
 
     def to_proto(self) -> event_pb2.Event:
@@ -257,7 +263,8 @@ class Event:
             id=self.id, author=self.author, invocation_id=self.invocation_id, branch=self.branch,
             content=self.content.to_proto() if self.content else None, partial=self.partial,
             turn_complete=self.turn_complete, custom_metadata=_struct(self.custom_metadata),
-            long_running_tool_ids=self.long_running_tool_ids,
+            long_running_tool_ids=self.long_running_tool_ids, finish_reason=self.finish_reason,
+            model_version=self.model_version,
         )
 
     @property

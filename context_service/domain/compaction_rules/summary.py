@@ -89,8 +89,10 @@ def prepare_for_compactor(e: Event, keys: SecretKeys = DEFAULT_SECRET_KEYS, clip
         return Prepared(None, 0)
     pruned, _ = prune_content(e.content, keys)
     content = Content(pruned.role, tuple(_clip_part(p, clip_chars) for p in pruned.parts))
-    # Usage, cache records and client metadata stay behind: they are not conversation.
-    prepared = replace(e, content=content, usage=None, cache=None, custom_metadata=None)
+    # Usage, cache records, reply metadata and client metadata stay behind:
+    # they are not conversation.
+    prepared = replace(e, content=content, usage=None, cache=None, custom_metadata=None, finish_reason="",
+                       model_version="")
     # Canonical content plus a small allowance for ids and framing.
     return Prepared(prepared, content_size(content) + len(e.id) + len(e.author) + 64)
 
