@@ -15,12 +15,12 @@ three shapes always, and ``gemini-*``, ``claude-*`` and ``gpt-*`` / ``o1*``
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from cache_service.domain.routing import ProviderRouter
 
 ProviderKind = Literal["local", "local-anthropic", "local-openai", "gemini", "anthropic", "openai"]
 
@@ -54,23 +54,6 @@ class ProviderRoute(BaseModel):
     @property
     def instance(self) -> str:
         return self.name or self.provider
-
-
-@dataclass(frozen=True)
-class ProviderRouter:
-    """Model -> provider instance name. ``known`` is every instance name a
-    scope may give (configured or not: a known but unconfigured one gets
-    FAILED_PRECONDITION, an unknown one INVALID_ARGUMENT)."""
-
-    routes: tuple[tuple[str, str], ...]
-    default: str
-    known: frozenset[str]
-
-    def provider_for(self, model: str) -> str:
-        for pattern, name in self.routes:
-            if fnmatch.fnmatchcase(model, pattern):
-                return name
-        return self.default
 
 
 def make_router(routes: Sequence[ProviderRoute], default: str, vendors: Sequence[str]) -> ProviderRouter:
