@@ -12,6 +12,7 @@ from agentctx_common.server import GrpcServer, new_server, serve_until_signal
 from agentctx_common.telemetry import configure_telemetry
 from cache_service.api.servicer import CacheServicer
 from cache_service.app import CacheApp
+from cache_service.providers.factory import build_router
 from cache_service.settings import CacheSettings
 
 SERVICE_NAME = cache_service_pb2.DESCRIPTOR.services_by_name["CacheService"].full_name
@@ -23,7 +24,7 @@ async def build_server(settings: CacheSettings, *, app: CacheApp | None = None) 
     closes the providers and the journal. Tests may pass their own ``app``
     (for example with a manual clock or an instrumented provider)."""
     app = app or await CacheApp.create(settings)
-    servicer = CacheServicer(app)
+    servicer = CacheServicer(app, build_router(app.settings, app.providers))
     try:
         server = new_server(
             settings,

@@ -13,7 +13,10 @@ and OpenAI keys (``AGENTCTX_CACHE_ANTHROPIC_API_KEY`` else
 ``ANTHROPIC_API_KEY``; ``AGENTCTX_CACHE_OPENAI_API_KEY`` else
 ``OPENAI_API_KEY``) and each route's key (the variable its ``api_key_env``
 names). ``routes`` picks the provider of each model
-(cache_service.providers.routes).
+(cache_service.providers.routes). Each provider owns its fields (the
+``gemini_*``, ``anthropic_*``, ``openai_*`` and ``local_*`` ones, inherited
+through providers.registry.ProviderFields) and its route model; the
+registry answers which providers exist and which are configured.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ import os
 import pathlib
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentctx_common.certs import CONTEXT_SERVICE_ID
 from agentctx_common.settings import ServerSettings
-from cache_service.providers.routes import ProviderRoute
+from cache_service.providers.plugin import ProviderRoute
+from cache_service.providers.registry import BY_KIND, DEFAULTS, PROVIDERS, ProviderFields, RouteEntry
 
 MiB = 1024 * 1024
 
@@ -41,7 +45,7 @@ class LeaseKey(BaseModel):
     secret: SecretStr = Field(description="At least 32 bytes of randomness (any text; used as HMAC key).")
 
 
-class CacheSettings(ServerSettings):
+class CacheSettings(ServerSettings, ProviderFields):
     model_config = SettingsConfigDict(env_prefix="AGENTCTX_CACHE_")
     config_table = "cache"
 
@@ -55,30 +59,11 @@ class CacheSettings(ServerSettings):
         description="Client certificate identities (URI or DNS SANs) allowed to call the service.",
     )
 
-    # --- providers ----------------------------------------------------------
-    default_provider: Literal["local", "gemini"] = Field(
-        "local", description="Provider of a scope that names none."
-    )
+    # --- providers (each provider's own fields, gemini_* and the like, come from
+    # ProviderFields: cache_service/providers/<name>/settings.py) ----------------
+    default_provider: str = Field("local", description=f"Provider of a scope that names none ({', '.join(DEFAULTS)}).")
     request_timeout_s: float = Field(60.0, gt=0, description="Upper bound of one provider model call.")
     bytes_per_token: float = Field(4.0, gt=0, description="Token estimate: canonical UTF-8 bytes per token.")
-    # Local simulator.
-    local_min_cache_tokens: int = Field(1024, ge=0, description="Simulator: smallest cache it accepts.")
-    local_context_window: int = Field(32_768, ge=1, description="Simulator: context window of local-sim-* models.")
-    # Gemini (google-genai): the Gemini API with an API key, or Vertex AI.
-    gemini_api_key: SecretStr | None = Field(
-        None, description="Gemini API key (AGENTCTX_CACHE_GEMINI_API_KEY, else GEMINI_API_KEY)."
-    )
-    gemini_base_url: str | None = Field(None, description="Override of the Gemini endpoint (tests, proxies).")
-    gemini_api_version: str | None = Field(
-        None, description="API version (default: v1beta on the Gemini API, v1beta1 on Vertex AI)."
-    )
-    gemini_vertexai: bool = Field(False, description="Use Vertex AI (project + location, ADC) instead of an API key.")
-    gemini_project: str | None = Field(None, description="Vertex AI project.")
-    gemini_location: str | None = Field(None, description="Vertex AI location, e.g. us-central1.")
-    gemini_min_cache_tokens: int | None = Field(
-        None, ge=0, description="Override of the per-model minimum cache size (default: 2,048 for gemini-2.x, 4,096 for gemini-3)."
-    )
-
     # --- registry bounds ------------------------------------------------------
     failure_mode: Literal["bypass", "error"] = Field(
         "bypass", description="On a cache failure: call uncached (bypass) or fail the call (error)."
@@ -164,21 +149,33 @@ class CacheSettings(ServerSettings):
         6.0, gt=0, description="A replica whose heartbeat is this old is dead: its caches are adopted or deleted.",
     )
     tier_sweep_interval_s: float = Field(2.0, gt=0, description="How often dead replicas are looked for.")
-    local_shared_state: bool = Field(
-        False, description="Simulator: keep its caches in Redis (redis_url, under local_state_prefix) so "
-        "every replica sees the same provider, as with a real one.",
+
+    # --- routing by model (cache_service/providers/routes.py) --------------------
+    routes: list[RouteEntry] = Field(
+        default_factory=list,
+        description="Model patterns to providers, first match wins, e.g. "
+        '[{pattern = "claude-*", provider = "anthropic"}, {pattern = "qwen*", provider = "openai", '
+        'name = "vllm", base_url = "http://127.0.0.1:8000/v1"}].',
     )
-    local_state_prefix: str = Field("agentctx-sim:", min_length=1, max_length=64,
-                                    description="Simulator: key prefix of its shared state (its own namespace).")
 
     @model_validator(mode="before")
     @classmethod
-    def _gemini_key_fallback(cls, values: object) -> object:
-        # The SDK's own convention, used only when our variable is unset.
-        if isinstance(values, dict) and values.get("gemini_api_key") is None:
-            if "AGENTCTX_CACHE_GEMINI_API_KEY" not in os.environ and os.environ.get("GEMINI_API_KEY"):
-                values = {**values, "gemini_api_key": os.environ["GEMINI_API_KEY"]}
+    def _key_fallbacks(cls, values: object) -> object:
+        # The SDKs' own conventions, used only when our variables are unset.
+        if not isinstance(values, dict):
+            return values
+        for field, theirs in (p.key_fallback for p in PROVIDERS if p.key_fallback is not None):
+            ours = f"{cls.model_config['env_prefix']}{field}".upper()
+            if values.get(field) is None and ours not in os.environ and os.environ.get(theirs):
+                values = {**values, field: os.environ[theirs]}
         return values
+
+    @field_validator("default_provider")
+    @classmethod
+    def _a_default(cls, value: str) -> str:
+        if value not in DEFAULTS:
+            raise ValueError(f"must be one of {', '.join(DEFAULTS)}")
+        return value
 
     @model_validator(mode="after")
     def _mtls_only(self) -> CacheSettings:
@@ -190,10 +187,9 @@ class CacheSettings(ServerSettings):
             raise ValueError("allowed_identities is empty: no caller could use the service")
         if self.default_ttl_s > self.max_ttl_s:
             raise ValueError("default_ttl_s must not exceed max_ttl_s")
-        if self.gemini_vertexai and not (self.gemini_project and self.gemini_location) and not self.gemini_base_url:
-            raise ValueError("gemini_vertexai needs gemini_project and gemini_location")
-        if self.default_provider == "gemini" and not self.gemini_configured:
-            raise ValueError("default_provider is gemini but no Gemini API key or Vertex AI project is configured")
+        if not self.vendor_configured(self.default_provider):
+            unconfigured = BY_KIND[self.default_provider].unconfigured
+            raise ValueError(f"default_provider is {self.default_provider} but {unconfigured}")
         self._check_cluster()
         return self
 
@@ -220,45 +216,6 @@ class CacheSettings(ServerSettings):
         if self.replica_dead_after_s <= self.replica_heartbeat_s:
             raise ValueError("replica_dead_after_s must exceed replica_heartbeat_s")
 
-    @property
-    def gemini_configured(self) -> bool:
-        return self.gemini_vertexai or self.gemini_api_key is not None
-
-    # --- providers beyond Gemini, and routing by model (cache_service/providers/routes.py) ---
-    anthropic_api_key: SecretStr | None = Field(
-        None, description="Anthropic API key (AGENTCTX_CACHE_ANTHROPIC_API_KEY, else ANTHROPIC_API_KEY)."
-    )
-    anthropic_base_url: str | None = Field(None, description="Override of the Anthropic endpoint (tests, proxies).")
-    anthropic_min_cache_tokens: int | None = Field(
-        None, ge=0, description="Override of the per-model minimum prefix (default: Anthropic's, 1,024 to 4,096)."
-    )
-    openai_api_key: SecretStr | None = Field(
-        None, description="OpenAI API key (AGENTCTX_CACHE_OPENAI_API_KEY, else OPENAI_API_KEY)."
-    )
-    openai_base_url: str | None = Field(None, description="Override of the OpenAI endpoint (or a compatible server).")
-    openai_min_cache_tokens: int | None = Field(None, ge=0, description="Override of the minimum prefix (1,024).")
-    openai_prompt_cache_retention: Literal["in_memory", "24h"] | None = Field(
-        None, description="prompt_cache_retention to ask OpenAI for (24h keeps prefixes up to a day)."
-    )
-    routes: list[ProviderRoute] = Field(
-        default_factory=list,
-        description="Model patterns to providers, first match wins, e.g. "
-        '[{pattern = "claude-*", provider = "anthropic"}, {pattern = "qwen*", provider = "openai", '
-        'name = "vllm", base_url = "http://127.0.0.1:8000/v1"}].',
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _vendor_key_fallbacks(cls, values: object) -> object:
-        # The SDKs' own conventions, used only when our variables are unset.
-        if not isinstance(values, dict):
-            return values
-        for field, ours, theirs in (("anthropic_api_key", "AGENTCTX_CACHE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
-                                    ("openai_api_key", "AGENTCTX_CACHE_OPENAI_API_KEY", "OPENAI_API_KEY")):
-            if values.get(field) is None and ours not in os.environ and os.environ.get(theirs):
-                values = {**values, field: os.environ[theirs]}
-        return values
-
     @model_validator(mode="after")
     def _routes_resolve(self) -> CacheSettings:
         resolved = []
@@ -284,13 +241,8 @@ class CacheSettings(ServerSettings):
 
     def vendor_configured(self, kind: str) -> bool:
         """Whether the vendor's own instance (not a named route's) can be built."""
-        if kind == "gemini":
-            return self.gemini_configured
-        if kind == "anthropic":
-            return self.anthropic_api_key is not None
-        if kind == "openai":
-            return self.openai_api_key is not None or self.openai_base_url is not None
-        return True
+        plugin = BY_KIND.get(kind)
+        return plugin is None or plugin.configured(self)
 
 def encryption_key_ok(key: SecretStr) -> bool:
     try:

@@ -25,7 +25,7 @@ from cache_service.api.content_memo import ContentMemo
 from cache_service.domain.call_lease import CallLease
 from cache_service.domain.keys import CanonicalContent, Prefix, Scope
 from cache_service.domain.model import JSON, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
-from cache_service.providers.routes import ProviderRouter
+from cache_service.domain.routing import ProviderRouter
 
 _ROLES = ("user", "model")
 _FINISH = {

@@ -17,17 +17,17 @@ from cache_service.domain.call_lease import CallLease, CallLeases
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall
 from cache_service.domain.ports import LeaseRejected
-from cache_service.providers.factory import build_router
+from cache_service.domain.routing import ProviderRouter
 
 # The servicer reads only deadlines from its context.
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
-    def __init__(self, app: CacheApp) -> None:
+    def __init__(self, app: CacheApp, router: ProviderRouter) -> None:
         self.app = app
-        # The provider of a scope that names none, by its model.
-        self.router = build_router(app.settings, app.providers)
+        # The provider of a scope that names none, by its model (built by the composition root).
+        self.router = router
         # One memo for both calls of a turn (AcquireLease, GenerateContent).
         self.contents = ContentMemo(app.settings.content_memo_bytes)
         # GenerateContent with ``acquire``: lease, call and release in one.

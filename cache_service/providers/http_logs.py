@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-_QUIET = ("httpx", "httpx2", "httpcore", "httpcore2", "anthropic", "openai")
+_QUIET = ("httpx", "httpx2", "httpcore", "httpcore2")
 
 
-def silence_http_logs() -> None:
-    for name in _QUIET:
+def silence_http_logs(*extra: str) -> None:
+    """Its SDK's own loggers (``extra``) too."""
+    for name in (*_QUIET, *extra):
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET or logger.level < logging.WARNING:
             logger.setLevel(logging.WARNING)

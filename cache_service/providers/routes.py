@@ -7,78 +7,32 @@ A route names a provider kind (``provider``) and, optionally, its own
 instance (``name``: e.g. a vLLM server beside OpenAI itself), with the
 instance's endpoint and the environment variable that holds its key
 (``api_key_env``). Keys never appear in the table: they live only in the
-cache service's environment and are read into SecretStr values here.
-After the configured routes come the built-in ones: the local simulator's
-three shapes always, and ``gemini-*``, ``claude-*`` and ``gpt-*`` / ``o1*``
-/ ``o3*`` / ``o4*`` for each vendor whose key is configured.
+cache service's environment and are read into SecretStr values by
+CacheSettings. After the configured routes come the built-in ones of each
+registered provider (providers.registry): the local simulator's three
+shapes always, and ``gemini-*``, ``claude-*`` and ``gpt-*`` / ``o1*`` /
+``o3*`` / ``o4*`` for each vendor whose key is configured.
 """
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal, get_args
+from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from cache_service.domain.routing import ProviderRouter
+from cache_service.providers.plugin import ProviderRoute
+from cache_service.providers.registry import KINDS, PROVIDERS
 
-ProviderKind = Literal["local", "local-anthropic", "local-openai", "gemini", "anthropic", "openai"]
-
-LOCAL_ROUTES: tuple[tuple[str, str], ...] = (
-    ("local-sim-anthropic*", "local-anthropic"),
-    ("local-sim-openai*", "local-openai"),
-    ("local-sim*", "local"),
-)
-VENDOR_PATTERNS: Mapping[str, tuple[str, ...]] = {
-    "gemini": ("gemini-*", "models/gemini-*"),
-    "anthropic": ("claude-*",),
-    "openai": ("gpt-*", "chatgpt-*", "o1*", "o3*", "o4*"),
-}
-
-
-class ProviderRoute(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    pattern: str = Field(min_length=1, description="Model name pattern (shell style: claude-*, gpt-4?-*).")
-    provider: ProviderKind = Field(description="The adapter that serves it.")
-    name: str | None = Field(None, min_length=1, max_length=64,
-                             description="Instance name (default: the provider kind), e.g. vllm.")
-    base_url: str | None = Field(None, description="The instance's endpoint (OpenAI-compatible servers, proxies).")
-    api_key_env: str | None = Field(None, description="Environment variable holding the instance's key.")
-    api_key: SecretStr | None = Field(None, description="Filled from api_key_env; never set in a file.")
-    send_cache_key: bool = Field(True, description="OpenAI-compatible: send prompt_cache_key.")
-    prompt_cache_retention: Literal["in_memory", "24h"] | None = Field(
-        None, description="OpenAI: prompt_cache_retention to ask for.")
-    min_cache_tokens: int | None = Field(None, ge=0, description="Override of the instance's minimum prefix.")
-
-    @property
-    def instance(self) -> str:
-        return self.name or self.provider
-
-
-@dataclass(frozen=True)
-class ProviderRouter:
-    """Model -> provider instance name. ``known`` is every instance name a
-    scope may give (configured or not: a known but unconfigured one gets
-    FAILED_PRECONDITION, an unknown one INVALID_ARGUMENT)."""
-
-    routes: tuple[tuple[str, str], ...]
-    default: str
-    known: frozenset[str]
-
-    def provider_for(self, model: str) -> str:
-        for pattern, name in self.routes:
-            if fnmatch.fnmatchcase(model, pattern):
-                return name
-        return self.default
+__all__ = ["ProviderRoute", "ProviderRouter", "make_router"]
 
 
 def make_router(routes: Sequence[ProviderRoute], default: str, vendors: Sequence[str]) -> ProviderRouter:
     """Configured routes first, then the simulator's and each configured
     vendor's built-in patterns."""
     table = [(r.pattern, r.instance) for r in routes]
-    table.extend(LOCAL_ROUTES)
+    for plugin in PROVIDERS:
+        table.extend(plugin.always_routes)
     for vendor in vendors:
-        table.extend((p, vendor) for p in VENDOR_PATTERNS.get(vendor, ()))
-    known = frozenset({*get_args(ProviderKind), *(r.instance for r in routes)})
+        for plugin in PROVIDERS:
+            table.extend((p, vendor) for p in plugin.patterns.get(vendor, ()))
+    known = frozenset({*KINDS, *(r.instance for r in routes)})
     return ProviderRouter(tuple(table), default, known)

@@ -24,7 +24,7 @@ from cache_service.domain.policy import PolicySettings
 from cache_service.domain.registry import Registry
 from cache_service.domain.registry_settings import RegistrySettings
 from cache_service.journal import FileJournal
-from cache_service.providers.gemini import GeminiProvider
+from cache_service.providers.gemini.adapter import GeminiProvider
 from cache_service.providers.local import LocalProvider
 from cache_service.server import build_server
 from tests.cache.support import Harness

@@ -19,7 +19,7 @@ from cache_service.domain.keys import Prefix, PrefixView
 from cache_service.domain.model import CacheState, ModelCall
 from cache_service.domain.policy import PolicySettings
 from cache_service.domain.ports import CacheKind
-from cache_service.providers.anthropic_messages import AnthropicProvider
+from cache_service.providers.anthropic.adapter import AnthropicProvider
 from tests.cache.support import SYSTEM, Harness, scope
 from tests.fakes.anthropic_server import FakeAnthropic
 

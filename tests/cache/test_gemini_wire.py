@@ -14,7 +14,7 @@ from cache_service.domain.generation import Generator
 from cache_service.domain.keys import Prefix, PrefixView
 from cache_service.domain.model import BypassReason, CacheSpec, CacheState, ModelCall
 from cache_service.domain.ports import InvalidRequest
-from cache_service.providers.gemini import GeminiProvider
+from cache_service.providers.gemini.adapter import GeminiProvider
 from tests.cache.support import SYSTEM, scope
 from tests.fakes.gemini_server import MISSING_MESSAGE, FakeGemini
 

@@ -21,7 +21,7 @@ from cache_service.domain.keys import Prefix, PrefixView
 from cache_service.domain.model import CacheState, ModelCall
 from cache_service.domain.policy import PolicySettings
 from cache_service.domain.ports import CacheKind
-from cache_service.providers.openai_chat import OpenAIProvider
+from cache_service.providers.openai.adapter import OpenAIProvider
 from tests.cache.support import SYSTEM, Harness, scope
 from tests.fakes.openai_server import FakeOpenAI
 

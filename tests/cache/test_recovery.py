@@ -19,7 +19,7 @@ from agentctx.type.v1 import cache_pb2
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.model import CacheSpec, ResourceName
 from cache_service.journal import FILE_NAME, FileJournal
-from cache_service.providers.gemini import GeminiProvider
+from cache_service.providers.gemini.adapter import GeminiProvider
 from cache_service.recovery import recover
 from tests.cache import protos
 from tests.fakes.gemini_server import FakeGemini

@@ -9,7 +9,7 @@ import json
 import sys
 
 from cache_service.app import CacheApp
-from cache_service.providers.shared_local import SharedLocalProvider
+from cache_service.providers.local import SharedLocalProvider
 from cache_service.settings import CacheSettings
 from tests.cache.support import scope, view
 

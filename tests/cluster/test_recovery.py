@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from cache_service.app import CacheApp
-from cache_service.providers.shared_local import SharedLocalProvider
+from cache_service.providers.local import SharedLocalProvider
 from tests.cache.support import scope, view
 from tests.cluster import support
 

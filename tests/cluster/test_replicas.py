@@ -14,7 +14,7 @@ from cache_service.app import CacheApp
 from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import CacheState, ModelCall
 from cache_service.domain.ports import LeaseRejected
-from cache_service.providers.shared_local import SharedLocalProvider
+from cache_service.providers.local import SharedLocalProvider
 from cache_service.settings import CacheSettings
 from tests.cache.support import MODEL, scope, view
 from tests.cluster import support

@@ -2,7 +2,8 @@
 at any depth (module level, inside functions and ``if TYPE_CHECKING``,
 relative imports resolved, ``importlib.import_module`` of a module named in
 a string): domain code imports no grpc, generated protos, servicers,
-storage or providers; agentctx_common imports neither service nor the
+storage or providers; the cache service's servicers import no providers
+(the composition root builds the router); agentctx_common imports neither service nor the
 command; the services never import each other; nothing imports
 agentctx_cli, the composition root; and no module imports itself back
 through any chain."""
@@ -158,6 +159,8 @@ def test_nothing_imports_the_command() -> None:
                                 "agentctx_cli")),
     ("cache_service.domain", ("grpc", "agentctx", "cache_service.api", "cache_service.providers.gemini",
                               "google.genai", "context_service", "agentctx_cli")),
+    # The servicers and their mapping get the router from the composition root.
+    ("cache_service.api", ("cache_service.providers",)),
     ("agentctx_common", ("context_service", "cache_service", "agentctx_cli")),
     ("context_service", ("cache_service", "agentctx_cli")),
     ("cache_service", ("context_service", "agentctx_cli")),

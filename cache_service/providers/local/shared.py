@@ -25,7 +25,7 @@ from cache_service.cluster.codec import text
 from cache_service.domain.keys import Prefix
 from cache_service.domain.model import CacheHandle, CacheSpec, ListedCache, ModelCall, ModelReply, ResourceName
 from cache_service.domain.ports import CacheNotFound, CacheTooSmall, PrefixMark
-from cache_service.providers.local import LocalProvider, _SimCache
+from cache_service.providers.local.adapter import LocalProvider, _SimCache
 
 
 class SharedLocalProvider(LocalProvider):

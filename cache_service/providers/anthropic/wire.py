@@ -1,178 +1,20 @@
-"""``anthropic``: Claude through the ``anthropic`` SDK's Messages API (a
-MARKED provider: prompt caching by ``cache_control`` breakpoints).
-
-A call with a PrefixMark carries the whole request with breakpoints after
-the system instruction and tools (shared by every conversation of the
-scope), after the leased prefix and, with ``write_through``, at the end of
-the request (three of Anthropic's four), with the 1-hour TTL when the TTL
-asked exceeds 5 minutes. Anthropic reads the longest prefix it holds and writes
-the rest; usage reports both (``cache_read_input_tokens`` becomes the cached
-prompt tokens, ``cache_creation_input_tokens`` the write). A call without a
-mark is sent without breakpoints, so nothing is written.
-
-Content is converted from the canonical (Gemini-like) shape: roles user and
-model become user and assistant, functionCall and functionResponse parts
-tool_use and tool_result blocks (ids are made up, pairwise, where a call
-has none), inline images and PDFs base64 blocks. Thought parts are not
-sent: Anthropic accepts only its own signed thinking blocks.
-
-SDK retries are off (the caller owns retries); the HTTP client's request
-logs are silenced. SDK exceptions are classified here and dropped: their
-text can echo prompts or keys.
-"""
+"""Canonical (Gemini-like JSON) requests as Messages API parameters, with
+``cache_control`` breakpoints where a PrefixMark says, and messages and
+stream events back (see anthropic.adapter)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import re
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
-import anthropic
-
 from cache_service.domain.model import JSON, ModelCall, ModelReply, Usage
-from cache_service.domain.ports import (
-    CacheKind,
-    CacheRef,
-    ContextWindowExceeded,
-    InvalidRequest,
-    PrefixMark,
-    ProviderError,
-    ProviderPermissionDenied,
-    ProviderTimeout,
-    ProviderUnavailable,
-    RateLimited,
-)
-from cache_service.providers.http_logs import retry_after_s, silence_http_logs
+from cache_service.domain.ports import CacheRef, InvalidRequest, PrefixMark
+from cache_service.providers.anthropic.settings import SHORT_TTL_S
 from cache_service.providers.tool_ids import ToolIds
 
-log = logging.getLogger("agentctx.cache.anthropic")
-_TOO_LONG = re.compile(r"prompt is too long:\D*(\d+)\s*tokens\s*>\s*(\d+)")
 _FINISH = {"end_turn": "STOP", "tool_use": "STOP", "stop_sequence": "STOP", "pause_turn": "STOP",
            "max_tokens": "MAX_TOKENS", "refusal": "SAFETY"}
-_STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-              "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
-              "overloaded_error": 529}
-SHORT_TTL_S = 300.0
-LONG_TTL_S = 3600.0
-
-
-class AnthropicProvider:
-    def __init__(
-        self,
-        *,
-        name: str = "anthropic",
-        api_key: str | None = None,
-        base_url: str | None = None,
-        request_timeout_s: float = 60.0,
-        min_cache_tokens: int | None = None,
-        default_max_tokens: int = 4096,
-    ) -> None:
-        silence_http_logs()
-        self.name = name
-        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0,
-                                                timeout=request_timeout_s)
-        self._min_cache_tokens = min_cache_tokens
-        self._default_max_tokens = default_max_tokens
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider({self.name})"
-
-    @property
-    def cache_kind(self) -> CacheKind:
-        return CacheKind.MARKED
-
-    @property
-    def named_caches(self) -> None:
-        return None
-
-    def min_cache_tokens(self, model: str) -> int:
-        if self._min_cache_tokens is not None:
-            return self._min_cache_tokens
-        # Anthropic's documented minimums; below them nothing is written (and nothing billed).
-        if "opus-4-5" in model or "haiku-4" in model:
-            return 4096
-        return 2048 if "haiku" in model else 1024
-
-    def prefix_ttl_s(self, ttl_s: float) -> float:
-        return SHORT_TTL_S if ttl_s <= SHORT_TTL_S else LONG_TTL_S
-
-    # --- model calls --------------------------------------------------------------
-
-    async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
-        params = request_params(call, cache, self._default_max_tokens)
-        try:
-            message = await self._client.messages.create(**params)
-        except Exception as exc:  # noqa: BLE001 - classified, never re-raised as is
-            raise _classify(exc) from None
-        return _reply(message)
-
-    async def stream_generate(self, call: ModelCall, cache: CacheRef | None) -> AsyncIterator[ModelReply]:
-        params = request_params(call, cache, self._default_max_tokens)
-        try:
-            stream = await self._client.messages.create(**params, stream=True)
-            async with contextlib.aclosing(_chunks(stream, call.model)) as chunks:
-                async for chunk in chunks:
-                    yield chunk
-        except Exception as exc:  # noqa: BLE001
-            raise _classify(exc) from None
-
-    async def count_tokens(self, call: ModelCall) -> int:
-        params = request_params(call, None, self._default_max_tokens)
-        params.pop("max_tokens", None)
-        try:
-            result = await self._client.messages.count_tokens(**params)
-        except Exception as exc:  # noqa: BLE001
-            raise _classify(exc) from None
-        return int(result.input_tokens)
-
-    async def close(self) -> None:
-        try:
-            await self._client.close()
-        except Exception as exc:  # noqa: BLE001 - closing is best effort
-            log.info("anthropic client close failed", extra={"error_type": type(exc).__name__})
-
-
-# --- errors -------------------------------------------------------------------------
-
-
-def _classify(exc: BaseException) -> ProviderError:
-    """A content-free ProviderError for an SDK or transport failure."""
-    if isinstance(exc, ProviderError):
-        return exc
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ProviderTimeout()
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderUnavailable(retry_after=1.0)
-    if isinstance(exc, anthropic.APIError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error") if isinstance(body.get("error"), dict) else body
-        kind = str(error.get("type", "")) if isinstance(error, dict) else ""
-        message = str(error.get("message", "")) if isinstance(error, dict) else ""
-        status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
-        headers = exc.response.headers if isinstance(exc, anthropic.APIStatusError) else None
-        # An error event inside a stream arrives on a 200: its type decides.
-        code = status if status is not None and status >= 400 else _STATUS_OF.get(kind, 500)
-        retry = retry_after_s(headers)
-        if code == 429:
-            return RateLimited(status=code, retry_after=retry)
-        found = _TOO_LONG.search(message)
-        if code == 400 and (found or "prompt is too long" in message):
-            return ContextWindowExceeded(status=code, prompt_tokens=int(found.group(1)) if found else None,
-                                         context_window=int(found.group(2)) if found else None)
-        if code in (401, 403):
-            return ProviderPermissionDenied(status=code)
-        if code in (408, 409) or code >= 500:  # 529: overloaded
-            return ProviderUnavailable(status=code, retry_after=retry or 1.0)
-        return InvalidRequest(status=code)
-    if isinstance(exc, (ValueError, TypeError, KeyError)):
-        return InvalidRequest("the request could not be expressed for the Anthropic API")
-    return ProviderUnavailable(retry_after=1.0)
-
-
-# --- requests -----------------------------------------------------------------------
 
 
 def request_params(call: ModelCall, cache: CacheRef | None, default_max_tokens: int) -> dict[str, Any]:
@@ -304,7 +146,7 @@ def _part(block: Any) -> JSON | None:
     return None
 
 
-def _reply(message: Any) -> ModelReply:
+def reply(message: Any) -> ModelReply:
     parts = [p for p in (_part(b) for b in message.content) if p]
     return ModelReply(
         content={"role": "model", "parts": parts} if parts else None,
@@ -314,7 +156,7 @@ def _reply(message: Any) -> ModelReply:
     )
 
 
-async def _chunks(stream: Any, model: str) -> AsyncGenerator[ModelReply, None]:
+async def chunks(stream: Any, model: str) -> AsyncGenerator[ModelReply, None]:
     """Text deltas as they come; a tool call once its input is complete; the
     finish reason and usage on the last chunk."""
     start_usage: Any = None
