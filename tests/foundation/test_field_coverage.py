@@ -40,7 +40,10 @@ from agentctx_client import _types as client
 from agentctx_common.canonical import content_json
 from cache_service.api import convert as cache_convert
 from cache_service.domain import model as cm
-from cache_service.providers import anthropic_messages, gemini, openai_chat
+from cache_service.providers.anthropic import wire as anthropic_wire
+from cache_service.providers.gemini import wire as gemini_wire
+from cache_service.providers.openai import wire as openai_wire
+from cache_service.providers.openai.adapter import OpenAIProvider
 from context_service.domain import model as m
 from context_service.domain import turn_rules
 from context_service.mapping import cache_calls, convert
@@ -430,16 +433,16 @@ def _tokens(value: Any) -> list[str]:
 
 
 def _wire_gemini(call: cm.ModelCall) -> Any:
-    return {"model": call.model, "contents": [gemini._content(c).model_dump(mode="json", exclude_none=True) for c in call.contents],
-            "config": gemini._config(call, None).model_dump(mode="json", exclude_none=True)}
+    return {"model": call.model, "contents": [gemini_wire.content(c).model_dump(mode="json", exclude_none=True) for c in call.contents],
+            "config": gemini_wire.config(call, None).model_dump(mode="json", exclude_none=True)}
 
 
 def _wire_anthropic(call: cm.ModelCall) -> Any:
-    return anthropic_messages.request_params(call, None, 1024)
+    return anthropic_wire.request_params(call, None, 1024)
 
 
 def _wire_openai(call: cm.ModelCall) -> Any:
-    return openai_chat.OpenAIProvider(api_key="k", base_url="http://127.0.0.1:9").request_params(call, None)
+    return OpenAIProvider(api_key="k", base_url="http://127.0.0.1:9").request_params(call, None)
 
 
 def _roles(shape: Any, key: str, model: str) -> list[str]:
@@ -563,13 +566,13 @@ def _ns(**kw: Any) -> pytypes.SimpleNamespace:
 def _gemini_reply(r: generation_pb2.ModelResponse, finish: str) -> cm.ModelReply:
     u = r.usage
     native = gtypes.GenerateContentResponse(
-        candidates=[gtypes.Candidate(content=gemini._content(content_json(r.content)), finish_reason=finish)],
+        candidates=[gtypes.Candidate(content=gemini_wire.content(content_json(r.content)), finish_reason=finish)],
         usage_metadata=gtypes.GenerateContentResponseUsageMetadata(
             prompt_token_count=u.prompt_tokens, cached_content_token_count=u.cached_prompt_tokens,
             candidates_token_count=u.output_tokens, thoughts_token_count=u.thoughts_tokens,
             total_token_count=u.total_tokens),
         model_version=r.model_version)
-    return gemini._reply(native, last=True)
+    return gemini_wire.reply(native, last=True)
 
 
 def _blocks(r: generation_pb2.ModelResponse) -> list[Any]:
@@ -589,7 +592,7 @@ def _anthropic_reply(r: generation_pb2.ModelResponse, finish: str) -> cm.ModelRe
     usage = _ns(input_tokens=u.prompt_tokens - u.cached_prompt_tokens - u.cache_write_tokens,
                 cache_read_input_tokens=u.cached_prompt_tokens, cache_creation_input_tokens=u.cache_write_tokens,
                 output_tokens=u.output_tokens)
-    return anthropic_messages._reply(_ns(content=_blocks(r), stop_reason=finish, usage=usage, model=r.model_version))
+    return anthropic_wire.reply(_ns(content=_blocks(r), stop_reason=finish, usage=usage, model=r.model_version))
 
 
 def _openai_reply(r: generation_pb2.ModelResponse, finish: str) -> cm.ModelReply:
@@ -601,7 +604,7 @@ def _openai_reply(r: generation_pb2.ModelResponse, finish: str) -> cm.ModelReply
                 prompt_tokens_details=_ns(cached_tokens=u.cached_prompt_tokens),
                 completion_tokens_details=_ns(reasoning_tokens=u.thoughts_tokens))
     choice = _ns(message=_ns(content=text, tool_calls=calls), finish_reason=finish)
-    return openai_chat._reply(_ns(choices=[choice], usage=usage, model=r.model_version))
+    return openai_wire.reply(_ns(choices=[choice], usage=usage, model=r.model_version))
 
 
 _REPLIES: dict[str, Callable[[generation_pb2.ModelResponse, str], cm.ModelReply]] = {
