@@ -96,8 +96,8 @@ def _serves_other_service(args: argparse.Namespace) -> str | None:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    tls = client_tls(args)
-    creds = channel_credentials(tls.ca, tls.cert, tls.key)
+    certs: pathlib.Path = args.certs
+    creds = channel_credentials(certs / "ca.pem", certs / f"{args.client}.pem", certs / f"{args.client}.key")
     options = [("grpc.ssl_target_name_override", args.server_name)]
     with grpc.secure_channel(args.target, creds, options=options) as channel:
         for service, name in OTHER_SERVICES.items():
