@@ -7,6 +7,7 @@ errors as one-line command errors."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import pathlib
@@ -16,9 +17,9 @@ from typing import Any, TypeVar
 from google.protobuf import json_format
 
 import agentctx_client
-from agentctx_common.errors import AgentCtxError, Code, Unavailable, error_class
+from agentctx_common.errors import AgentCtxError, Code, ConfigError, Unavailable, error_class
 from agentctx_common.reasons import Reason
-from agentctx_common.tls import read_certificates, read_key_pair
+from agentctx_common.tls import channel_credentials, read_certificates, read_key_pair
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 DEFAULT_CERTS = pathlib.Path(".agentctx/certs")
@@ -70,8 +71,42 @@ async def with_client(args: argparse.Namespace, use: Callable[[agentctx_client.C
     async with open_client(args) as client:
         try:
             return await use(client)
+        except agentctx_client.UnimplementedError as err:
+            # "Method not found!" from a server that is not a context service:
+            # say whose port it is when its health service tells.
+            other = await asyncio.to_thread(_serves_other_service, args)
+            if other is not None:
+                raise ConfigError(f"{args.target} is the {other}'s port, not the context service's: give --target "
+                                  f"the context service's host:port (`agentctx up` starts it on {DEFAULT_TARGET})"
+                                  ) from None
+            raise rpc_failure(err, args.target) from None
         except agentctx_client.AgentCtxError as err:
             raise rpc_failure(err, args.target) from None
+
+
+# Services a --target could name by mistake, by their health service names.
+OTHER_SERVICES = {"agentctx.cache.v1.CacheService": "cache service",
+                  "agentctx.compactor.v1.CompactorService": "compactor service"}
+
+
+def _serves_other_service(args: argparse.Namespace) -> str | None:
+    """The name of the agentctx service other than the context service that
+    ``args.target`` serves (its health check answers for it; health answers
+    any certificate of the CA), or None."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    certs: pathlib.Path = args.certs
+    creds = channel_credentials(certs / "ca.pem", certs / f"{args.client}.pem", certs / f"{args.client}.key")
+    options = [("grpc.ssl_target_name_override", args.server_name)]
+    with grpc.secure_channel(args.target, creds, options=options) as channel:
+        for service, name in OTHER_SERVICES.items():
+            try:
+                health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+                return name
+            except grpc.RpcError:
+                continue
+    return None
 
 
 def rpc_failure(err: agentctx_client.AgentCtxError, target: str) -> AgentCtxError:

@@ -25,8 +25,10 @@ from agentctx_common.certs import SAMPLE_AGENT_ID, init_dev_certs
 from agentctx_common.errors import ConfigError
 
 CONFIG_TEMPLATE = """\
-# Written by `agentctx up`. Environment variables (AGENTCTX_CONTEXT_*,
-# AGENTCTX_CACHE_*) override these values.
+# Written once by `agentctx up` (or `agentctx init`); later starts read it and
+# keep your edits (delete the file to get a fresh one). Command-line ports and
+# environment variables (AGENTCTX_CONTEXT_*, AGENTCTX_CACHE_*) override these
+# values, and `agentctx up` says which ones it overrode.
 
 [context]
 host = "127.0.0.1"
@@ -52,6 +54,10 @@ data_dir = "{home}/data"
 """
 
 PID_FILE = "pair.json"
+CONFIG_FILE = "agentctx.toml"
+CLUSTER_CONFIG_FILE = "agentctx-cluster.toml"  # `up --cluster`'s own, so neither tramples the other
+DEFAULT_CONTEXT_PORT = 50051
+DEFAULT_CACHE_PORT = 50052
 
 # What every service process may inherit: where programs, home, locale,
 # time zone and temporary files are, and how this Python finds its code.
@@ -109,6 +115,7 @@ class Pair:
     context_port: int
     cache_port: int
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    started: list[Started] = field(default_factory=list)
 
     @property
     def certs(self) -> pathlib.Path:
@@ -196,33 +203,143 @@ def check_ports_free(home: pathlib.Path, context_port: int, cache_port: int) -> 
                       "stop it or choose other ports (--context-port, --cache-port)")
 
 
-def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> pathlib.Path:
-    """Creates certificates if missing and writes the config file; returns
-    the config file."""
+def _file_tables(config: pathlib.Path) -> dict[str, dict[str, object]]:
+    """The [context] and [cache] tables of an existing config file
+    (ConfigError naming the file when it is not valid TOML)."""
+    try:
+        document = tomllib.loads(config.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {config}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {config} is not valid TOML: {exc} (fix it, or delete it to get a fresh one)"
+                          ) from None
+    return {name: table for name in ("context", "cache")
+            if isinstance(table := document.get(name, {}), dict)}
+
+
+def resolve_ports(home: pathlib.Path, context_port: int | None, cache_port: int | None) -> tuple[int, int]:
+    """The ports a start from ``home`` uses: the flag when given, else the
+    service's environment variable, else the existing config file's, else
+    the default."""
+    config = home / CONFIG_FILE
+    tables = _file_tables(config) if config.exists() else {}
+
+    def pick(flag: int | None, service: str, default: int) -> int:
+        if flag is not None:
+            return flag
+        variable = os.environ.get(f"AGENTCTX_{service.upper()}_PORT", "")
+        if variable.isdigit():
+            return int(variable)
+        value = tables.get(service, {}).get("port")
+        return value if isinstance(value, int) else default
+
+    return pick(context_port, "context", DEFAULT_CONTEXT_PORT), pick(cache_port, "cache", DEFAULT_CACHE_PORT)
+
+
+@dataclass
+class HomeConfig:
+    """The config file a start runs with: ``written`` the first time;
+    otherwise ``overrides`` (variables for the services, so that the
+    command's ports win over the file's) and ``notes`` (one line per
+    setting of the file that a flag or the environment overrides)."""
+
+    path: pathlib.Path
+    written: bool
+    overrides: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _overrides(config: pathlib.Path, context_port: int, cache_port: int) -> HomeConfig:
+    tables = _file_tables(config)
+    wanted = {("context", "port"): context_port, ("cache", "port"): cache_port,
+              ("context", "cache_target"): f"127.0.0.1:{cache_port}"}
+    home = HomeConfig(config, written=False)
+    for (service, key), value in wanted.items():
+        variable = f"AGENTCTX_{service.upper()}_{key.upper()}"
+        if key in tables.get(service, {}) and tables[service][key] != value and variable not in os.environ:
+            home.overrides[variable] = str(value)
+            home.notes.append(f"[{service}] {key} = {tables[service][key]!r} overridden by the command: {value!r}")
+    for service, table in tables.items():
+        for key in table:
+            variable = f"AGENTCTX_{service.upper()}_{key.upper()}"
+            if variable in os.environ:  # names only: a value may be a secret
+                home.notes.append(f"[{service}] {key} overridden by the environment variable {variable}")
+    return home
+
+
+def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> HomeConfig:
+    """Creates certificates if missing and writes the config file the first
+    time only; a later start reads it as it is (with the user's edits) and
+    reports which of its settings the ports given or the environment
+    override."""
     certs = home / "certs"
-    config = home / "agentctx.toml"
+    config = home / CONFIG_FILE
     try:
         init_dev_certs(certs)
         (home / "data").mkdir(parents=True, exist_ok=True)
         (home / "logs").mkdir(parents=True, exist_ok=True)
+        if config.exists():
+            return _overrides(config, context_port, cache_port)
         config.write_text(CONFIG_TEMPLATE.format(
             home=home, certs=certs, context_port=context_port, cache_port=cache_port, sample_agent=SAMPLE_AGENT_ID,
         ))
     except OSError as exc:
         raise ConfigError(f"cannot write {exc.filename or home}: {exc.strerror}") from None
-    return config
+    return HomeConfig(config, written=True)
 
 
-def _spawn(service: str, config: pathlib.Path, log_path: pathlib.Path) -> subprocess.Popen[bytes]:
+@dataclass
+class Started:
+    """A service process, its log and where in the log this start began."""
+
+    proc: subprocess.Popen[bytes]
+    log: pathlib.Path
+    offset: int
+
+
+def _spawn(service: str, config: pathlib.Path, log_path: pathlib.Path,
+           overrides: Mapping[str, str] | None = None) -> Started:
     # The child writes to its own copy of the descriptor; ours can close at once.
+    # Its own session: Ctrl-C at the terminal reaches `up` alone, which stops
+    # the services with SIGTERM (a SIGINT to the whole group would also hit
+    # the services' worker processes, which then die mid-call and leak their
+    # semaphores).
     with open(log_path, "ab") as log:
-        return subprocess.Popen(
+        offset = log.tell()
+        proc = subprocess.Popen(
             [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
-            stdout=log, stderr=subprocess.STDOUT, env=service_env(service, os.environ, config),
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**service_env(service, os.environ, config), **(overrides or {})},
         )
+    return Started(proc, log_path, offset)
 
 
-def wait_healthy(port: int, certs: pathlib.Path, client: str, deadline: float, proc: subprocess.Popen[bytes]) -> None:
+def failure_cause(log: pathlib.Path, offset: int) -> str:
+    """The line of ``log`` (from ``offset``) that says why a service
+    stopped: its one-line ``agentctx: …`` error, else the last line it wrote."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.startswith("agentctx:"):
+            return line.removeprefix("agentctx:").strip()
+    return lines[-1][:500] if lines else ""
+
+
+def service_exited(name: str, port: int, started: Started) -> ConfigError:
+    """The error for ``name`` (a service or replica) that exited: its status, the cause from its
+    log and the log's path."""
+    cause = failure_cause(started.log, started.offset)
+    why = f": {cause}" if cause else ""
+    return ConfigError(f"{name} on port {port} exited with status {started.proc.returncode}{why} "
+                       f"(log: {started.log})")
+
+
+def wait_healthy(port: int, certs: pathlib.Path, client: str, deadline: float, started: Started,
+                 name: str) -> None:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -230,8 +347,8 @@ def wait_healthy(port: int, certs: pathlib.Path, client: str, deadline: float, p
 
     creds = channel_credentials(certs / "ca.pem", certs / f"{client}.pem", certs / f"{client}.key")
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ConfigError(f"service on port {port} exited with status {proc.returncode}")
+        if started.proc.poll() is not None:
+            raise service_exited(name, port, started)
         with grpc.secure_channel(f"127.0.0.1:{port}", creds) as channel:
             try:
                 reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
@@ -240,24 +357,28 @@ def wait_healthy(port: int, certs: pathlib.Path, client: str, deadline: float, p
             except grpc.RpcError:
                 pass
         time.sleep(0.2)
-    raise ConfigError(f"service on port {port} did not become healthy in time")
+    raise ConfigError(f"{name} on port {port} did not become healthy in time (log: {started.log})")
 
 
-def start_pair(pair: Pair, command: str) -> None:
+def start_pair(pair: Pair, command: str) -> HomeConfig:
     """Starts both services from ``pair.home`` and waits until both are
     healthy (ConfigError otherwise). Refuses, changing nothing, when either
-    port is taken."""
+    port is taken. Returns the config file it ran with."""
     check_ports_free(pair.home, pair.context_port, pair.cache_port)
-    config = prepare_home(pair.home, pair.context_port, pair.cache_port)
-    pair.procs.append(_spawn("cache", config, pair.logs / "cache.log"))
-    pair.procs.append(_spawn("context", config, pair.logs / "context.log"))
+    home = prepare_home(pair.home, pair.context_port, pair.cache_port)
+    cache = _spawn("cache", home.path, pair.logs / "cache.log", home.overrides)
+    pair.procs.append(cache.proc)
+    context = _spawn("context", home.path, pair.logs / "context.log", home.overrides)
+    pair.procs.append(context.proc)
+    pair.started = [cache, context]
     (pair.home / PID_FILE).write_text(json.dumps({
         "pid": os.getpid(), "command": command, "context_port": pair.context_port, "cache_port": pair.cache_port,
         "service_pids": [p.pid for p in pair.procs],
     }) + "\n")
     deadline = time.monotonic() + 60
-    wait_healthy(pair.cache_port, pair.certs, "context-client", deadline, pair.procs[0])
-    wait_healthy(pair.context_port, pair.certs, "agent-client", deadline, pair.procs[1])
+    wait_healthy(pair.cache_port, pair.certs, "context-client", deadline, cache, "the cache service")
+    wait_healthy(pair.context_port, pair.certs, "agent-client", deadline, context, "the context service")
+    return home
 
 
 def stop_pair(pair: Pair) -> None:
@@ -346,7 +467,7 @@ def _cluster_secrets(config: pathlib.Path) -> dict[str, str]:
 def prepare_cluster_home(cluster: Cluster) -> pathlib.Path:
     import hashlib
 
-    home, certs, config = cluster.home, cluster.certs, cluster.home / "agentctx.toml"
+    home, certs, config = cluster.home, cluster.certs, cluster.home / CLUSTER_CONFIG_FILE
     tag = hashlib.sha256(str(home).encode()).hexdigest()[:8]  # one key space per home on a shared Redis
     try:
         init_dev_certs(certs)
@@ -382,15 +503,6 @@ async def _ensure_database(cluster: Cluster, config: pathlib.Path) -> None:
     await _upgrade(ContextSettings.load(config, dev_plaintext=True, host="127.0.0.1", dev_anonymous_apps=[]))
 
 
-def _spawn_replica(service: str, config: pathlib.Path, log_path: pathlib.Path,
-                   overrides: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
-            stdout=log, stderr=subprocess.STDOUT, env={**service_env(service, os.environ, config), **overrides},
-        )
-
-
 def start_cluster(cluster: Cluster, command: str) -> None:
     """Creates and migrates the database if needed, then starts the cache
     replicas and the context replicas, each on its own port and data
@@ -408,18 +520,18 @@ def start_cluster(cluster: Cluster, command: str) -> None:
     for i, port in enumerate(cluster.cache_ports):
         data = cluster.home / "data" / f"cache-{i}"
         data.mkdir(parents=True, exist_ok=True)
-        proc = _spawn_replica("cache", config, cluster.logs / f"cache-{i}.log",
-                              {"AGENTCTX_CACHE_PORT": str(port), "AGENTCTX_CACHE_DATA_DIR": str(data)})
-        cluster.procs.append(proc)
-        waits.append((port, "context-client", proc))
+        started = _spawn("cache", config, cluster.logs / f"cache-{i}.log",
+                         {"AGENTCTX_CACHE_PORT": str(port), "AGENTCTX_CACHE_DATA_DIR": str(data)})
+        cluster.procs.append(started.proc)
+        waits.append((port, "context-client", started, f"cache replica {i}"))
     for i, port in enumerate(cluster.context_ports):
-        proc = _spawn_replica("context", config, cluster.logs / f"context-{i}.log", {"AGENTCTX_CONTEXT_PORT": str(port)})
-        cluster.procs.append(proc)
-        waits.append((port, "agent-client", proc))
+        started = _spawn("context", config, cluster.logs / f"context-{i}.log", {"AGENTCTX_CONTEXT_PORT": str(port)})
+        cluster.procs.append(started.proc)
+        waits.append((port, "agent-client", started, f"context replica {i}"))
     (cluster.home / PID_FILE).write_text(json.dumps({
         "pid": os.getpid(), "command": command, "context_port": cluster.context_port,
         "cache_port": cluster.cache_port, "service_pids": [p.pid for p in cluster.procs],
     }) + "\n")
     deadline = time.monotonic() + 90
-    for port, client, proc in waits:
-        wait_healthy(port, cluster.certs, client, deadline, proc)
+    for port, client, started, name in waits:
+        wait_healthy(port, cluster.certs, client, deadline, started, name)

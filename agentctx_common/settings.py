@@ -6,7 +6,8 @@ service's table in a TOML config file (``[context]`` / ``[cache]``), then the
 defaults. Invalid values fail at start with a ConfigError naming each field
 (and its variable: a complex value that is not JSON names the variable, never
 its value). A variable with the service's prefix that names no setting (a
-misspelling) is logged as a warning and ignored.
+misspelling) is logged as a warning and ignored; a key of the file's table
+that names no setting stops the start, naming the file and the nearest key.
 """
 
 from __future__ import annotations
@@ -193,6 +194,7 @@ class ServerSettings(BaseSettings):
             table = document.get(cls.config_table, {})
             if not isinstance(table, dict):
                 raise ConfigError(f"config file {path}: [{cls.config_table}] must be a table")
+            check_file_keys(cls, path, table)
         warn_unknown_environment(cls)
         token = _file_table.set(table)
         try:
@@ -201,6 +203,23 @@ class ServerSettings(BaseSettings):
             raise ConfigError(describe_validation_error(exc, cls)) from None
         finally:
             _file_table.reset(token)
+
+
+def check_file_keys(cls: type[BaseSettings], path: pathlib.Path, table: dict[str, Any]) -> None:
+    """ConfigError naming the file, the table, each key that is not a setting
+    of ``cls`` and the nearest valid key (pydantic would say only "Extra
+    inputs are not permitted" under the key, with an environment variable
+    the user never set)."""
+    fields = set(cls.model_fields)
+    unknown = sorted(set(table) - fields)
+    if not unknown:
+        return
+    problems = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, fields, n=1)
+        problems.append(f"{key!r} is not a setting" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    table_name = str(getattr(cls, "config_table", ""))
+    raise ConfigError(f"config file {path}, table [{table_name}]: " + "; ".join(problems))
 
 
 def warn_unknown_environment(cls: type[BaseSettings]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Writes the README's table of error reasons from the ErrorReason enum in
+"""Writes docs/ERRORS.md's table of error reasons from the ErrorReason enum in
 protos/agentctx/error/v1/error_reason.proto (between the error-reasons
 markers), so every reason the services send is documented, with its code
 and the metadata it carries.
@@ -14,7 +14,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTO = ROOT / "protos" / "agentctx" / "error" / "v1" / "error_reason.proto"
-README = ROOT / "README.md"
+TARGET = ROOT / "docs" / "ERRORS.md"  # the README links it
 BEGIN, END = "<!-- error-reasons:begin (scripts/gen_error_table.py) -->", "<!-- error-reasons:end -->"
 
 
@@ -35,14 +35,14 @@ def table() -> str:
     return "\n".join(rows)
 
 
-def render(readme: str) -> str:
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return readme[:start] + "\n" + table() + "\n" + readme[end:]
+def render(document: str) -> str:
+    start, end = document.index(BEGIN) + len(BEGIN), document.index(END)
+    return document[:start] + "\n" + table() + "\n" + document[end:]
 
 
 if __name__ == "__main__":
-    current = README.read_text()
+    current = TARGET.read_text()
     fresh = render(current)
     if "--check" in sys.argv:
-        sys.exit(0 if fresh == current else "README.md's error table is stale: run scripts/gen_error_table.py")
-    README.write_text(fresh)
+        sys.exit(0 if fresh == current else "docs/ERRORS.md's error table is stale: run scripts/gen_error_table.py")
+    TARGET.write_text(fresh)

@@ -18,7 +18,7 @@ from agentctx_cli.arguments import positive_int
 from agentctx_cli.demo.pricing import SHAPES
 from agentctx_cli.demo.show import TTY_PACE_S, connection, interactive, serving, show_demo
 from agentctx_cli.invocation import agentctx
-from agentctx_cli.pair import Pair, start_pair, stop_pair
+from agentctx_cli.pair import Pair, resolve_ports, start_pair, stop_pair
 from agentctx_common.errors import ConfigError
 
 
@@ -29,8 +29,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       help="whose cache semantics and prices the local simulator imitates (default gemini)")
     demo.add_argument("--home", type=pathlib.Path, default=pathlib.Path(".agentctx"),
                       help="where `agentctx up` keeps certificates, data and logs (default .agentctx)")
-    demo.add_argument("--context-port", type=int, default=50051)
-    demo.add_argument("--cache-port", type=int, default=50052)
+    demo.add_argument("--context-port", type=int, default=None,
+                      help="default: HOME/agentctx.toml's, else 50051")
+    demo.add_argument("--cache-port", type=int, default=None, help="default: HOME/agentctx.toml's, else 50052")
     demo.add_argument("--target", help="a running context service (default 127.0.0.1:CONTEXT_PORT)")
     demo.add_argument("--certs", type=pathlib.Path, help="CA and client certificate directory (default HOME/certs)")
     demo.add_argument("--client", default="agent-client", help="client certificate stem (default agent-client)")
@@ -44,9 +45,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     home = args.home.resolve()
-    conn = connection(args.target or f"127.0.0.1:{args.context_port}", args.certs or home / "certs",
+    pair = Pair(home, *resolve_ports(home, args.context_port, args.cache_port))
+    conn = connection(args.target or f"127.0.0.1:{pair.context_port}", args.certs or home / "certs",
                       args.client, args.server_name)
-    pair = Pair(home, args.context_port, args.cache_port)
     try:
         if not (conn.certs / "ca.pem").exists() or not asyncio.run(serving(conn)):
             if args.no_start or args.target:

@@ -75,6 +75,15 @@ async def test_etag_conflict_carries_the_current_etag(scripted) -> None:
     err = await _failure(target)
     assert isinstance(err, ConflictError)
     assert err.reason == ErrorReason.ETAG_MISMATCH and err.current_etag == "e9"
+    # What `print(e.reason)` shows a user: the reason's name, not its number.
+    assert str(err.reason) == f"{err.reason}" == "ETAG_MISMATCH" and repr(err.reason) == "ErrorReason.ETAG_MISMATCH"
+    assert {ErrorReason.ETAG_MISMATCH: "re-read"}[err.reason] == "re-read" and int(err.reason) == 43
+
+
+def test_a_reason_given_as_a_plain_value_prints_as_its_name_too() -> None:
+    err = ConflictError("stale", reason=ErrorReason.ETAG_MISMATCH)
+    assert str(err.reason) == "ETAG_MISMATCH" and err.reason == ErrorReason.ETAG_MISMATCH
+    assert str(NotFoundError("gone").reason) == "NOT_FOUND"
 
 
 async def test_retry_delay_from_retry_info(scripted) -> None:

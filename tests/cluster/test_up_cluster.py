@@ -64,11 +64,11 @@ def test_up_cluster_runs_the_demo_across_the_replicas_and_stops_them(tmp_path: p
         assert (home / "logs" / "context-1.log").exists()
         ports = [b + i * CLUSTER_PORT_STEP for b in (context, cache) for i in range(3)]
         assert not any(_listening(p) for p in ports)
-        first = tomllib.loads((home / "agentctx.toml").read_text())["cache"]
+        first = tomllib.loads((home / "agentctx-cluster.toml").read_text())["cache"]
         assert first["local_shared_state"] is True and first["redis_url"]
         again = _up(home, context, cache, database, "--no-demo")
         assert again.returncode == 0, again.stderr
-        second = tomllib.loads((home / "agentctx.toml").read_text())["cache"]
+        second = tomllib.loads((home / "agentctx-cluster.toml").read_text())["cache"]
         assert second["redis_encryption_key"] == first["redis_encryption_key"]
         assert second["lease_keys"] == first["lease_keys"]
     finally:

@@ -57,3 +57,45 @@ def test_up_refuses_a_demo_of_no_calls_before_starting_anything(tmp_path: pathli
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.count("\n") == 1 and "must be at least 1, not 0" in done.stderr, done.stderr
     assert not (tmp_path / "home").exists()
+
+
+def test_up_writes_the_config_once_and_later_starts_say_what_they_override(tmp_path: pathlib.Path) -> None:
+    home = tmp_path / "home"
+    context_port, cache_port = free_port(), free_port()
+    first = _agentctx("up", "--home", str(home), "--context-port", str(context_port), "--cache-port", str(cache_port),
+                      "--exit-when-ready", "--no-demo")
+    assert first.returncode == 0, first.stderr
+    config = home / "agentctx.toml"
+    assert f"wrote {config}" in first.stdout
+    # A user's edit survives the next start, which takes its ports from the file.
+    edited = config.read_text().replace("[cache]\n", "[cache]\ndefault_ttl_s = 600\n")
+    config.write_text(edited)
+    again = _agentctx("up", "--home", str(home), "--exit-when-ready", "--no-demo")
+    assert again.returncode == 0, again.stderr
+    assert f"read {config}" in again.stdout and "overridden" not in again.stdout
+    assert f"context service on 127.0.0.1:{context_port}" in again.stdout
+    assert config.read_text() == edited
+    # A port given on the command line wins, and the start says so.
+    other = free_port()
+    moved = _agentctx("up", "--home", str(home), "--context-port", str(other), "--exit-when-ready", "--no-demo")
+    assert moved.returncode == 0, moved.stderr
+    assert f"[context] port = {context_port} overridden by the command: {other}" in moved.stdout
+    assert f"context service on 127.0.0.1:{other}" in moved.stdout
+    assert config.read_text() == edited
+    init = _agentctx("init", "--home", str(home))
+    assert init.returncode == 0 and f"kept {config}" in init.stdout
+    assert config.read_text() == edited
+
+
+def test_a_service_that_fails_to_start_shows_its_cause_and_log(tmp_path: pathlib.Path) -> None:
+    home = tmp_path / "home"
+    assert _agentctx("init", "--home", str(home)).returncode == 0
+    config = home / "agentctx.toml"
+    config.write_text(config.read_text().replace("[cache]\n", "[cache]\ndefualt_ttl_s = 600\n"))
+    done = _agentctx("up", "--home", str(home), "--context-port", str(free_port()), "--cache-port", str(free_port()),
+                     "--exit-when-ready", "--no-demo")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "the cache service on port" in done.stderr and "exited with status 2" in done.stderr
+    assert "'defualt_ttl_s' is not a setting (did you mean 'default_ttl_s'?)" in done.stderr
+    assert f"(log: {home.resolve() / 'logs' / 'cache.log'})" in done.stderr

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -145,3 +146,39 @@ def _without_grpc_cancellations(text: str) -> str:
     frames = r"(?:[ \t]+.*\n)*?"
     return re.sub(rf"Traceback \(most recent call last\):\n{frames}[ \t]+File .*_schedule_rpc_coro\n"
                   rf"{frames}asyncio\.exceptions\.CancelledError\n?", "", text)
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_make_up_leaves_no_leaked_semaphores(tmp_path: pathlib.Path) -> None:
+    # As `make up` runs it: make, then `agentctx up` with the demo, whose
+    # compactions start the extractive compactor's process pool (its queues
+    # hold five semaphores registered with multiprocessing's resource
+    # tracker). When Ctrl-C reached the services too, the context service
+    # died before its finalizers ran and the tracker reported "5 leaked
+    # semaphore objects" in context.log; the services now run in their own
+    # sessions and `up` alone stops them.
+    home = tmp_path / "home"
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(f"up:\n\t{sys.executable} -m agentctx_cli.main up --home {home} "
+                        f"--context-port {free_port()} --cache-port {free_port()} --demo-turns 30\n")
+    proc = subprocess.Popen(["make", "--no-print-directory", "-f", str(makefile), "up"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("Ctrl-C stops both."):
+            break
+    else:
+        pytest.fail("make up did not come up:\n" + "".join(lines))
+    assert re.search(r"Summary: .*, [1-9]\d* compactions? \(", "".join(lines))
+    os.killpg(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert "stopped both services" in rest
+    deadline = time.monotonic() + 10  # the tracker writes its report as it exits
+    while time.monotonic() < deadline and (home / "pair.json").exists():
+        time.sleep(0.1)
+    time.sleep(1)
+    for log in ("context.log", "cache.log"):
+        text = (home / "logs" / log).read_text()
+        assert "leaked" not in text and "resource_tracker" not in text, (log, text[-3000:])

@@ -78,3 +78,21 @@ def test_inspect_and_confirmed_invalidation_through_real_processes(running_pair:
     assert right.returncode == 0, right.stderr
     assert json.loads(right.stdout)["entries_removed"] == "1"
     assert _lifecycle(port, certs_dir, session)["cache_entry_count"] == "0"
+
+
+def test_inspect_against_the_cache_services_port_says_whose_port_it_is(certs_dir: pathlib.Path,
+                                                                       tmp_path: pathlib.Path) -> None:
+    cache_port = processes.free_port()
+    config = processes.write_config(tmp_path / "agentctx.toml", certs_dir, context_port=processes.free_port(),
+                                    cache_port=cache_port, data_dir=tmp_path / "data")
+    cache = processes.spawn("cache", config, tmp_path / "cache.log")
+    try:
+        processes.wait_healthy(cache_port, certs_dir, "context-client", cache)
+        for argv in (("inspect", "context-lifecycle", "demo", "u", "s"),
+                     ("context-cache", "invalidate", "demo", "u", "s", "--model", "m", "--confirm-json", "{}")):
+            done = _cli(cache_port, certs_dir, *argv)
+            # Not gRPC's "UNIMPLEMENTED: Method not found!": whose port it is.
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+            assert f"127.0.0.1:{cache_port} is the cache service's port, not the context service's" in done.stderr
+    finally:
+        processes.stop(cache)

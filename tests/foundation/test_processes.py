@@ -111,8 +111,11 @@ def test_readme_grpcurl_walkthrough_runs(pair, certs_dir, tmp_path) -> None:
     call succeeds except the one that shows a stale etag being ABORTED."""
     readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
     blocks = re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
-    script = "\n".join(b for b in blocks if "$G" in b or "$C" in b)
+    # The grpcurl walkthrough; "use a real model" ($M) needs a provider (test_readme_blocks runs it on fakes).
+    script = "\n".join(b for b in blocks if ("$G" in b or "$C" in b) and "$M" not in b)
     script = (script.replace(".venv/bin/grpcurl", GRPCURL).replace(".agentctx/certs", str(certs_dir))
+              .replace(".venv/bin/python", sys.executable)
+              .replace(".agentctx/health.protoset", str(tmp_path / "health.protoset"))
               .replace("127.0.0.1:50051", f"127.0.0.1:{pair['context']}")
               .replace("127.0.0.1:50052", f"127.0.0.1:{pair['cache']}"))
     assert script.count("$G") >= 12, "the README lost its grpcurl walkthrough"

@@ -41,8 +41,16 @@ def test_invalid_value_names_the_field_and_its_variable(tmp_path, monkeypatch) -
 def test_unknown_config_key_is_rejected(tmp_path, certs_dir) -> None:
     config = tmp_path / "agentctx.toml"
     config.write_text("[context]\ndev_plaintext = true\nprot = 5\n")
-    with pytest.raises(ConfigError, match="prot"):
+    with pytest.raises(ConfigError) as caught:
         ContextSettings.load(config)
+    # The file, the table, the key and the nearest valid key; not pydantic's
+    # "Extra inputs are not permitted" under a variable nobody set.
+    message = str(caught.value)
+    assert message == f"config file {config}, table [context]: 'prot' is not a setting (did you mean 'port'?)"
+    config.write_text("[cache]\ndefualt_ttl_s = 600\nzzzz = 1\n")
+    with pytest.raises(ConfigError) as caught:
+        CacheSettings.load(config)
+    assert "'defualt_ttl_s' is not a setting (did you mean 'default_ttl_s'?); 'zzzz' is not a setting" in str(caught.value)
 
 
 def test_malformed_config_file(tmp_path) -> None:

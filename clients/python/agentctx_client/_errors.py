@@ -41,7 +41,9 @@ class PreconditionViolation:
 class AgentCtxError(Exception):
     """A failed call.
 
-    ``reason`` is the ErrorInfo reason as an ``ErrorReason`` value, or the
+    ``reason`` is the ErrorInfo reason as an ``ErrorReason`` value (which
+    prints as its name and compares equal to ``ErrorReason.ETAG_MISMATCH``
+    and the like), or the
     raw string when this client does not know it (then decide by the class,
     that is by the gRPC code). A failure without ErrorInfo (for example a
     transport error) has the generic reason of its code. ``metadata`` holds
@@ -65,7 +67,7 @@ class AgentCtxError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.reason: ErrorReason | str = _GENERIC_REASON[self.code] if reason is None else reason
+        self.reason: ErrorReason | str = _GENERIC_REASON[self.code] if reason is None else _named(reason)
         self.metadata: dict[str, str] = dict(metadata or {})
         self.field_violations: tuple[FieldViolation, ...] = tuple(field_violations)
         self.precondition_violations: tuple[PreconditionViolation, ...] = tuple(precondition_violations)
@@ -209,10 +211,32 @@ _BY_CODE: dict[grpc.StatusCode, type[AgentCtxError]] = {
     )
 }
 
+class _NamedReason(int):
+    """An ErrorReason value that prints as its name: ``print(err.reason)``
+    shows ``ETAG_MISMATCH``, not 40, and it still equals (and hashes as)
+    ``ErrorReason.ETAG_MISMATCH``."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return ErrorReason.Name(self)
+
+    def __repr__(self) -> str:
+        return f"ErrorReason.{ErrorReason.Name(self)}"
+
+    __format__ = int.__format__  # {:d} still formats the number; {} the name (str)
+
+
 def reason_of(name: str) -> ErrorReason:
     """The ErrorReason value of a reason name (ValueError if unknown)."""
     # Value() is typed as returning int; at run time the members are ints too.
-    return cast(ErrorReason, ErrorReason.Value(name))
+    return cast(ErrorReason, _NamedReason(ErrorReason.Value(name)))
+
+
+def _named(reason: ErrorReason | str) -> ErrorReason | str:
+    if isinstance(reason, int) and not isinstance(reason, _NamedReason) and reason in ErrorReason.values():
+        return cast(ErrorReason, _NamedReason(reason))
+    return reason
 
 
 # The generic reason of each code: its own name, except ABORTED's.
