@@ -195,6 +195,11 @@ class Reason(str, enum.Enum):
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
     # RESOURCE_EXHAUSTED: the provider rate-limited the call.
     RATE_LIMITED = "RATE_LIMITED"
+    # FAILED_PRECONDITION: no configured provider serves the model (no route
+    # matches it, and the default provider serves other models); the message
+    # says what to configure, e.g. the provider key the cache service lacks.
+    # Nothing was sent to a provider.
+    MODEL_NOT_ROUTED = "MODEL_NOT_ROUTED"
     # INVALID_ARGUMENT: the request's bytes are not a valid message of the
     # method's request type (not protobuf, invalid UTF-8 in a string field,
     # nesting deeper than the decoder allows). No field violations: nothing
@@ -262,6 +267,7 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.PROVIDER_INVALID_REQUEST: ('provider_status',),
     Reason.PROVIDER_UNAVAILABLE: ('prefix_tokens',),
     Reason.RATE_LIMITED: ('prefix_tokens',),
+    Reason.MODEL_NOT_ROUTED: ('model',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),

@@ -188,8 +188,8 @@ class CacheSettings(ServerSettings, ProviderFields):
         if self.default_ttl_s > self.max_ttl_s:
             raise ValueError("default_ttl_s must not exceed max_ttl_s")
         if not self.vendor_configured(self.default_provider):
-            unconfigured = BY_KIND[self.default_provider].unconfigured
-            raise ValueError(f"default_provider is {self.default_provider} but {unconfigured}")
+            raise ValueError(f"default_provider is {self.default_provider} but "
+                             f"{BY_KIND[self.default_provider].hint(self)}")
         self._check_cluster()
         return self
 

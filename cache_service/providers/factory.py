@@ -7,6 +7,7 @@ without an instance of its own."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import redis.asyncio as aioredis
@@ -16,6 +17,8 @@ from cache_service.providers.plugin import BuildEnv
 from cache_service.providers.registry import BY_KIND, PROVIDERS
 from cache_service.providers.routes import ProviderRouter, make_router
 from cache_service.settings import CacheSettings
+
+log = logging.getLogger("agentctx.cache.providers")
 
 
 def build_providers(settings: CacheSettings, clock: Clock, redis: aioredis.Redis | None = None) -> dict[str, Provider]:
@@ -33,6 +36,14 @@ def build_providers(settings: CacheSettings, clock: Clock, redis: aioredis.Redis
 
 
 def build_router(settings: CacheSettings, providers: Mapping[str, Provider] | None = None) -> ProviderRouter:
+    """The routing table; says once, at start, which provider key is set but
+    unusable (its models are then MODEL_NOT_ROUTED, naming the variable)."""
     vendors = [name for plugin in PROVIDERS for name in plugin.own_instances(settings)
                if name in plugin.patterns and (providers is None or name in providers)]
-    return make_router(settings.routes, settings.default_provider, vendors)
+    for plugin in PROVIDERS:
+        if plugin.key_fallback is not None and getattr(settings, plugin.key_fallback[0], None) is not None \
+                and not plugin.configured(settings):
+            log.warning("provider key unusable", extra={"variable": plugin.key_fallback[1]})
+    hints = [(pattern, plugin.hint(settings)) for plugin in PROVIDERS for name, patterns in plugin.patterns.items()
+             if name not in vendors for pattern in patterns]
+    return make_router(settings.routes, settings.default_provider, vendors, hints)

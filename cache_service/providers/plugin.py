@@ -72,6 +72,19 @@ class ProviderPlugin:
     key_fallback: tuple[str, str] | None = None
     # Why its own instance cannot be built (ends "... is configured").
     unconfigured = "no credentials are configured"
+    # Whether its instance takes any model name (a vendor's API), or only its own (the simulator).
+    serves_any_model = True
+
+    def hint(self, settings: Any) -> str:
+        """What to configure so that its own instance serves its patterns."""
+        if self.key_fallback is None:
+            return f"{self.unconfigured}; add a route for it"
+        field, theirs = self.key_fallback
+        ours = f"AGENTCTX_CACHE_{field.upper()}"
+        if getattr(settings, field, None) is not None:
+            return (f"the key in {ours} or {theirs} holds characters no API key has (a placeholder such as "
+                    f"'\u2026'?): set the real key in the cache service's environment")
+        return f"{self.unconfigured}: set {theirs} (or {ours}) in the cache service's environment"
 
     def configured(self, settings: Any) -> bool:
         """Whether its own instance (not a named route's) can be built from
@@ -86,6 +99,15 @@ class ProviderPlugin:
     def build(self, settings: Any, route: ProviderRoute | None, name: str, kind: str, env: BuildEnv) -> Provider:
         """The instance ``name`` of ``kind``: its own (``route`` None) or a route's."""
         raise NotImplementedError
+
+
+def usable_key(value: SecretStr | None) -> bool:
+    """A key an HTTP header can carry: printable ASCII without spaces (not
+    a placeholder such as the README's '\u2026')."""
+    if value is None:
+        return False
+    key = value.get_secret_value()
+    return bool(key) and all("!" <= ch <= "~" for ch in key)
 
 
 def secret(value: SecretStr | None) -> str | None:

@@ -20,14 +20,16 @@ from collections.abc import Sequence
 
 from cache_service.domain.routing import ProviderRouter
 from cache_service.providers.plugin import ProviderRoute
-from cache_service.providers.registry import KINDS, PROVIDERS
+from cache_service.providers.registry import BY_KIND, KINDS, PROVIDERS
 
 __all__ = ["ProviderRoute", "ProviderRouter", "make_router"]
 
 
-def make_router(routes: Sequence[ProviderRoute], default: str, vendors: Sequence[str]) -> ProviderRouter:
+def make_router(routes: Sequence[ProviderRoute], default: str, vendors: Sequence[str],
+                hints: Sequence[tuple[str, str]] = ()) -> ProviderRouter:
     """Configured routes first, then the simulator's and each configured
-    vendor's built-in patterns."""
+    vendor's built-in patterns. ``hints``: (pattern, what to configure) of
+    the vendors that are not."""
     table = [(r.pattern, r.instance) for r in routes]
     for plugin in PROVIDERS:
         table.extend(plugin.always_routes)
@@ -35,4 +37,4 @@ def make_router(routes: Sequence[ProviderRoute], default: str, vendors: Sequence
         for plugin in PROVIDERS:
             table.extend((p, vendor) for p in plugin.patterns.get(vendor, ()))
     known = frozenset({*KINDS, *(r.instance for r in routes)})
-    return ProviderRouter(tuple(table), default, known)
+    return ProviderRouter(tuple(table), default, known, BY_KIND[default].serves_any_model, tuple(hints))

@@ -14,7 +14,9 @@ import grpc
 import pytest
 
 from agentctx.type.v1 import cache_pb2
-from agentctx_common.errors import ConfigError
+from agentctx_common.errors import ConfigError, FailedPrecondition
+from agentctx_common.reasons import Reason
+from agentctx_common.status import error_from_rpc
 from cache_service.domain.ports import CacheKind
 from cache_service.providers.routes import ProviderRoute, make_router
 from cache_service.settings import CacheSettings
@@ -34,9 +36,14 @@ def test_configured_routes_come_first_then_the_built_in_ones() -> None:
     assert router.provider_for("local-sim-anthropic-1") == "local-anthropic"
     assert router.provider_for("local-sim-openai-1") == "local-openai"
     assert router.provider_for("local-sim-1") == "local"
-    # OpenAI is not configured: its patterns are not routed, the default serves.
-    assert router.provider_for("gpt-5") == "local"
+    # OpenAI is not configured: its patterns are not routed, and the default
+    # (the simulator) serves its own models only: no call is made.
+    with pytest.raises(FailedPrecondition) as err:
+        router.provider_for("gpt-5")
+    assert err.value.reason is Reason.MODEL_NOT_ROUTED and err.value.metadata == {"model": "gpt-5"}
     assert {"proxy", "vllm", "openai", "gemini"} <= router.known
+    # A default that takes any model name (Gemini's API) serves what no route matches.
+    assert make_router([], "gemini", ["gemini"]).provider_for("mistral-7b") == "gemini"
 
 
 def test_route_keys_come_from_the_environment_as_secrets(certs_dir: pathlib.Path, tmp_path: pathlib.Path,
@@ -123,3 +130,65 @@ async def test_one_service_serves_gemini_claude_and_a_compatible_server_at_once(
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.GenerateContent(protos.generate(1, model="gpt-5", provider="openai"))
         assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+
+
+@pytest.fixture
+def no_vendor_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GEMINI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AGENTCTX_CACHE_GEMINI_API_KEY",
+                 "AGENTCTX_CACHE_ANTHROPIC_API_KEY", "AGENTCTX_CACHE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+async def test_a_model_no_provider_serves_says_what_to_configure(cache_rpc: Callable[..., Any],
+                                                                no_vendor_keys: None) -> None:
+    stub, _, _ = await cache_rpc()
+    for model, hint in (("gpt-4o", "set OPENAI_API_KEY (or AGENTCTX_CACHE_OPENAI_API_KEY)"),
+                        ("claude-sonnet-4-5", "set ANTHROPIC_API_KEY (or AGENTCTX_CACHE_ANTHROPIC_API_KEY)"),
+                        ("gemini-2.5-flash", "set GEMINI_API_KEY (or AGENTCTX_CACHE_GEMINI_API_KEY)"),
+                        ("mistral-7b", "add a route for it")):
+        for call in (stub.GenerateContent(protos.generate(1, model=model)),
+                     stub.AcquireLease(protos.acquire(3, model=model))):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call
+            err = error_from_rpc(caught.value)
+            assert caught.value.code() is grpc.StatusCode.FAILED_PRECONDITION, model
+            assert err.reason is Reason.MODEL_NOT_ROUTED and err.metadata == {"model": model}
+            assert model in err.message and hint in err.message, err.message
+
+
+async def test_a_placeholder_key_is_named_not_sent(cache_rpc: Callable[..., Any], no_vendor_keys: None,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    # The README's placeholder, copied as it is: no HTTP header can carry it.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "\u2026")
+    with FakeAnthropic() as claude, caplog.at_level("WARNING", logger="agentctx.cache.providers"):
+        stub, app, _ = await cache_rpc(anthropic_base_url=claude.base_url)
+        assert "anthropic" not in app.providers
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.GenerateContent(protos.generate(1, model="claude-sonnet-4-5"))
+        err = error_from_rpc(caught.value)
+        assert err.reason is Reason.MODEL_NOT_ROUTED
+        assert "placeholder" in err.message and "ANTHROPIC_API_KEY" in err.message
+        assert not claude.calls_of("generate")
+    assert any(getattr(r, "variable", None) == "ANTHROPIC_API_KEY" for r in caplog.records)
+
+
+async def test_generate_on_an_unrouted_model_reaches_the_agent_as_model_not_routed(
+        certs_dir: pathlib.Path, tmp_path: pathlib.Path, no_vendor_keys: None) -> None:
+    from agentctx.context.v1 import context_service_pb2 as cpb
+    from agentctx.type.v1 import event_pb2
+    from tests.support.pair import start_pair
+
+    pair = await start_pair(certs_dir, tmp_path)
+    try:
+        session = await pair.agent.CreateSession(cpb.CreateSessionRequest(parent="apps/a/users/u"))
+        event = event_pb2.Event(id="q1", author="user")
+        event.content.role = "user"
+        event.content.parts.add().text = "hello"
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pair.agent.Generate(cpb.GenerateRequest(session=session.name, input=[event], model="gpt-4o"))
+        err = error_from_rpc(caught.value)
+        assert caught.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert err.reason is Reason.MODEL_NOT_ROUTED and "OPENAI_API_KEY" in err.message
+    finally:
+        await pair.close()

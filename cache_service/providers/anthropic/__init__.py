@@ -8,7 +8,7 @@ from typing import Any
 
 from cache_service.domain.ports import Provider
 from cache_service.providers.anthropic.settings import PATTERNS, AnthropicFields, AnthropicRoute
-from cache_service.providers.plugin import BuildEnv, ProviderPlugin, ProviderRoute, secret
+from cache_service.providers.plugin import BuildEnv, ProviderPlugin, ProviderRoute, secret, usable_key
 
 
 class AnthropicPlugin(ProviderPlugin):
@@ -20,7 +20,7 @@ class AnthropicPlugin(ProviderPlugin):
     unconfigured = "no Anthropic API key is configured"
 
     def configured(self, settings: Any) -> bool:
-        return isinstance(settings, AnthropicFields) and settings.anthropic_api_key is not None
+        return isinstance(settings, AnthropicFields) and usable_key(settings.anthropic_api_key)
 
     def build(self, settings: Any, route: ProviderRoute | None, name: str, kind: str, env: BuildEnv) -> Provider:
         from cache_service.providers.anthropic.adapter import AnthropicProvider

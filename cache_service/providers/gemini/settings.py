@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 
-from cache_service.providers.plugin import ProviderRoute
+from cache_service.providers.plugin import ProviderRoute, usable_key
 
 
 class GeminiFields(BaseModel):
@@ -34,7 +34,7 @@ class GeminiFields(BaseModel):
 
     @property
     def gemini_configured(self) -> bool:
-        return self.gemini_vertexai or self.gemini_api_key is not None
+        return self.gemini_vertexai or usable_key(self.gemini_api_key)
 
 
 class GeminiRoute(ProviderRoute):

@@ -22,6 +22,7 @@ class LocalPlugin(ProviderPlugin):
     # Routed whatever is configured: the most specific model prefix first.
     always_routes = tuple((f"{prefix}*", name) for name, (_, _, prefix) in SHAPES.items())
     defaults = ("local",)
+    serves_any_model = False  # local-sim-* only
 
     def own_instances(self, settings: Any) -> tuple[str, ...]:
         return ("local", "local-anthropic", "local-openai")

@@ -9,7 +9,7 @@ from typing import Any
 
 from cache_service.domain.ports import Provider
 from cache_service.providers.openai.settings import PATTERNS, OpenAIFields, OpenAIRoute
-from cache_service.providers.plugin import BuildEnv, ProviderPlugin, ProviderRoute, secret
+from cache_service.providers.plugin import BuildEnv, ProviderPlugin, ProviderRoute, secret, usable_key
 
 
 class OpenAIPlugin(ProviderPlugin):
@@ -21,7 +21,7 @@ class OpenAIPlugin(ProviderPlugin):
     unconfigured = "no OpenAI API key or endpoint is configured"
 
     def configured(self, settings: Any) -> bool:
-        return isinstance(settings, OpenAIFields) and (settings.openai_api_key is not None
+        return isinstance(settings, OpenAIFields) and (usable_key(settings.openai_api_key)
                                                        or settings.openai_base_url is not None)
 
     def build(self, settings: Any, route: ProviderRoute | None, name: str, kind: str, env: BuildEnv) -> Provider:

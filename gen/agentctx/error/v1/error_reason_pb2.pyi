@@ -91,6 +91,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROVIDER_TIMEOUT: _ClassVar[ErrorReason]
     PROVIDER_UNAVAILABLE: _ClassVar[ErrorReason]
     RATE_LIMITED: _ClassVar[ErrorReason]
+    MODEL_NOT_ROUTED: _ClassVar[ErrorReason]
     MALFORMED_REQUEST: _ClassVar[ErrorReason]
     CACHE_REQUEST_UNDECODABLE: _ClassVar[ErrorReason]
     SERVER_OVERLOADED: _ClassVar[ErrorReason]
@@ -180,6 +181,7 @@ PROVIDER_PERMISSION_DENIED: ErrorReason
 PROVIDER_TIMEOUT: ErrorReason
 PROVIDER_UNAVAILABLE: ErrorReason
 RATE_LIMITED: ErrorReason
+MODEL_NOT_ROUTED: ErrorReason
 MALFORMED_REQUEST: ErrorReason
 CACHE_REQUEST_UNDECODABLE: ErrorReason
 SERVER_OVERLOADED: ErrorReason
