@@ -149,6 +149,27 @@ async def test_context_length_is_context_window_exceeded(openai_harness: Harness
     assert err.value.metadata["context_window"] == "50" and int(err.value.metadata["prompt_tokens"]) > 50
 
 
+async def test_vllm_overflow_texts_are_context_window_exceeded(harness_factory: Callable[..., Any]) -> None:
+    # vLLM's own texts, with an integer code: a prompt over the window, and a
+    # prompt that fits while prompt plus max_completion_tokens does not.
+    with FakeOpenAI(min_cache_tokens=64, flavor="vllm") as fake:
+        provider = OpenAIProvider(api_key=fake.api_key, base_url=f"{fake.base_url}/v1", min_cache_tokens=64)
+        try:
+            gen = Generator((await _harness(harness_factory, provider)).registry)
+            fake.context_window = 50
+            with pytest.raises(InvalidArgument) as over:
+                await gen.generate(_scope(), _call(), "")
+            fake.context_window = 400
+            with pytest.raises(InvalidArgument) as asked:
+                await gen.generate(_scope(), _call(generation={"maxOutputTokens": 4000}), "")
+        finally:
+            await provider.close()
+    assert [c.status for c in fake.calls] == [400, 400]
+    assert over.value.reason == asked.value.reason == "CONTEXT_WINDOW_EXCEEDED"
+    assert over.value.metadata["context_window"] == "50" and int(over.value.metadata["prompt_tokens"]) > 50
+    assert asked.value.metadata["context_window"] == "400" and 0 < int(asked.value.metadata["prompt_tokens"]) < 400
+
+
 async def test_server_auth_and_stream_errors(openai_harness: Harness, fake: FakeOpenAI) -> None:
     gen = Generator(openai_harness.registry)
     fake.fail("generate", 503, "overloaded", retry_after="3")

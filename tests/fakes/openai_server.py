@@ -1,7 +1,11 @@
 """A fake OpenAI-compatible Chat Completions server for testing the real
 ``openai`` SDK (base_url points here), in two flavors of error body:
 ``openai`` ({"error": {message, type, param, code}}) and ``vllm`` (the
-top-level {"object": "error", ...} that vLLM and SGLang send).
+top-level {"object": "error", ...} that vLLM and SGLang send, an integer
+``code``, and vLLM's own overflow texts: "...However, your request has M
+input tokens" for a prompt over the window, and "'max_tokens' or
+'max_completion_tokens' is too large" when the prompt fits but prompt plus
+``max_completion_tokens`` does not).
 
 Route: ``POST /v1/chat/completions`` (``stream: true`` answers SSE ``data:``
 chunks, usage in a last chunk without choices when ``stream_options``
@@ -65,6 +69,9 @@ class FakeOpenAI(JsonHttpFake):
                   retry_after=retry_after)
 
     def context_message(self, prompt: int) -> str:
+        if self.flavor == "vllm":
+            return (f"This model's maximum context length is {self.context_window} tokens. However, your request "
+                    f"has {prompt} input tokens. Please reduce the length of the input messages.")
         return (f"This model's maximum context length is {self.context_window} tokens. However, your messages "
                 f"resulted in {prompt} tokens. Please reduce the length of the messages.")
 
@@ -90,8 +97,15 @@ class FakeOpenAI(JsonHttpFake):
         messages = body["messages"]
         prompt = estimate_tokens([body.get("tools") or [], messages])
         if prompt > self.context_window:
-            return op, Reply(400, self.error_body(400, self.context_message(prompt), "context_length_exceeded",
-                                                  "invalid_request_error"))
+            code = None if self.flavor == "vllm" else "context_length_exceeded"
+            kind = "BadRequestError" if self.flavor == "vllm" else "invalid_request_error"
+            return op, Reply(400, self.error_body(400, self.context_message(prompt), code, kind))
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        if self.flavor == "vllm" and isinstance(asked, int) and prompt + asked > self.context_window:
+            return op, Reply(400, self.error_body(
+                400, f"'max_tokens' or 'max_completion_tokens' is too large: {asked}. This model's maximum context "
+                f"length is {self.context_window} tokens and your request has {prompt} input tokens "
+                f"({asked} > {self.context_window} - {prompt}).", None, "BadRequestError"))
         cached = self._cache(body, prompt)
         message, finish = _answer(body)
         usage = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5,
