@@ -215,6 +215,29 @@ async def test_a_prompt_too_long_is_context_window_exceeded(anthropic_harness: H
     assert err.value.reason == "CONTEXT_WINDOW_EXCEEDED" and err.value.metadata["context_window"] == "50"
 
 
+async def test_a_prompt_that_fits_without_room_for_max_tokens_is_retried_with_less(
+        anthropic_harness: Harness, fake: FakeAnthropic) -> None:
+    # "input length and `max_tokens` exceed context limit: A + B > C": one
+    # retry with max_tokens lowered to C - A less a margin, for both calls.
+    gen = Generator(anthropic_harness.registry)
+    prompt = await anthropic_harness.provider.count_tokens(_call())
+    fake.context_window = prompt + 200
+    reply, _ = await gen.generate(_scope(), _call(), "")
+    chunks = [c async for c, _ in gen.stream(_scope(), _call(), "")]
+    assert reply.content is not None and chunks[-1].usage is not None
+    sent = [(c.op, c.status, c.body["max_tokens"]) for c in fake.calls if c.op != "count"]
+    lowered = sent[1][2]
+    assert 0 < lowered < 200 and sent == [("generate", 400, 256), ("generate", 200, lowered),
+                                          ("stream", 400, 256), ("stream", 200, lowered)]
+    # No room left for a reply: a context overflow (the context service compacts).
+    fake.context_window = prompt + 5
+    with pytest.raises(InvalidArgument) as err:
+        await gen.generate(_scope(), _call(), "")
+    assert err.value.reason == "CONTEXT_WINDOW_EXCEEDED"
+    assert err.value.metadata == {"prompt_tokens": str(prompt), "context_window": str(prompt + 5)}
+    assert [c.body["max_tokens"] for c in fake.calls[-1:]] == [256]
+
+
 async def test_overload_auth_and_stream_errors(anthropic_harness: Harness, fake: FakeAnthropic) -> None:
     gen = Generator(anthropic_harness.registry)
     fake.fail("generate", 529, "overloaded_error", "Overloaded", retry_after="3")

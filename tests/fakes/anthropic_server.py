@@ -5,7 +5,8 @@ Routes: ``POST /v1/messages`` (``stream: true`` answers SSE: message_start,
 content_block_start/delta/stop, message_delta, message_stop, pings) and
 ``POST /v1/messages/count_tokens``. It checks the API key (``x-api-key``,
 or a bearer ``authorization`` as this SDK sends it),
-``anthropic-version``, ``max_tokens``, roles, that every tool_result answers
+``anthropic-version``, ``max_tokens`` (and that the prompt plus it fits
+the window: "input length and `max_tokens` exceed context limit"), roles, that every tool_result answers
 an earlier tool_use, and at most 4 ``cache_control`` blocks.
 
 Prompt caching as Anthropic documents it: the request is a sequence of
@@ -97,6 +98,12 @@ class FakeAnthropic(JsonHttpFake):
                               f"prompt is too long: {prompt} tokens > {self.context_window} maximum")
         if op == "count":
             return op, Reply(200, {"input_tokens": prompt})
+        if prompt + body["max_tokens"] > self.context_window:
+            # The prompt fits, the prompt plus the reply it allows does not.
+            return op, _error(400, "invalid_request_error",
+                              f"input length and `max_tokens` exceed context limit: {prompt} + "
+                              f"{body['max_tokens']} > {self.context_window}, decrease input length or "
+                              "`max_tokens` and try again")
         read, write_5m, write_1h = self._cache(blocks)
         usage = {
             "input_tokens": prompt - read - write_5m - write_1h,
