@@ -61,6 +61,7 @@ from cache_service.domain.ports import (
     ProviderPermissionDenied,
     ProviderTimeout,
     RateLimited,
+    UnsupportedField,
 )
 from cache_service.domain.registry import Registry
 
@@ -82,6 +83,8 @@ def provider_error_status(exc: ProviderError) -> AgentCtxError:
                                metadata=metadata)
     if isinstance(exc, ProviderTimeout):
         return DeadlineExceeded("the model provider did not answer in time", reason=Reason.PROVIDER_TIMEOUT)
+    if isinstance(exc, UnsupportedField):
+        return InvalidArgument.fields([FieldViolation(exc.field, exc.description)])
     if isinstance(exc, (InvalidRequest, CacheTooSmall)):
         return InvalidArgument("the model provider rejected the request", reason=Reason.PROVIDER_INVALID_REQUEST,
                                metadata={"provider_status": exc.status or 0})
