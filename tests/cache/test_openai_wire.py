@@ -198,3 +198,21 @@ async def test_no_key_without_steering_and_retention_when_asked(harness_factory:
         assert "prompt_cache_key" not in first and "prompt_cache_retention" not in first
         assert second["prompt_cache_retention"] == "24h" and second["prompt_cache_key"]
         assert kept.prefix_ttl_s(300) == 86_400
+
+
+async def test_prompt_cache_retention_is_what_each_model_accepts(harness_factory: Callable[..., Any]) -> None:
+    # Configured "in_memory": sent as is before gpt-5.5, "24h" to gpt-5.5 (its
+    # only value), prompt_cache_options.ttl instead of the field from gpt-5.6.
+    with FakeOpenAI(min_cache_tokens=64) as fake:
+        provider = OpenAIProvider(api_key=fake.api_key, base_url=f"{fake.base_url}/v1", retention="in_memory")
+        try:
+            gen = Generator((await _harness(harness_factory, provider)).registry)
+            for model in ("gpt-5-mini", "gpt-5.5", "gpt-5.5-pro", "gpt-5.6", "gpt-6"):
+                call = ModelCall(model, _call().contents, SYSTEM, TOOLS, {"mode": "AUTO"}, {})
+                await gen.generate(scope(model=model, provider="openai"), call, "")
+        finally:
+            await provider.close()
+    sent = [(c.status, c.body.get("prompt_cache_retention"), c.body.get("prompt_cache_options"))
+            for c in fake.calls_of("generate")]
+    assert sent == [(200, "in_memory", None), (200, "24h", None), (200, "24h", None),
+                    (200, None, {"ttl": "30m"}), (200, None, {"ttl": "30m"})]

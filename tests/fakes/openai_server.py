@@ -18,6 +18,13 @@ an earlier request with the same ``prompt_cache_key`` (or none) sent, and
 every request's prefixes are cached; usage reports
 ``prompt_tokens_details.cached_tokens``. No write is billed or reported.
 
+Prompt-cache retention per model (``openai`` flavor): gpt-5.5 refuses
+``prompt_cache_retention: "in_memory"`` (only "24h"); from gpt-5.6
+``prompt_cache_options`` (ttl "30m") supersedes it, "in_memory" is refused
+and both together are rejected; earlier models have no
+``prompt_cache_options``. Refusals are 400 ``invalid_parameter`` with the
+``param`` named.
+
 Replies: if tools are declared and the last user text names one, a tool
 call of it (``finish_reason: tool_calls``); else "fake reply to N messages".
 
@@ -30,12 +37,43 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens
+
+_GPT = re.compile(r"^gpt-(\d+)(?:\.(\d+))?")
+
+
+def _version(model: str) -> tuple[int, int] | None:
+    found = _GPT.match(model)
+    return (int(found.group(1)), int(found.group(2) or 0)) if found else None
+
+
+def _cache_options_refusal(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(message, param) of OpenAI's refusal of the request's prompt-cache
+    retention: gpt-5.5 takes only "24h"; from gpt-5.6 prompt_cache_options
+    (ttl "30m", the only value) supersedes prompt_cache_retention, "in_memory"
+    is refused and setting both is rejected; before 5.6 there is no
+    prompt_cache_options."""
+    version = _version(str(body.get("model", "")))
+    retention, options = body.get("prompt_cache_retention"), body.get("prompt_cache_options")
+    if retention is not None and retention not in ("in_memory", "24h"):
+        return f"Invalid value: '{retention}'.", "prompt_cache_retention"
+    if version is None or version < (5, 5):
+        return ("prompt_cache_options is not supported with this model.", "prompt_cache_options") if options else None
+    if retention == "in_memory":
+        return "This model is compatible only with 24h extended prompt caching", "prompt_cache_retention"
+    if version < (5, 6):
+        return ("prompt_cache_options is not supported with this model.", "prompt_cache_options") if options else None
+    if options is not None and retention is not None:
+        return "prompt_cache_retention cannot be set together with prompt_cache_options.", "prompt_cache_retention"
+    if options is not None and options.get("ttl", "30m") != "30m":
+        return f"Invalid value: '{options.get('ttl')}'. Supported values are: '30m'.", "prompt_cache_options.ttl"
+    return None
 
 
 class FakeOpenAI(JsonHttpFake):
@@ -94,6 +132,11 @@ class FakeOpenAI(JsonHttpFake):
         invalid = self._validate(body)
         if invalid is not None:
             return op, Reply(400, self.error_body(400, invalid, None, "invalid_request_error"))
+        refused = _cache_options_refusal(body) if self.flavor == "openai" else None
+        if refused is not None:
+            error = self.error_body(400, refused[0], "invalid_parameter", "invalid_request_error")
+            error["error"]["param"] = refused[1]
+            return op, Reply(400, error)
         messages = body["messages"]
         prompt = estimate_tokens([body.get("tools") or [], messages])
         if prompt > self.context_window:
