@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from agentctx_common.errors import InvalidArgument, PermissionDenied, ResourceExhausted, Unavailable
-from cache_service.domain.capabilities import prefix_key
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import Prefix, PrefixView
@@ -88,7 +87,7 @@ async def test_an_entry_is_a_record_and_every_call_carries_the_scope_key(
     reply, info = await gen.generate(_scope(), _call(), r.lease)
     again, _ = await gen.generate(_scope(), _call("And next week?"), r.lease)
     keys = {c.body.get("prompt_cache_key") for c in fake.calls_of("generate")}
-    assert keys == {prefix_key(_scope().fingerprint)}
+    assert keys == {gen.routing_keys.of(_scope().fingerprint)}
     assert reply.usage is not None and again.usage is not None
     # Both read the history the unleased call sent; only the question is new.
     assert 0 < reply.usage.cached_prompt_tokens == again.usage.cached_prompt_tokens < again.usage.prompt_tokens
