@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pydantic import SecretStr
+
 from cache_service.cluster.tier import TierKeeper
+from cache_service.domain.capabilities import RoutingKeys
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.generation import Generator
 from cache_service.domain.policy import PolicySettings
@@ -42,6 +47,24 @@ def registry_settings(s: CacheSettings) -> RegistrySettings:
     )
 
 
+def routing_keys(s: CacheSettings) -> RoutingKeys:
+    """The routing keys' secret, derived (HMAC, so the material itself is
+    never the key) from configured material the replicas share:
+    ``redis_encryption_key`` (steady across lease-key rotations), else the
+    active lease key. Without either, a random per-process secret: routing
+    then changes on every restart and differs between replicas, so a
+    cluster must configure one (with ``redis_url`` both are required)."""
+    material: SecretStr | None = s.redis_encryption_key
+    if material is None and s.lease_keys:
+        material = next((k.secret for k in s.lease_keys if k.id == s.active_lease_key_id), None)
+    if material is None:
+        log.info("prompt_cache_key uses a per-process secret: configure redis_encryption_key or lease_keys "
+                 "to keep routing across restarts and replicas")
+        return RoutingKeys()
+    return RoutingKeys(hmac.new(material.get_secret_value().encode(), b"agentctx-routing-key-v1",
+                                hashlib.sha256).digest())
+
+
 @dataclass
 class CacheApp:
     settings: CacheSettings
@@ -65,7 +88,8 @@ class CacheApp:
         backend = ports.backend
         registry = Registry(ports.providers, ports.journal, ports.cleanup, ports.clock, registry_settings(settings),
                             backend.signer, store=backend.store, flights=backend.flights)
-        generator = Generator(registry, request_timeout_s=settings.request_timeout_s)
+        generator = Generator(registry, request_timeout_s=settings.request_timeout_s,
+                              routing_keys=routing_keys(settings))
         return cls(settings, ports.clock, ports.providers, ports.journal, ports.cleanup, registry, generator,
                    backend, ports.tier)
 

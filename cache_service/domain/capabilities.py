@@ -25,21 +25,42 @@ of the registry is the same for every kind.
 - An AUTOMATIC provider caches every call by itself, so even a call without
   a lease carries the scope's routing key: the call after it then lands
   where that one was cached.
+- The routing key (``RoutingKeys``) is an HMAC-SHA256 of the scope
+  fingerprint under a secret only the cache tier holds: nobody who knows
+  or guesses a provider, app, user and model (or holds the
+  ``scope_fingerprint`` agents are given) can compute it. A per-process
+  secret changes every key on restart and differs between replicas, so
+  calls lose their routing then; a cluster derives it from configured key
+  material (see cache_service.app.routing_keys).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 
 from cache_service.domain.entry import Entry
 from cache_service.domain.model import CacheHandle, ModelCall, ResourceName
 from cache_service.domain.ports import CacheKind, CacheRef, PrefixMark, Provider
 
 
-def prefix_key(scope_fp: str) -> str:
-    """The routing key of a scope: stable across its calls, and neither the
-    scope nor any content can be read back from it."""
-    return hashlib.sha256(b"agentctx-prompt-cache-key\0" + scope_fp.encode()).hexdigest()[:32]
+class RoutingKeys:
+    """The routing key of a scope (OpenAI's ``prompt_cache_key``): stable
+    across its calls under one secret, and neither the scope nor any
+    content can be read back from it or confirmed by recomputing it.
+    ``secret`` None: a random one for this process (``per_process``)."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self.per_process = secret is None
+        self._secret = secrets.token_bytes(32) if secret is None else secret
+
+    def __repr__(self) -> str:
+        return f"RoutingKeys(per_process={self.per_process})"
+
+    def of(self, scope_fp: str) -> str:
+        message = b"agentctx-prompt-cache-key\0" + scope_fp.encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()[:32]
 
 
 def rewrite_for_cache(call: ModelCall, cached_len: int) -> ModelCall:
@@ -54,7 +75,7 @@ def rewrite_for_cache(call: ModelCall, cached_len: int) -> ModelCall:
     )
 
 
-def leased_request(provider: Provider, call: ModelCall, entry: Entry,
+def leased_request(provider: Provider, call: ModelCall, entry: Entry, keys: RoutingKeys,
                    created: bool = False) -> tuple[ModelCall, CacheRef]:
     """The request a leased call sends, and what it is told of its cache
     (``created``: this call's acquire created the entry)."""
@@ -63,13 +84,13 @@ def leased_request(provider: Provider, call: ModelCall, entry: Entry,
     # A conversation seen to repeat (more than its head) goes on: writing its
     # whole request now lets the next call read all of it.
     through = provider.cache_kind is CacheKind.MARKED and (entry.history_len > 0 or created)
-    return call, PrefixMark(entry.history_len, entry.ttl_s, prefix_key(entry.scope_fp), write_through=through)
+    return call, PrefixMark(entry.history_len, entry.ttl_s, keys.of(entry.scope_fp), write_through=through)
 
 
-def unleased_ref(provider: Provider, scope_fp: str, ttl_s: float) -> CacheRef | None:
+def unleased_ref(provider: Provider, scope_fp: str, ttl_s: float, keys: RoutingKeys) -> CacheRef | None:
     """What a call without a lease is told: only an AUTOMATIC provider's key."""
     if provider.cache_kind is CacheKind.AUTOMATIC:
-        return PrefixMark(None, ttl_s, prefix_key(scope_fp))
+        return PrefixMark(None, ttl_s, keys.of(scope_fp))
     return None
 
 

@@ -61,6 +61,7 @@ from cache_service.domain.ports import (
     ProviderPermissionDenied,
     ProviderTimeout,
     RateLimited,
+    UnsupportedField,
 )
 from cache_service.domain.registry import Registry
 
@@ -82,6 +83,8 @@ def provider_error_status(exc: ProviderError) -> AgentCtxError:
                                metadata=metadata)
     if isinstance(exc, ProviderTimeout):
         return DeadlineExceeded("the model provider did not answer in time", reason=Reason.PROVIDER_TIMEOUT)
+    if isinstance(exc, UnsupportedField):
+        return InvalidArgument.fields([FieldViolation(exc.field, exc.description)])
     if isinstance(exc, (InvalidRequest, CacheTooSmall)):
         return InvalidArgument("the model provider rejected the request", reason=Reason.PROVIDER_INVALID_REQUEST,
                                metadata={"provider_status": exc.status or 0})
@@ -100,9 +103,12 @@ def lease_error(exc: LeaseRejected) -> FailedPrecondition:
 
 
 class Generator:
-    def __init__(self, registry: Registry, *, request_timeout_s: float = 60.0) -> None:
+    def __init__(self, registry: Registry, *, request_timeout_s: float = 60.0,
+                 routing_keys: capabilities.RoutingKeys | None = None) -> None:
         self.registry = registry
         self.request_timeout_s = request_timeout_s
+        # prompt_cache_key under the tier's secret (a per-process one by default).
+        self.routing_keys = routing_keys or capabilities.RoutingKeys()
 
     # --- unary --------------------------------------------------------------------
 
@@ -112,12 +118,14 @@ class Generator:
         with _tracer.start_as_current_span("cache.generate", attributes={
             "cache.provider": scope.provider, "cache.leased": bool(lease), "cache.contents": len(call.contents),
         }) as span:
-            unleased = capabilities.unleased_ref(provider, scope.fingerprint, self.registry.settings.default_ttl_s)
+            unleased = capabilities.unleased_ref(provider, scope.fingerprint, self.registry.settings.default_ttl_s,
+                                                 self.routing_keys)
             if not lease:
                 reply = await self._call(lambda: provider.generate(call, unleased), timeout)
                 return reply, CacheInfo(scope_fingerprint=scope.fingerprint)
             entry, state = await self._leased(scope, call, lease)
-            leased_call, ref = capabilities.leased_request(provider, call, entry, state is CacheState.CREATED)
+            leased_call, ref = capabilities.leased_request(provider, call, entry, self.routing_keys,
+                                                           state is CacheState.CREATED)
             try:
                 reply = await self._call(lambda: provider.generate(leased_call, ref), timeout, passthrough=CacheNotFound)
             except CacheNotFound:
@@ -155,7 +163,8 @@ class Generator:
         })
         try:
             if entry is not None:
-                leased_call, ref = capabilities.leased_request(provider, call, entry, state is CacheState.CREATED)
+                leased_call, ref = capabilities.leased_request(provider, call, entry, self.routing_keys,
+                                                           state is CacheState.CREATED)
                 try:
                     async for chunk in _bounded(provider.stream_generate(leased_call, ref), deadline):
                         produced, version = True, chunk.model_version
@@ -173,7 +182,8 @@ class Generator:
                 else:
                     info = self.registry.info(await self._touch(provider, entry), state)
             if entry is None:
-                unleased = capabilities.unleased_ref(provider, scope.fingerprint, self.registry.settings.default_ttl_s)
+                unleased = capabilities.unleased_ref(provider, scope.fingerprint,
+                                                     self.registry.settings.default_ttl_s, self.routing_keys)
                 async for chunk in _bounded(provider.stream_generate(call, unleased), deadline):
                     produced, version = True, chunk.model_version
                     for out in _release(held, chunk):

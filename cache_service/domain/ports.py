@@ -203,6 +203,17 @@ class InvalidRequest(ProviderError):
     default_message = "the provider rejected the request as invalid"
 
 
+class UnsupportedField(ProviderError):
+    """A field the model refuses, found before anything is sent (Claude 4.5
+    takes temperature or top_p, not both): INVALID_ARGUMENT naming the
+    field, never the provider's 400."""
+
+    def __init__(self, field: str, description: str) -> None:
+        super().__init__(f"{field}: {description}")
+        self.field = field
+        self.description = description
+
+
 class ProviderPermissionDenied(ProviderError):
     default_message = "the provider denied permission"
 

@@ -215,6 +215,58 @@ async def test_a_prompt_too_long_is_context_window_exceeded(anthropic_harness: H
     assert err.value.reason == "CONTEXT_WINDOW_EXCEEDED" and err.value.metadata["context_window"] == "50"
 
 
+async def test_a_prompt_that_fits_without_room_for_max_tokens_is_retried_with_less(
+        anthropic_harness: Harness, fake: FakeAnthropic) -> None:
+    # "input length and `max_tokens` exceed context limit: A + B > C": one
+    # retry with max_tokens lowered to C - A less a margin, for both calls.
+    gen = Generator(anthropic_harness.registry)
+    prompt = await anthropic_harness.provider.count_tokens(_call())
+    fake.context_window = prompt + 200
+    reply, _ = await gen.generate(_scope(), _call(), "")
+    chunks = [c async for c, _ in gen.stream(_scope(), _call(), "")]
+    assert reply.content is not None and chunks[-1].usage is not None
+    sent = [(c.op, c.status, c.body["max_tokens"]) for c in fake.calls if c.op != "count"]
+    lowered = sent[1][2]
+    assert 0 < lowered < 200 and sent == [("generate", 400, 256), ("generate", 200, lowered),
+                                          ("stream", 400, 256), ("stream", 200, lowered)]
+    # No room left for a reply: a context overflow (the context service compacts).
+    fake.context_window = prompt + 5
+    with pytest.raises(InvalidArgument) as err:
+        await gen.generate(_scope(), _call(), "")
+    assert err.value.reason == "CONTEXT_WINDOW_EXCEEDED"
+    assert err.value.metadata == {"prompt_tokens": str(prompt), "context_window": str(prompt + 5)}
+    assert [c.body["max_tokens"] for c in fake.calls[-1:]] == [256]
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-haiku-4-5-20251001", "claude-opus-4-1",
+                                   "claude-opus-4-6"])
+async def test_temperature_with_top_p_is_refused_before_sending_where_the_model_refuses_it(
+        anthropic_harness: Harness, fake: FakeAnthropic, model: str) -> None:
+    gen = Generator(anthropic_harness.registry)
+    both = ModelCall(model, _call().contents, SYSTEM, TOOLS, {"mode": "AUTO"},
+                     {"maxOutputTokens": 64, "temperature": 0.2, "topP": 0.9})
+    with pytest.raises(InvalidArgument) as err:
+        await gen.generate(scope(model=model, provider="anthropic"), both, "")
+    with pytest.raises(InvalidArgument) as streamed:
+        [c async for c in gen.stream(scope(model=model, provider="anthropic"), both, "")]
+    for e in (err.value, streamed.value):
+        assert e.reason == "INVALID_ARGUMENT"
+        assert [v.field for v in e.field_violations] == ["generation_config.top_p"]
+    assert fake.calls == []
+    # Either one alone is sent as asked.
+    for one in ({"temperature": 0.2}, {"topP": 0.9}):
+        await gen.generate(scope(model=model, provider="anthropic"),
+                           ModelCall(model, both.contents, SYSTEM, TOOLS, {"mode": "AUTO"}, one), "")
+    assert [("temperature" in c.body, "top_p" in c.body) for c in fake.calls] == [(True, False), (False, True)]
+
+
+async def test_older_claude_models_take_temperature_with_top_p(anthropic_harness: Harness, fake: FakeAnthropic) -> None:
+    for model in ("claude-sonnet-4-20250514", "claude-3-7-sonnet-latest", "claude-opus-4-0"):
+        both = ModelCall(model, _call().contents, SYSTEM, TOOLS, {"mode": "AUTO"}, {"temperature": 0.2, "topP": 0.9})
+        await Generator(anthropic_harness.registry).generate(scope(model=model, provider="anthropic"), both, "")
+    assert [(c.status, c.body["top_p"]) for c in fake.calls] == [(200, 0.9)] * 3
+
+
 async def test_overload_auth_and_stream_errors(anthropic_harness: Harness, fake: FakeAnthropic) -> None:
     gen = Generator(anthropic_harness.registry)
     fake.fail("generate", 529, "overloaded_error", "Overloaded", retry_after="3")

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from agentctx_common.errors import InvalidArgument, PermissionDenied, ResourceExhausted, Unavailable
-from cache_service.domain.capabilities import prefix_key
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import Prefix, PrefixView
@@ -88,7 +87,7 @@ async def test_an_entry_is_a_record_and_every_call_carries_the_scope_key(
     reply, info = await gen.generate(_scope(), _call(), r.lease)
     again, _ = await gen.generate(_scope(), _call("And next week?"), r.lease)
     keys = {c.body.get("prompt_cache_key") for c in fake.calls_of("generate")}
-    assert keys == {prefix_key(_scope().fingerprint)}
+    assert keys == {gen.routing_keys.of(_scope().fingerprint)}
     assert reply.usage is not None and again.usage is not None
     # Both read the history the unleased call sent; only the question is new.
     assert 0 < reply.usage.cached_prompt_tokens == again.usage.cached_prompt_tokens < again.usage.prompt_tokens
@@ -149,6 +148,27 @@ async def test_context_length_is_context_window_exceeded(openai_harness: Harness
     assert err.value.metadata["context_window"] == "50" and int(err.value.metadata["prompt_tokens"]) > 50
 
 
+async def test_vllm_overflow_texts_are_context_window_exceeded(harness_factory: Callable[..., Any]) -> None:
+    # vLLM's own texts, with an integer code: a prompt over the window, and a
+    # prompt that fits while prompt plus max_completion_tokens does not.
+    with FakeOpenAI(min_cache_tokens=64, flavor="vllm") as fake:
+        provider = OpenAIProvider(api_key=fake.api_key, base_url=f"{fake.base_url}/v1", min_cache_tokens=64)
+        try:
+            gen = Generator((await _harness(harness_factory, provider)).registry)
+            fake.context_window = 50
+            with pytest.raises(InvalidArgument) as over:
+                await gen.generate(_scope(), _call(), "")
+            fake.context_window = 400
+            with pytest.raises(InvalidArgument) as asked:
+                await gen.generate(_scope(), _call(generation={"maxOutputTokens": 4000}), "")
+        finally:
+            await provider.close()
+    assert [c.status for c in fake.calls] == [400, 400]
+    assert over.value.reason == asked.value.reason == "CONTEXT_WINDOW_EXCEEDED"
+    assert over.value.metadata["context_window"] == "50" and int(over.value.metadata["prompt_tokens"]) > 50
+    assert asked.value.metadata["context_window"] == "400" and 0 < int(asked.value.metadata["prompt_tokens"]) < 400
+
+
 async def test_server_auth_and_stream_errors(openai_harness: Harness, fake: FakeOpenAI) -> None:
     gen = Generator(openai_harness.registry)
     fake.fail("generate", 503, "overloaded", retry_after="3")
@@ -177,3 +197,21 @@ async def test_no_key_without_steering_and_retention_when_asked(harness_factory:
         assert "prompt_cache_key" not in first and "prompt_cache_retention" not in first
         assert second["prompt_cache_retention"] == "24h" and second["prompt_cache_key"]
         assert kept.prefix_ttl_s(300) == 86_400
+
+
+async def test_prompt_cache_retention_is_what_each_model_accepts(harness_factory: Callable[..., Any]) -> None:
+    # Configured "in_memory": sent as is before gpt-5.5, "24h" to gpt-5.5 (its
+    # only value), prompt_cache_options.ttl instead of the field from gpt-5.6.
+    with FakeOpenAI(min_cache_tokens=64) as fake:
+        provider = OpenAIProvider(api_key=fake.api_key, base_url=f"{fake.base_url}/v1", retention="in_memory")
+        try:
+            gen = Generator((await _harness(harness_factory, provider)).registry)
+            for model in ("gpt-5-mini", "gpt-5.5", "gpt-5.5-pro", "gpt-5.6", "gpt-6"):
+                call = ModelCall(model, _call().contents, SYSTEM, TOOLS, {"mode": "AUTO"}, {})
+                await gen.generate(scope(model=model, provider="openai"), call, "")
+        finally:
+            await provider.close()
+    sent = [(c.status, c.body.get("prompt_cache_retention"), c.body.get("prompt_cache_options"))
+            for c in fake.calls_of("generate")]
+    assert sent == [(200, "in_memory", None), (200, "24h", None), (200, "24h", None),
+                    (200, None, {"ttl": "30m"}), (200, None, {"ttl": "30m"})]

@@ -5,8 +5,10 @@ Routes: ``POST /v1/messages`` (``stream: true`` answers SSE: message_start,
 content_block_start/delta/stop, message_delta, message_stop, pings) and
 ``POST /v1/messages/count_tokens``. It checks the API key (``x-api-key``,
 or a bearer ``authorization`` as this SDK sends it),
-``anthropic-version``, ``max_tokens``, roles, that every tool_result answers
-an earlier tool_use, and at most 4 ``cache_control`` blocks.
+``anthropic-version``, ``max_tokens`` (and that the prompt plus it fits
+the window: "input length and `max_tokens` exceed context limit"), roles, that every tool_result answers
+an earlier tool_use, at most 4 ``cache_control`` blocks, and not both
+``temperature`` and ``top_p`` on Claude Opus 4.1 and Claude 4.5 and later.
 
 Prompt caching as Anthropic documents it: the request is a sequence of
 blocks (tools, then system, then each message's content blocks). At each
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -37,6 +40,9 @@ from typing import Any
 from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens
 
 LOOKBACK_BLOCKS = 20
+# The models that take temperature or top_p but not both: Claude Opus 4.1,
+# and every Claude from 4.5 on (sonnet, haiku, opus 4-5, 4-6, ...).
+_ONE_SAMPLER = re.compile(r"^claude-(?:opus-4-1|(?:opus|sonnet|haiku)-(?:4-[5-9]|[5-9]))(?:\D|$)")
 _TTL = {"5m": 300.0, "1h": 3600.0}
 
 
@@ -97,6 +103,12 @@ class FakeAnthropic(JsonHttpFake):
                               f"prompt is too long: {prompt} tokens > {self.context_window} maximum")
         if op == "count":
             return op, Reply(200, {"input_tokens": prompt})
+        if prompt + body["max_tokens"] > self.context_window:
+            # The prompt fits, the prompt plus the reply it allows does not.
+            return op, _error(400, "invalid_request_error",
+                              f"input length and `max_tokens` exceed context limit: {prompt} + "
+                              f"{body['max_tokens']} > {self.context_window}, decrease input length or "
+                              "`max_tokens` and try again")
         read, write_5m, write_1h = self._cache(blocks)
         usage = {
             "input_tokens": prompt - read - write_5m - write_1h,
@@ -119,6 +131,9 @@ class FakeAnthropic(JsonHttpFake):
         messages = body.get("messages") or []
         if not messages:
             return _error(400, "invalid_request_error", "messages: at least one message is required")
+        if "temperature" in body and "top_p" in body and _ONE_SAMPLER.match(str(body.get("model", ""))):
+            return _error(400, "invalid_request_error",
+                          "`temperature` and `top_p` cannot both be specified for this model. Please use only one.")
         seen_tool_uses: set[str] = set()
         marks = sum(1 for b in _blocks(body) if isinstance(b, dict) and b.get("cache_control"))
         if marks > 4:

@@ -1,7 +1,11 @@
 """A fake OpenAI-compatible Chat Completions server for testing the real
 ``openai`` SDK (base_url points here), in two flavors of error body:
 ``openai`` ({"error": {message, type, param, code}}) and ``vllm`` (the
-top-level {"object": "error", ...} that vLLM and SGLang send).
+top-level {"object": "error", ...} that vLLM and SGLang send, an integer
+``code``, and vLLM's own overflow texts: "...However, your request has M
+input tokens" for a prompt over the window, and "'max_tokens' or
+'max_completion_tokens' is too large" when the prompt fits but prompt plus
+``max_completion_tokens`` does not).
 
 Route: ``POST /v1/chat/completions`` (``stream: true`` answers SSE ``data:``
 chunks, usage in a last chunk without choices when ``stream_options``
@@ -13,6 +17,13 @@ Automatic prefix caching as OpenAI documents it: a prompt of at least
 an earlier request with the same ``prompt_cache_key`` (or none) sent, and
 every request's prefixes are cached; usage reports
 ``prompt_tokens_details.cached_tokens``. No write is billed or reported.
+
+Prompt-cache retention per model (``openai`` flavor): gpt-5.5 refuses
+``prompt_cache_retention: "in_memory"`` (only "24h"); from gpt-5.6
+``prompt_cache_options`` (ttl "30m") supersedes it, "in_memory" is refused
+and both together are rejected; earlier models have no
+``prompt_cache_options``. Refusals are 400 ``invalid_parameter`` with the
+``param`` named.
 
 Replies: if tools are declared and the last user text names one, a tool
 call of it (``finish_reason: tool_calls``); else "fake reply to N messages".
@@ -26,12 +37,43 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens
+
+_GPT = re.compile(r"^gpt-(\d+)(?:\.(\d+))?")
+
+
+def _version(model: str) -> tuple[int, int] | None:
+    found = _GPT.match(model)
+    return (int(found.group(1)), int(found.group(2) or 0)) if found else None
+
+
+def _cache_options_refusal(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(message, param) of OpenAI's refusal of the request's prompt-cache
+    retention: gpt-5.5 takes only "24h"; from gpt-5.6 prompt_cache_options
+    (ttl "30m", the only value) supersedes prompt_cache_retention, "in_memory"
+    is refused and setting both is rejected; before 5.6 there is no
+    prompt_cache_options."""
+    version = _version(str(body.get("model", "")))
+    retention, options = body.get("prompt_cache_retention"), body.get("prompt_cache_options")
+    if retention is not None and retention not in ("in_memory", "24h"):
+        return f"Invalid value: '{retention}'.", "prompt_cache_retention"
+    if version is None or version < (5, 5):
+        return ("prompt_cache_options is not supported with this model.", "prompt_cache_options") if options else None
+    if retention == "in_memory":
+        return "This model is compatible only with 24h extended prompt caching", "prompt_cache_retention"
+    if version < (5, 6):
+        return ("prompt_cache_options is not supported with this model.", "prompt_cache_options") if options else None
+    if options is not None and retention is not None:
+        return "prompt_cache_retention cannot be set together with prompt_cache_options.", "prompt_cache_retention"
+    if options is not None and options.get("ttl", "30m") != "30m":
+        return f"Invalid value: '{options.get('ttl')}'. Supported values are: '30m'.", "prompt_cache_options.ttl"
+    return None
 
 
 class FakeOpenAI(JsonHttpFake):
@@ -65,6 +107,9 @@ class FakeOpenAI(JsonHttpFake):
                   retry_after=retry_after)
 
     def context_message(self, prompt: int) -> str:
+        if self.flavor == "vllm":
+            return (f"This model's maximum context length is {self.context_window} tokens. However, your request "
+                    f"has {prompt} input tokens. Please reduce the length of the input messages.")
         return (f"This model's maximum context length is {self.context_window} tokens. However, your messages "
                 f"resulted in {prompt} tokens. Please reduce the length of the messages.")
 
@@ -87,11 +132,23 @@ class FakeOpenAI(JsonHttpFake):
         invalid = self._validate(body)
         if invalid is not None:
             return op, Reply(400, self.error_body(400, invalid, None, "invalid_request_error"))
+        refused = _cache_options_refusal(body) if self.flavor == "openai" else None
+        if refused is not None:
+            error = self.error_body(400, refused[0], "invalid_parameter", "invalid_request_error")
+            error["error"]["param"] = refused[1]
+            return op, Reply(400, error)
         messages = body["messages"]
         prompt = estimate_tokens([body.get("tools") or [], messages])
         if prompt > self.context_window:
-            return op, Reply(400, self.error_body(400, self.context_message(prompt), "context_length_exceeded",
-                                                  "invalid_request_error"))
+            code = None if self.flavor == "vllm" else "context_length_exceeded"
+            kind = "BadRequestError" if self.flavor == "vllm" else "invalid_request_error"
+            return op, Reply(400, self.error_body(400, self.context_message(prompt), code, kind))
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        if self.flavor == "vllm" and isinstance(asked, int) and prompt + asked > self.context_window:
+            return op, Reply(400, self.error_body(
+                400, f"'max_tokens' or 'max_completion_tokens' is too large: {asked}. This model's maximum context "
+                f"length is {self.context_window} tokens and your request has {prompt} input tokens "
+                f"({asked} > {self.context_window} - {prompt}).", None, "BadRequestError"))
         cached = self._cache(body, prompt)
         message, finish = _answer(body)
         usage = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5,

@@ -16,7 +16,12 @@ tool_use and tool_result blocks (ids are made up, pairwise, where a call
 has none), inline images and PDFs base64 blocks. Thought parts are not
 sent: Anthropic accepts only its own signed thinking blocks.
 
-SDK retries are off (the caller owns retries); the HTTP client's request
+A prompt that fits the window while the prompt plus ``max_tokens`` does
+not ("input length and `max_tokens` exceed context limit: A + B > C") is
+retried once with ``max_tokens`` lowered to C - A less a small margin; with
+no room for a reply it is a context overflow (the context service compacts).
+
+SDK retries are off (the caller owns retries, but for that one); the HTTP client's request
 logs are silenced. SDK exceptions are classified by the shared table
 (providers.errors, read by anthropic.errors) and dropped.
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anthropic
 
@@ -82,16 +88,31 @@ class AnthropicProvider:
     async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
         params = wire.request_params(call, cache, self._default_max_tokens)
         with _ERRORS.mapped():
-            message = await self._client.messages.create(**params)
+            message = await self._create(params)
         return wire.reply(message)
 
     async def stream_generate(self, call: ModelCall, cache: CacheRef | None) -> AsyncIterator[ModelReply]:
         params = wire.request_params(call, cache, self._default_max_tokens)
         with _ERRORS.mapped():
-            stream = await self._client.messages.create(**params, stream=True)
+            stream = await self._create(params, stream=True)
             async with contextlib.aclosing(wire.chunks(stream, call.model)) as chunks:
                 async for chunk in chunks:
                     yield chunk
+
+    async def _create(self, params: dict[str, Any], **extra: Any) -> Any:
+        """messages.create, retried once with a lower max_tokens when the
+        prompt fits the window but the prompt plus max_tokens does not (the
+        caller's max_tokens is a ceiling, not a demand); any other failure,
+        or no room for a reply, is raised for the table."""
+        try:
+            return await self._client.messages.create(**params, **extra)
+        except anthropic.BadRequestError as exc:
+            lowered = _ERRORS.room_for_output(exc, int(params["max_tokens"]))
+            if lowered is None:
+                raise
+        log.info("prompt plus max_tokens exceed the window; retrying once with less",
+                 extra={"max_tokens": lowered})
+        return await self._client.messages.create(**{**params, "max_tokens": lowered}, **extra)
 
     async def count_tokens(self, call: ModelCall) -> int:
         params = wire.request_params(call, None, self._default_max_tokens)

@@ -9,8 +9,8 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from cache_service.domain.model import JSON, ModelCall, ModelReply, Usage
-from cache_service.domain.ports import CacheRef, InvalidRequest, PrefixMark
-from cache_service.providers.anthropic.settings import SHORT_TTL_S
+from cache_service.domain.ports import CacheRef, InvalidRequest, PrefixMark, UnsupportedField
+from cache_service.providers.anthropic.settings import SHORT_TTL_S, one_sampler
 from cache_service.providers.tool_ids import ToolIds
 
 _FINISH = {"end_turn": "STOP", "tool_use": "STOP", "stop_sequence": "STOP", "pause_turn": "STOP",
@@ -53,6 +53,9 @@ def request_params(call: ModelCall, cache: CacheRef | None, default_max_tokens: 
     # This SDK no longer types the sampling parameters; older models still take them.
     sampling = {theirs: g[ours] for ours, theirs in (("temperature", "temperature"), ("topP", "top_p"),
                                                      ("topK", "top_k")) if g.get(ours) is not None}
+    if "temperature" in sampling and "top_p" in sampling and one_sampler(call.model):
+        raise UnsupportedField("generation_config.top_p",
+                               f"{call.model} takes temperature or top_p, not both: set only one")
     if sampling:
         params["extra_body"] = sampling
     if g.get("stopSequences"):

@@ -6,7 +6,8 @@ What the service steers: the request keeps its stable prefix first (system
 instruction, tools, history), and every call of a scope carries the
 scope's routing key as ``prompt_cache_key`` (``send_cache_key``), so its
 calls land where its prefix is cached; ``retention`` (e.g. "24h") is sent
-as ``prompt_cache_retention`` where the server offers it. Usage reports
+as what each model accepts (settings.retention_params: as is before
+gpt-5.5, "24h" to gpt-5.5, ``prompt_cache_options.ttl`` from gpt-5.6). Usage reports
 ``prompt_tokens_details.cached_tokens`` as the cached prompt tokens.
 
 Content is converted from the canonical (Gemini-like) shape: the system

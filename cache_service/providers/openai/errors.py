@@ -9,7 +9,14 @@ import openai
 from cache_service.providers.errors import ErrorMap, Failure, Overflow
 from cache_service.providers.http_logs import retry_after_s
 
-_WINDOW = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens", re.S)
+# The window, then the prompt: OpenAI's "...your messages resulted in M
+# tokens" (or "you requested M tokens"), vLLM's "...your request has M input
+# tokens" and, when the prompt fits but prompt plus max_tokens does not,
+# vLLM's "'max_tokens' or 'max_completion_tokens' is too large: X. This
+# model's maximum context length is N tokens and your request has M input
+# tokens". Each is an overflow: compaction makes room for the reply too.
+_WINDOW = re.compile(r"maximum context length is (\d+) tokens.*?"
+                     r"(?:resulted in|requested|request has) (\d+)(?: input)? tokens", re.S)
 # The codes that decide before the HTTP status does (a quota comes as a 429,
 # but a retry does not help; an error inside a stream has no status).
 _ROW_OF = {"context_length_exceeded": 400, "insufficient_quota": 403, "rate_limit_exceeded": 429}
@@ -35,4 +42,5 @@ class OpenAIErrors(ErrorMap):
         found = _WINDOW.search(f.message)
         if found:
             return int(found.group(2)), int(found.group(1))
-        return (None, None) if f.code == "context_length_exceeded" else None
+        too_large = "'max_tokens' or 'max_completion_tokens' is too large" in f.message
+        return (None, None) if f.code == "context_length_exceeded" or too_large else None

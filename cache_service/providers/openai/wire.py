@@ -10,6 +10,7 @@ from typing import Any
 
 from cache_service.domain.model import JSON, ModelCall, ModelReply, Usage
 from cache_service.domain.ports import CacheRef, InvalidRequest, PrefixMark
+from cache_service.providers.openai.settings import retention_params
 from cache_service.providers.tool_ids import ToolIds
 
 _FINISH = {"stop": "STOP", "tool_calls": "STOP", "function_call": "STOP", "length": "MAX_TOKENS",
@@ -28,8 +29,7 @@ def request_params(call: ModelCall, cache: CacheRef | None, *, send_cache_key: b
             params["tool_choice"] = choice
     if isinstance(cache, PrefixMark) and send_cache_key:
         params["prompt_cache_key"] = cache.key
-        if retention:
-            params["prompt_cache_retention"] = retention
+        params.update(retention_params(call.model, retention))
     g = call.generation_config
     for ours, theirs in (("temperature", "temperature"), ("topP", "top_p"), ("seed", "seed"),
                          ("maxOutputTokens", "max_completion_tokens")):
