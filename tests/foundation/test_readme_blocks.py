@@ -293,7 +293,15 @@ def test_the_gemini_block_starts_a_cache_service(clone: pathlib.Path, ports: dic
     assert _run(".venv/bin/agentctx init", clone, {}).returncode == 0
     env = {"AGENTCTX_CACHE_PORT": str(ports["cache"])}
     log = clone.parent / f"{clone.name}-gemini.log"
-    cache = _start(_only("gemini"), clone, env, log)
+    block = _only("gemini")
+    assert "AGENTCTX_CACHE_GEMINI_API_KEY=…" in block
+    # Copied as it is, the placeholder is refused at start, and named as one.
+    refused = _start(block, clone, env, log)
+    assert refused.wait(timeout=120) != 0
+    text = log.read_text()
+    assert "placeholder" in text and "AGENTCTX_CACHE_GEMINI_API_KEY" in text and "Traceback" not in text
+    # With a key in its place (no call is made), the block starts a cache service.
+    cache = _start(block.replace("=…", "=AIza-stand-in-key-for-this-test"), clone, env, log)
     try:
         wait_healthy(ports["cache"], clone / ".agentctx" / "certs", "context-client", cache)
     finally:
