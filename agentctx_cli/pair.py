@@ -93,6 +93,22 @@ SERVICE_ENV: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+# The cache tier's secrets: the context side must never hold them, in a
+# file or in its environment.
+CACHE_TIER_SECRETS = ("redis_url", "redis_encryption_key", "lease_keys")
+
+
+def cache_secrets_in(config: pathlib.Path) -> list[str]:
+    """The cache-tier secrets ``config``'s [cache] table sets (names only):
+    a file the context service is given must set none. An unreadable or
+    malformed file sets none here; loading it reports it."""
+    try:
+        table = tomllib.loads(config.read_text()).get("cache", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    return [key for key in CACHE_TIER_SECRETS if isinstance(table, dict) and key in table]
+
+
 def route_key_names(config: pathlib.Path | None, environ: Mapping[str, str]) -> frozenset[str]:
     """The variables the cache service's routes name as keys (``api_key_env``),
     from the config file's ``[cache] routes`` and ``AGENTCTX_CACHE_ROUTES``.
@@ -398,6 +414,12 @@ def start_pair(pair: Pair, command: str) -> HomeConfig:
     port is taken. Returns the config file it ran with."""
     check_ports_free(pair.home, pair.context_port, pair.cache_port)
     home = prepare_home(pair.home, pair.context_port, pair.cache_port)
+    if secrets := cache_secrets_in(home.path):
+        raise ConfigError(
+            f"{home.path} sets [cache] {', '.join(secrets)}, and the context service runs with this file too: it "
+            "must never hold the cache tier's secrets. Set them in the environment instead "
+            f"({', '.join('AGENTCTX_CACHE_' + s.upper() for s in secrets)}: `agentctx up` passes those to the "
+            "cache service alone), or run each service with a file of its own (`agentctx serve … --config`)")
     cache = _spawn("cache", home.path, pair.logs / "cache.log", home.overrides)
     pair.procs.append(cache.proc)
     context = _spawn("context", home.path, pair.logs / "context.log", home.overrides)

@@ -137,3 +137,27 @@ def test_up_makes_every_file_private_under_umask_000(tmp_path: pathlib.Path) -> 
     made = {str(p.relative_to(home)) for p in home.rglob("*")}
     assert {"logs/context.log", "logs/cache.log", "data/context.db", "data/cache-journal.jsonl"} <= made, made
     assert wrong_modes(home) == {}
+
+
+def test_up_refuses_a_shared_file_holding_cache_tier_secrets(tmp_path: pathlib.Path) -> None:
+    """The pair's agentctx.toml goes to both services: one that sets the
+    cache tier's secrets in [cache] is refused before anything starts,
+    naming the settings and never their values."""
+    home = tmp_path / "home"
+    assert _cli("init", "--home", str(home), "--context-port", str(free_port()), "--cache-port", str(free_port()),
+                umask=0o022).returncode == 0
+    with open(home / "agentctx.toml", "a") as config:  # [cache] is the file's last table
+        config.write('redis_encryption_key = "c2VjcmV0LXZhbHVl"\n')
+    done = _cli("up", "--home", str(home), "--exit-when-ready", "--no-demo", umask=0o022)
+    assert done.returncode != 0
+    assert "redis_encryption_key" in done.stderr and "AGENTCTX_CACHE_REDIS_ENCRYPTION_KEY" in done.stderr
+    assert "c2VjcmV0LXZhbHVl" not in done.stderr + done.stdout
+    assert not (home / "logs" / "context.log").exists()
+
+
+def test_serve_context_warns_of_a_file_holding_cache_tier_secrets(tmp_path: pathlib.Path) -> None:
+    config = tmp_path / "both.toml"
+    config.write_text('[context]\nprot = 1\n\n[cache]\nredis_url = "redis://:pw@127.0.0.1:6379/0"\n')
+    done = _cli("serve", "context", "--config", str(config), umask=0o022)
+    assert done.returncode != 0  # the misspelt key stops it right after the warning
+    assert "warning" in done.stderr and "redis_url" in done.stderr and "pw@" not in done.stderr
