@@ -304,9 +304,10 @@ def _overrides(config: pathlib.Path, context_port: int, cache_port: int) -> Home
 def make_home(home: pathlib.Path) -> None:
     """The home's directories and dev certificates, whatever the umask: the
     home 0700 when made here (an existing one is the user's), data/ and logs/
-    0700 (made so when an older version left them 0755), certs/ 0755 with
-    the keys 0600."""
+    0700 and certs/ 0755 with the keys 0600 (made so when an older version
+    left them wider)."""
     make_dir(home, PRIVATE_DIR, tighten=False)
+    make_dir(home / "certs", 0o755)  # never writable by others: they could replace the CA
     init_dev_certs(home / "certs")
     for sub in ("data", "logs"):
         make_dir(home / sub, PRIVATE_DIR)

@@ -116,7 +116,7 @@ def test_init_makes_every_file_private_whatever_the_umask(tmp_path: pathlib.Path
 def test_init_tightens_a_home_written_by_an_older_version(tmp_path: pathlib.Path) -> None:
     home = tmp_path / "home"
     assert _cli("init", "--home", str(home), umask=0o022).returncode == 0
-    for path in (home / "data", home / "logs"):
+    for path in (home / "data", home / "logs", home / "certs"):
         path.chmod(0o777)
     for path in (home / "agentctx.toml", home / "certs" / "ca.pem", home / "certs" / "ca.key"):
         path.chmod(0o666)
