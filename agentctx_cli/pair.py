@@ -23,13 +23,25 @@ from dataclasses import dataclass, field
 
 from agentctx_common.certs import SAMPLE_AGENT_ID, init_dev_certs
 from agentctx_common.errors import ConfigError
+from agentctx_common.files import (
+    PRIVATE_DIR,
+    PRIVATE_FILE,
+    create_file,
+    make_dir,
+    open_append,
+    replace_file,
+    tighten_file,
+)
 
-CONFIG_TEMPLATE = """\
-# Written once by `agentctx up` (or `agentctx init`); later starts read it and
-# keep your edits (delete the file to get a fresh one). Command-line ports and
-# environment variables (AGENTCTX_CONTEXT_*, AGENTCTX_CACHE_*) override these
-# values, and `agentctx up` says which ones it overrode.
+CONFIG_HEADER = """\
+# Written once by `agentctx up` (or `agentctx init`), mode 0600; later starts
+# read it and keep your edits (delete the file to get a fresh one).
+# Command-line ports and environment variables (AGENTCTX_CONTEXT_*,
+# AGENTCTX_CACHE_*) override these values, and `agentctx up` says which ones
+# it overrode.
 
+"""
+CONTEXT_TABLE = """\
 [context]
 host = "127.0.0.1"
 port = {context_port}
@@ -43,7 +55,8 @@ cache_cert = "{certs}/context-client.pem"
 cache_key = "{certs}/context-client.key"
 require_client_cert = true
 app_grants = {{ "{sample_agent}" = ["*"] }}
-
+"""
+CACHE_TABLE = """\
 [cache]
 host = "127.0.0.1"
 port = {cache_port}
@@ -52,10 +65,15 @@ tls_key = "{certs}/cache-server.key"
 tls_client_ca = "{certs}/ca.pem"
 data_dir = "{home}/data"
 """
+CONFIG_TEMPLATE = CONFIG_HEADER + CONTEXT_TABLE + "\n" + CACHE_TABLE
 
 PID_FILE = "pair.json"
 CONFIG_FILE = "agentctx.toml"
-CLUSTER_CONFIG_FILE = "agentctx-cluster.toml"  # `up --cluster`'s own, so neither tramples the other
+# `up --cluster`'s own, so neither tramples agentctx.toml: one file per
+# service, so the context replicas never hold the cache tier's Redis URL or keys.
+CLUSTER_CONTEXT_FILE = "agentctx-cluster-context.toml"
+CLUSTER_CACHE_FILE = "agentctx-cluster-cache.toml"
+LEGACY_CLUSTER_FILE = "agentctx-cluster.toml"  # both tables in one file, before; its keys are carried over
 DEFAULT_CONTEXT_PORT = 50051
 DEFAULT_CACHE_PORT = 50052
 
@@ -73,6 +91,22 @@ SERVICE_ENV: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                                               "HTTPS_PROXY", "https_proxy", "NO_PROXY",
                                               "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")),
 }
+
+
+# The cache tier's secrets: the context side must never hold them, in a
+# file or in its environment.
+CACHE_TIER_SECRETS = ("redis_url", "redis_encryption_key", "lease_keys")
+
+
+def cache_secrets_in(config: pathlib.Path) -> list[str]:
+    """The cache-tier secrets ``config``'s [cache] table sets (names only):
+    a file the context service is given must set none. An unreadable or
+    malformed file sets none here; loading it reports it."""
+    try:
+        table = tomllib.loads(config.read_text()).get("cache", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    return [key for key in CACHE_TIER_SECRETS if isinstance(table, dict) and key in table]
 
 
 def route_key_names(config: pathlib.Path | None, environ: Mapping[str, str]) -> frozenset[str]:
@@ -267,6 +301,18 @@ def _overrides(config: pathlib.Path, context_port: int, cache_port: int) -> Home
     return home
 
 
+def make_home(home: pathlib.Path) -> None:
+    """The home's directories and dev certificates, whatever the umask: the
+    home 0700 when made here (an existing one is the user's), data/ and logs/
+    0700 and certs/ 0755 with the keys 0600 (made so when an older version
+    left them wider)."""
+    make_dir(home, PRIVATE_DIR, tighten=False)
+    make_dir(home / "certs", 0o755)  # never writable by others: they could replace the CA
+    init_dev_certs(home / "certs")
+    for sub in ("data", "logs"):
+        make_dir(home / sub, PRIVATE_DIR)
+
+
 def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> HomeConfig:
     """Creates certificates if missing and writes the config file the first
     time only; a later start reads it as it is (with the user's edits) and
@@ -275,14 +321,17 @@ def prepare_home(home: pathlib.Path, context_port: int, cache_port: int) -> Home
     certs = home / "certs"
     config = home / CONFIG_FILE
     try:
-        init_dev_certs(certs)
-        (home / "data").mkdir(parents=True, exist_ok=True)
-        (home / "logs").mkdir(parents=True, exist_ok=True)
+        make_home(home)
         if config.exists():
+            tighten_file(config)  # written 0644 by an older version
             return _overrides(config, context_port, cache_port)
-        config.write_text(CONFIG_TEMPLATE.format(
+        text = CONFIG_TEMPLATE.format(
             home=home, certs=certs, context_port=context_port, cache_port=cache_port, sample_agent=SAMPLE_AGENT_ID,
-        ))
+        )
+        try:
+            create_file(config, text.encode())
+        except FileExistsError:  # another start wrote it meanwhile: the first one wins
+            return _overrides(config, context_port, cache_port)
     except OSError as exc:
         raise ConfigError(f"cannot write {exc.filename or home}: {exc.strerror}") from None
     return HomeConfig(config, written=True)
@@ -304,8 +353,8 @@ def _spawn(service: str, config: pathlib.Path, log_path: pathlib.Path,
     # the services with SIGTERM (a SIGINT to the whole group would also hit
     # the services' worker processes, which then die mid-call and leak their
     # semaphores).
-    with open(log_path, "ab") as log:
-        offset = log.tell()
+    with os.fdopen(open_append(log_path, PRIVATE_FILE), "ab") as log:  # logs are 0600, older ones made so
+        offset = log.seek(0, os.SEEK_END)
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentctx_cli.main", "serve", service, "--config", str(config)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -366,15 +415,21 @@ def start_pair(pair: Pair, command: str) -> HomeConfig:
     port is taken. Returns the config file it ran with."""
     check_ports_free(pair.home, pair.context_port, pair.cache_port)
     home = prepare_home(pair.home, pair.context_port, pair.cache_port)
+    if secrets := cache_secrets_in(home.path):
+        raise ConfigError(
+            f"{home.path} sets [cache] {', '.join(secrets)}, and the context service runs with this file too: it "
+            "must never hold the cache tier's secrets. Set them in the environment instead "
+            f"({', '.join('AGENTCTX_CACHE_' + s.upper() for s in secrets)}: `agentctx up` passes those to the "
+            "cache service alone), or run each service with a file of its own (`agentctx serve … --config`)")
     cache = _spawn("cache", home.path, pair.logs / "cache.log", home.overrides)
     pair.procs.append(cache.proc)
     context = _spawn("context", home.path, pair.logs / "context.log", home.overrides)
     pair.procs.append(context.proc)
     pair.started = [cache, context]
-    (pair.home / PID_FILE).write_text(json.dumps({
+    replace_file(pair.home / PID_FILE, (json.dumps({
         "pid": os.getpid(), "command": command, "context_port": pair.context_port, "cache_port": pair.cache_port,
         "service_pids": [p.pid for p in pair.procs],
-    }) + "\n")
+    }) + "\n").encode())
     deadline = time.monotonic() + 60
     wait_healthy(pair.cache_port, pair.certs, "context-client", deadline, cache, "the cache service")
     wait_healthy(pair.context_port, pair.certs, "agent-client", deadline, context, "the context service")
@@ -403,10 +458,19 @@ CLUSTER_CONTEXT_REPLICAS = 2
 CLUSTER_CACHE_REPLICAS = 3
 CLUSTER_PORT_STEP = 100  # replica i listens on the base port + i * 100
 
-CLUSTER_TEMPLATE = CONFIG_TEMPLATE.replace(
+CLUSTER_HEADER = """\
+# Written by `agentctx up --cluster` at every start (mode 0600), for the {service}
+# replicas only: {what}.
+
+"""
+CLUSTER_CONTEXT_TEMPLATE = CLUSTER_HEADER.format(
+    service="context", what="the cache tier's Redis URL and keys are in agentctx-cluster-cache.toml, never here",
+) + CONTEXT_TABLE.replace(
     'cache_target = "127.0.0.1:{cache_port}"', 'cache_target = "{cache_target}"'
-).replace('data_dir = "{home}/data"\ncache_target', 'database_url = "{database_url}"\ndata_dir = "{home}/data"\ncache_target'
-          ) + """\
+).replace('data_dir = "{home}/data"\ncache_target', 'database_url = "{database_url}"\ndata_dir = "{home}/data"\ncache_target')
+CLUSTER_CACHE_TEMPLATE = CLUSTER_HEADER.format(
+    service="cache", what="it holds the Redis URL, the encryption key and the lease signing secret",
+) + CACHE_TABLE + """\
 redis_url = "{redis_url}"
 redis_key_prefix = "{redis_prefix}"
 redis_encryption_key = "{encryption_key}"
@@ -447,45 +511,58 @@ class Cluster(Pair):
         return "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in self.context_ports)
 
 
-def _cluster_secrets(config: pathlib.Path) -> dict[str, str]:
+def _cluster_secrets(*configs: pathlib.Path) -> dict[str, str]:
     """The encryption key and lease key of the home's cluster: generated the
-    first time, then read back from agentctx.toml so that restarts keep
-    the leases and the stored names readable."""
+    first time, then read back from the first of ``configs`` that has them
+    (the cache replicas' file, else the one file of an older version) so
+    that restarts keep the leases and the stored names readable."""
     import base64
     import secrets
-    import tomllib
 
-    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, KeyError, IndexError, TypeError):
-        cache = tomllib.loads(config.read_text())["cache"]
-        key = cache["lease_keys"][0]
-        return {"encryption_key": str(cache["redis_encryption_key"]), "lease_key_id": str(key["id"]),
-                "lease_secret": str(key["secret"])}
+    for config in configs:
+        with contextlib.suppress(OSError, tomllib.TOMLDecodeError, KeyError, IndexError, TypeError):
+            cache = tomllib.loads(config.read_text())["cache"]
+            key = cache["lease_keys"][0]
+            return {"encryption_key": str(cache["redis_encryption_key"]), "lease_key_id": str(key["id"]),
+                    "lease_secret": str(key["secret"])}
     return {"encryption_key": base64.b64encode(secrets.token_bytes(32)).decode(),
             "lease_key_id": "up1", "lease_secret": secrets.token_hex(32)}
 
 
-def prepare_cluster_home(cluster: Cluster) -> pathlib.Path:
+@dataclass(frozen=True)
+class ClusterConfigs:
+    """The two files of ``up --cluster``: each service's replicas get only their own."""
+
+    context: pathlib.Path
+    cache: pathlib.Path
+
+
+def prepare_cluster_home(cluster: Cluster) -> ClusterConfigs:
     import hashlib
 
-    home, certs, config = cluster.home, cluster.certs, cluster.home / CLUSTER_CONFIG_FILE
+    home, certs = cluster.home, cluster.certs
+    configs = ClusterConfigs(home / CLUSTER_CONTEXT_FILE, home / CLUSTER_CACHE_FILE)
+    legacy = home / LEGACY_CLUSTER_FILE
     tag = hashlib.sha256(str(home).encode()).hexdigest()[:8]  # one key space per home on a shared Redis
+    values = dict(
+        home=home, certs=certs, context_port=cluster.context_port, cache_port=cluster.cache_port,
+        sample_agent=SAMPLE_AGENT_ID, database_url=cluster.database_url, redis_url=cluster.redis_url,
+        cache_target="ipv4:" + ",".join(f"127.0.0.1:{p}" for p in cluster.cache_ports),
+        redis_prefix=f"agentctx-up-{tag}:", sim_prefix=f"agentctx-up-{tag}-sim:",
+    )
     try:
-        init_dev_certs(certs)
-        for sub in ("data", "logs"):
-            (home / sub).mkdir(parents=True, exist_ok=True)
-        keys = _cluster_secrets(config)
-        config.write_text(CLUSTER_TEMPLATE.format(
-            home=home, certs=certs, context_port=cluster.context_port, cache_port=cluster.cache_port,
-            sample_agent=SAMPLE_AGENT_ID, database_url=cluster.database_url, redis_url=cluster.redis_url,
-            cache_target="ipv4:" + ",".join(f"127.0.0.1:{p}" for p in cluster.cache_ports),
-            redis_prefix=f"agentctx-up-{tag}:", sim_prefix=f"agentctx-up-{tag}-sim:", **keys,
-        ))
+        make_home(home)
+        keys = _cluster_secrets(configs.cache, legacy)
+        replace_file(configs.context, CLUSTER_CONTEXT_TEMPLATE.format(**values).encode())
+        replace_file(configs.cache, CLUSTER_CACHE_TEMPLATE.format(**values, **keys).encode())
+        with contextlib.suppress(FileNotFoundError):
+            legacy.unlink()  # its keys are in the cache file now; a copy readable by the context side is not kept
     except OSError as exc:
         raise ConfigError(f"cannot write {exc.filename or home}: {exc.strerror}") from None
-    return config
+    return configs
 
 
-async def _ensure_database(cluster: Cluster, config: pathlib.Path) -> None:
+async def _ensure_database(cluster: Cluster, context_config: pathlib.Path) -> None:
     import asyncpg
 
     from agentctx_cli.commands.db import _upgrade
@@ -500,7 +577,7 @@ async def _ensure_database(cluster: Cluster, config: pathlib.Path) -> None:
             await conn.execute(f'CREATE DATABASE "{cluster.database}"')
     finally:
         await conn.close()
-    await _upgrade(ContextSettings.load(config, dev_plaintext=True, host="127.0.0.1", dev_anonymous_apps=[]))
+    await _upgrade(ContextSettings.load(context_config, dev_plaintext=True, host="127.0.0.1", dev_anonymous_apps=[]))
 
 
 def start_cluster(cluster: Cluster, command: str) -> None:
@@ -514,24 +591,24 @@ def start_cluster(cluster: Cluster, command: str) -> None:
     if taken:
         raise ConfigError(f"ports {', '.join(map(str, taken))} already in use; choose other base ports "
                           "(--context-port, --cache-port; replicas use base + 100 * i)")
-    config = prepare_cluster_home(cluster)
-    asyncio.run(_ensure_database(cluster, config))
+    configs = prepare_cluster_home(cluster)
+    asyncio.run(_ensure_database(cluster, configs.context))
     waits = []
     for i, port in enumerate(cluster.cache_ports):
         data = cluster.home / "data" / f"cache-{i}"
-        data.mkdir(parents=True, exist_ok=True)
-        started = _spawn("cache", config, cluster.logs / f"cache-{i}.log",
+        make_dir(data, PRIVATE_DIR)
+        started = _spawn("cache", configs.cache, cluster.logs / f"cache-{i}.log",
                          {"AGENTCTX_CACHE_PORT": str(port), "AGENTCTX_CACHE_DATA_DIR": str(data)})
         cluster.procs.append(started.proc)
         waits.append((port, "context-client", started, f"cache replica {i}"))
     for i, port in enumerate(cluster.context_ports):
-        started = _spawn("context", config, cluster.logs / f"context-{i}.log", {"AGENTCTX_CONTEXT_PORT": str(port)})
+        started = _spawn("context", configs.context, cluster.logs / f"context-{i}.log", {"AGENTCTX_CONTEXT_PORT": str(port)})
         cluster.procs.append(started.proc)
         waits.append((port, "agent-client", started, f"context replica {i}"))
-    (cluster.home / PID_FILE).write_text(json.dumps({
+    replace_file(cluster.home / PID_FILE, (json.dumps({
         "pid": os.getpid(), "command": command, "context_port": cluster.context_port,
         "cache_port": cluster.cache_port, "service_pids": [p.pid for p in cluster.procs],
-    }) + "\n")
+    }) + "\n").encode())
     deadline = time.monotonic() + 90
     for port, client, started, name in waits:
         wait_healthy(port, cluster.certs, client, deadline, started, name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import os
 import pathlib
 from dataclasses import dataclass
 
@@ -18,6 +17,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from agentctx_common.files import PRIVATE_FILE, PUBLIC_FILE, make_dir, replace_file, tighten_file
 
 TRUST_DOMAIN = "agentctx.local"
 CONTEXT_SERVICE_ID = f"spiffe://{TRUST_DOMAIN}/context-service"
@@ -123,9 +124,9 @@ def issue(
 
 
 def _write(path: pathlib.Path, data: bytes, private: bool = False) -> None:
-    path.write_bytes(data)
-    if private:
-        os.chmod(path, 0o600)
+    # A key is 0600 from its first byte, a certificate 0644 (never writable
+    # by others), whatever the umask; a replaced file gets a new inode.
+    replace_file(path, data, PRIVATE_FILE if private else PUBLIC_FILE)
 
 
 def init_dev_certs(directory: pathlib.Path, *, force: bool = False, leaves: tuple[Leaf, ...] = DEV_LEAVES) -> list[pathlib.Path]:
@@ -133,7 +134,9 @@ def init_dev_certs(directory: pathlib.Path, *, force: bool = False, leaves: tupl
 
     Existing files are kept unless ``force``; returns the files written.
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    # 0755 when made here (the certificates are public, the keys 0600);
+    # an existing directory is the user's.
+    make_dir(directory, 0o755, tighten=False)
     ca_pem, ca_key_path = directory / "ca.pem", directory / "ca.key"
     if ca_pem.exists() and ca_key_path.exists() and not force:
         ca_cert = x509.load_pem_x509_certificate(ca_pem.read_bytes())
@@ -154,4 +157,7 @@ def init_dev_certs(directory: pathlib.Path, *, force: bool = False, leaves: tupl
         _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
         _write(key_path, _pem_key(key), private=True)
         written += [cert_path, key_path]
+    for stem in ("ca", *(leaf.stem for leaf in leaves)):  # kept ones written by an older version
+        tighten_file(directory / f"{stem}.pem", PUBLIC_FILE)
+        tighten_file(directory / f"{stem}.key", PRIVATE_FILE)
     return written

@@ -26,6 +26,7 @@ import logging
 import os
 import pathlib
 
+from agentctx_common.files import PRIVATE_DIR, PRIVATE_FILE, make_dir, open_append
 from cache_service.domain.model import ResourceName
 from cache_service.domain.ports import JournalRecord
 
@@ -92,12 +93,14 @@ class FileJournal:
 
     def _write(self, line: bytes) -> None:
         if self._file is None:
-            self._file = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._file = open_append(self.path, PRIVATE_FILE)
         os.write(self._file, line)
         os.fsync(self._file)
 
     def _load_and_compact(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # A new directory (and its new parents) 0700 whatever the umask; an
+        # existing one is the operator's.
+        make_dir(self.path.parent, PRIVATE_DIR, tighten=False)
         if self.path.exists():
             torn = 0
             for raw in self.path.read_bytes().splitlines():
@@ -128,8 +131,9 @@ class FileJournal:
             os.close(self._file)
             self._file = None
         tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         try:
+            os.fchmod(fd, PRIVATE_FILE)  # a leftover .tmp keeps its mode through O_TRUNC
             for r in records:
                 row: dict[str, object] = {"op": "created" if r.name else "intent", "id": r.entry_id,
                                           "provider": r.provider, "display_name": r.display_name,

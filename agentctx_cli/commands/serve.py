@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import pathlib
+import sys
 from typing import Any
 
 from agentctx_common.errors import ConfigError
@@ -29,6 +30,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.service == "context" and args.config is not None and not args.reuse_port:
+        from agentctx_cli.pair import cache_secrets_in
+
+        if secrets := cache_secrets_in(args.config):
+            print(f"agentctx: warning: {args.config} also sets [cache] {', '.join(secrets)}: the context service "
+                  "only reads [context], but should not be given a file holding the cache tier's secrets; give each "
+                  "service a file of its own", file=sys.stderr)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if args.workers < 1:
         raise ConfigError("--workers must be at least 1")

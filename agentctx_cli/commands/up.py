@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"agentctx is up as a cluster: context replicas on {', '.join(map(str, pair.context_ports))} "
                   f"(TLS, PostgreSQL database {pair.database}), cache replicas on "
                   f"{', '.join(map(str, pair.cache_ports))} (mTLS, Redis)")
-            print(f"home {pair.home}: certs/, data/, logs/ (context-N.log, cache-N.log), agentctx-cluster.toml")
+            print(f"home {pair.home}: certs/, data/, logs/ (context-N.log, cache-N.log), "
+                  "agentctx-cluster-context.toml and agentctx-cluster-cache.toml (each replica gets its service's)")
         else:
             config = start_pair(pair, "up")
             print(f"agentctx is up: context service on 127.0.0.1:{pair.context_port} (TLS), "

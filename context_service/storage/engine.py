@@ -26,6 +26,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentctx_common.errors import ConfigError, Unavailable
+from agentctx_common.files import PRIVATE_DIR, make_dir
 from agentctx_common.reasons import Reason
 
 log = logging.getLogger("agentctx.storage")
@@ -89,7 +90,7 @@ def make_private(database: pathlib.Path) -> None:
     new directory 0700, the file (created empty if missing) and any -wal and
     -shm files 0600. An existing directory is left as it is (it may be shared,
     like /tmp); the files in it are ours."""
-    database.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_dir(database.parent, PRIVATE_DIR, tighten=False)  # new parents 0700 too, whatever the umask
     try:
         os.close(os.open(database, os.O_RDWR | os.O_CREAT, 0o600))
     except OSError as exc:
