@@ -58,7 +58,7 @@ def routing_keys(s: CacheSettings) -> RoutingKeys:
     if material is None and s.lease_keys:
         material = next((k.secret for k in s.lease_keys if k.id == s.active_lease_key_id), None)
     if material is None:
-        log.info("prompt_cache_key uses a per-process secret: configure redis_encryption_key or lease_keys "
+        log.debug("prompt_cache_key uses a per-process secret: configure redis_encryption_key or lease_keys "
                  "to keep routing across restarts and replicas")
         return RoutingKeys()
     return RoutingKeys(hmac.new(material.get_secret_value().encode(), b"agentctx-routing-key-v1",
