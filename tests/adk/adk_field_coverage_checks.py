@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from agentctx_adk import CACHE_METADATA_KEY, _convert, _llm
 from google.protobuf import descriptor, message
+from proto_diff import OPAQUE, lost  # copied beside this file (tests/support/proto_diff.py)
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
 
 FD = descriptor.FieldDescriptor
-_OPAQUE = {"google.protobuf.Struct", "google.protobuf.Timestamp", "google.protobuf.Duration"}
 # Values a format constrains, by "Message.field".
 _FIXED: dict[str, Any] = {"Blob.mime_type": "image/png", "FileData.mime_type": "application/pdf"}
 
@@ -43,7 +43,7 @@ def filled(msg: message.Message, counter: itertools.count[int], member: str | No
                 getattr(msg, field.name).extend([value, _scalar(field, next(counter))])
             else:
                 setattr(msg, field.name, value)
-        elif field.message_type.full_name in _OPAQUE:
+        elif field.message_type.full_name in OPAQUE:
             _well_known(getattr(msg, field.name) if not field.is_repeated else getattr(msg, field.name).add(), n)
         elif field.is_repeated:
             sub = [o for o in field.message_type.oneofs if len(o.fields) > 1]
@@ -76,31 +76,6 @@ def _well_known(out: message.Message, n: int) -> None:
         out.seconds, out.nanos = 1_700_000_000 + n, (n % 1000 + 1) * 1000  # type: ignore[attr-defined]
     else:
         out.seconds = n  # type: ignore[attr-defined]
-
-
-def lost(sent: message.Message, got: message.Message, path: str | None = None) -> list[str]:
-    """The field paths set in ``sent`` whose value ``got`` does not hold.
-    (tests/foundation/test_field_coverage.py's, repeated: this file runs
-    alone, copied out of the repository into the ADK venv's run.)"""
-    path = path or sent.DESCRIPTOR.name
-    out: list[str] = []
-    for field, value in sent.ListFields():
-        here, other = f"{path}.{field.name}", getattr(got, field.name)
-        if field.message_type is None or field.message_type.full_name in _OPAQUE:
-            if not field.is_repeated and field.message_type is not None and not got.HasField(field.name):
-                out.append(here)
-            elif (list(value) != list(other)) if field.is_repeated else value != other:
-                out.append(here)
-        elif field.is_repeated:
-            if len(other) < len(value):
-                out.append(here)
-            for a, b in zip(value, other, strict=False):
-                out += lost(a, b, here)
-        elif not got.HasField(field.name):
-            out.append(here)
-        else:
-            out += lost(value, other, here)
-    return list(dict.fromkeys(out))
 
 
 def _event(role: str) -> event_pb2.Event:

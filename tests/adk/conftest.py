@@ -17,6 +17,7 @@ from tests.adk.venv import ROOT, adk_python
 from tests.support.pair import ServicePair, start_pair
 
 # Small enough that a short conversation is worth caching.
+PROTO_DIFF = pathlib.Path(__file__).parents[1] / "support" / "proto_diff.py"
 CACHE_DEFAULTS = {"local_min_cache_tokens": 64, "min_prefix_tokens": 64}
 
 
@@ -72,9 +73,11 @@ async def run_checks(python: pathlib.Path, checks: pathlib.Path, tmp: pathlib.Pa
                      env: dict[str, str] | None = None) -> AdkRun:
     """Runs the pytest module ``checks`` (a file of this folder) in the ADK
     venv, from a copy in ``tmp``: outside the repository, whose conftest
-    files are for the main venv."""
+    files are for the main venv. tests/support/proto_diff.py is copied
+    beside it (it needs nothing but protobuf)."""
     copy = tmp / f"test_{checks.name}"
     await asyncio.to_thread(shutil.copyfile, checks, copy)
+    await asyncio.to_thread(shutil.copyfile, PROTO_DIFF, tmp / PROTO_DIFF.name)
     return await run_adk(
         python, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto", "-rfE", "--tb=short",
                  "-p", "no:logging", str(copy)], env or {}, cwd=tmp)

@@ -48,9 +48,9 @@ from context_service.domain import model as m
 from context_service.domain import turn_rules
 from context_service.mapping import cache_calls, convert
 from context_service.storage import codec
+from tests.support.proto_diff import OPAQUE, lost
 
 FD = descriptor.FieldDescriptor
-_OPAQUE = {"google.protobuf.Struct", "google.protobuf.Timestamp", "google.protobuf.Duration"}
 KEY = m.SessionKey("app-1", "user-1", "session-1")
 # No shrinking: a failure names the field path already.
 SETTINGS = settings(max_examples=12, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate),
@@ -143,11 +143,11 @@ def filled(draw: Any, desc: descriptor.Descriptor, choice: dict[str, str] | None
             members = [{o.name: f.name} for o in _real_oneofs(sub) for f in o.fields] or [{}]
             for member in members:
                 item = getattr(out, field.name).add()
-                if sub.full_name in _OPAQUE:
+                if sub.full_name in OPAQUE:
                     _set_well_known(draw, item)
                 else:
                     item.CopyFrom(draw(filled(sub, member)))
-        elif sub.full_name in _OPAQUE:
+        elif sub.full_name in OPAQUE:
             _set_well_known(draw, getattr(out, field.name))
         else:
             getattr(out, field.name).CopyFrom(draw(filled(sub)))
@@ -191,7 +191,7 @@ def distinct(msg: message.Message, counter: list[int] | None = None) -> Any:
                 item.CopyFrom(fresh)
         elif field.message_type is not None:
             for item in items:
-                if field.message_type.full_name not in _OPAQUE:
+                if field.message_type.full_name not in OPAQUE:
                     distinct(item, counter)
         elif field.type not in (FD.TYPE_BOOL, FD.TYPE_ENUM) and owner not in _CONSTRAINED:
             if field.is_repeated:
@@ -213,36 +213,13 @@ def _plain(value: Any) -> Any:
 # --- comparing ---------------------------------------------------------------------------------
 
 
-def lost(sent: message.Message, got: message.Message, path: str | None = None) -> list[str]:
-    """The field paths set in ``sent`` whose value ``got`` does not hold."""
-    path = path or sent.DESCRIPTOR.name
-    out: list[str] = []
-    for field, value in sent.ListFields():
-        here, other = f"{path}.{field.name}", getattr(got, field.name)
-        if field.message_type is None or field.message_type.full_name in _OPAQUE:
-            if not field.is_repeated and field.message_type is not None and not got.HasField(field.name):
-                out.append(here)
-            elif list(value) != list(other) if field.is_repeated else value != other:
-                out.append(here)
-        elif field.is_repeated:
-            if len(other) < len(value):
-                out.append(here)
-            for a, b in zip(value, other, strict=False):
-                out += lost(a, b, here)
-        elif not got.HasField(field.name):
-            out.append(here)
-        else:
-            out += lost(value, other, here)
-    return list(dict.fromkeys(out))
-
-
 def fields_of(desc: descriptor.Descriptor, path: str | None = None) -> Iterator[str]:
     """Every field path under ``desc`` (messages recursed, well-known types leaves)."""
     path = path or desc.name
     for field in desc.fields:
         here = f"{path}.{field.name}"
         yield here
-        if field.message_type is not None and field.message_type.full_name not in _OPAQUE:
+        if field.message_type is not None and field.message_type.full_name not in OPAQUE:
             yield from fields_of(field.message_type, here)
 
 
