@@ -1,13 +1,14 @@
 """AgentCtxSessionService against the behaviours ADK's current session
 contract documents (state scopes, get_user_state, stale writers, update
 times, listing); run in the ADK venv by test_adk_contract.py. Written for
-this repository: ADK's own tests run through test_adk_session_suite.py."""
+this repository; adk_parity_checks.py holds the differential scenarios."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import os
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -116,3 +117,58 @@ async def test_events_round_trip_with_tool_calls_and_action_only_events(service:
     assert got.events == session.events
     assert got.events[0].content.parts[0].function_call.args == {"n": 3}
     assert isinstance(got.events[0].content.parts[0].function_call.args["n"], int)
+
+
+# A reader in a process of its own: prints, one line per event, the JSON
+# ADK builds a prompt from (model_dump_json keeps dict order).
+_READER = """
+import asyncio, os, sys
+from agentctx_adk import AgentCtxSessionService
+from agentctx_client import TlsConfig
+
+async def main():
+    async with AgentCtxSessionService.connect(
+            os.environ["AGENTCTX_ADK_TARGET"],
+            tls=TlsConfig(ca=os.environ["AGENTCTX_ADK_CA"], server_name="localhost"),
+            app_prefix=sys.argv[1]) as service:
+        got = await service.get_session(app_name="app", user_id="u", session_id=sys.argv[2])
+        print(got.model_dump_json(include={"state"}))
+        for event in got.events:
+            print(event.model_dump_json(exclude={"timestamp"}))
+
+asyncio.run(main())
+"""
+
+
+async def _read_in_another_process(service: AgentCtxSessionService, session_id: str, seed: str) -> list[str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _READER, service.app_prefix, session_id, env={**os.environ, "PYTHONHASHSEED": seed},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return out.decode().splitlines()
+
+
+async def test_json_objects_keep_one_key_order_in_every_process(service: AgentCtxSessionService) -> None:
+    """Tool arguments, tool results and state go through protobuf's Struct,
+    a map whose order follows each process's hash seed: every process must
+    still see one order, the same as the appending process keeps, so the
+    prompt ADK builds from the session has the same bytes everywhere."""
+    args = {"zeta": 1, "alpha": {"y": [{"q": 1, "b": 2}], "x": 2}, "mid": "m", "k9": 9, "k1": 1, "k5": 5}
+    result = {"rows": [{"z": 1, "a": 2}], "ok": True, "count": 2, "b": None}
+    session = await service.create_session(app_name="app", user_id="u", state={"s9": 1, "s1": {"d": 1, "c": 2}})
+    call = Event(invocation_id="i", author="agent", content=types.Content(
+        role="model", parts=[types.Part(function_call=types.FunctionCall(id="c1", name="lookup", args=args))]))
+    answer = Event(invocation_id="i", author="user", actions=EventActions(state_delta={"w": 1, "b": {"z": 0, "a": 1}}),
+                   content=types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+                       id="c1", name="lookup", response=result))]))
+    for event in (call, answer):
+        await service.append_event(session, event)
+    kept = [e.model_dump_json(exclude={"timestamp"}) for e in session.events]
+    readers = [await _read_in_another_process(service, session.id, seed) for seed in ("1", "2", "3")]
+    assert readers[0] == readers[1] == readers[2], "processes read different key orders"
+    assert readers[0][1:] == kept, "the appending process keeps another order than readers see"
+    again = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+    assert again is not None
+    assert [e.model_dump_json(exclude={"timestamp"}) for e in again.events] == kept
+    assert again.events[0].content.parts[0].function_call.args == args  # the values, unchanged

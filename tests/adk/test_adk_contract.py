@@ -17,4 +17,4 @@ async def test_session_service_keeps_adks_contract(adk_venv_python: pathlib.Path
     run = await run_checks(adk_venv_python, HERE / "adk_contract_checks.py", tmp_path,
                            {**pair_env(adk_pair), "AGENTCTX_ADK_RUN": f"contract{os.getpid()}"})
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
-    assert "4 passed" in run.stdout, run.stdout[-2000:]
+    assert "5 passed" in run.stdout, run.stdout[-2000:]

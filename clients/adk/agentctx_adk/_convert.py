@@ -44,16 +44,45 @@ _SAFE_INT = 2**53
 
 
 def restore_numbers(value: Any) -> Any:
-    """JSON through protobuf's Struct comes back with every number a float;
-    ints (what ADK state and tool arguments mostly hold) are given back as
-    ints. A float with no fraction comes back as an int too."""
+    """JSON through protobuf's Struct comes back with every number a float
+    and its keys in an order of the reading process's own (a Struct is a
+    map, and protobuf's map order follows a per-process hash seed). ints
+    (what ADK state and tool arguments mostly hold) are given back as ints,
+    a float with no fraction as an int too, and every object's keys in one
+    order, sorted, the same in every process and on every replica: the
+    bytes ADK builds a prompt from do not change between invocations, so
+    a provider's prefix cache keeps matching."""
     if isinstance(value, float):
         return int(value) if value.is_integer() and abs(value) < _SAFE_INT else value
     if isinstance(value, dict):
-        return {k: restore_numbers(v) for k, v in value.items()}
+        return {k: restore_numbers(value[k]) for k in sorted(value)}
     if isinstance(value, list):
         return [restore_numbers(v) for v in value]
     return value
+
+
+def canonical_order(value: Any) -> Any:
+    """``value`` with every object's keys in the order a read gives them
+    back (sorted), values unchanged."""
+    if isinstance(value, dict):
+        return {k: canonical_order(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [canonical_order(v) for v in value]
+    return value
+
+
+def order_event(event: Event) -> None:
+    """Puts the JSON objects of ``event`` (tool arguments and results, the
+    state delta) in the order a read gives them back, in place, so the
+    event an appending process keeps equals, byte for byte, what every
+    other process reads."""
+    for part in (event.content.parts or ()) if event.content else ():
+        if part.function_call is not None and part.function_call.args:
+            part.function_call.args = canonical_order(part.function_call.args)
+        if part.function_response is not None and part.function_response.response:
+            part.function_response.response = canonical_order(part.function_response.response)
+    if event.actions and event.actions.state_delta:
+        event.actions.state_delta = canonical_order(event.actions.state_delta)
 
 
 def to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct | None:
