@@ -10,7 +10,10 @@ import pytest
 from agentctx_adk import CACHE_METADATA_KEY, AgentCtxLlm, AgentCtxPlugin, AgentCtxSessionService
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
+from google.adk.apps.app import EventsCompactionConfig
+from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
 from google.adk.runners import Runner
+from google.adk.tools.agent_tool import AgentTool
 from google.genai import types
 
 import agentctx_client
@@ -82,3 +85,51 @@ async def test_a_model_without_the_plugin_says_what_is_missing(service: AgentCtx
     session = await service.create_session(app_name="trips", user_id="u1")
     with pytest.raises(ValueError, match="AgentCtxPlugin"):
         await _turn(runner, session.id, "Hello.")
+
+
+async def test_an_agent_tool_runs_its_agentctx_model_in_the_scratch_session(service: AgentCtxSessionService) -> None:
+    """AgentTool runs its agent in a session of ADK's memory, which agentctx
+    does not know: that agent's calls send their own contents, in the
+    scratch session, and still go through agentctx's cache tier."""
+    calls.clear()
+    model = AgentCtxLlm.for_sessions(service)
+    child = LlmAgent(name="weather_agent", model=model, instruction=INSTRUCTION, tools=[get_weather])
+    parent = LlmAgent(name="planner", model=model, instruction=INSTRUCTION, tools=[AgentTool(agent=child)])
+    runner = Runner(app=App(name="trips", root_agent=parent, plugins=[AgentCtxPlugin(service)]),
+                    session_service=service)
+    session = await service.create_session(app_name="trips", user_id="u1")
+
+    events = await _turn(runner, session.id, "Please ask weather_agent to call get_weather for Paris.")
+
+    assert calls, "the child agent's model asked for get_weather and ADK ran it"
+    answer = events[-1].content.parts[0].text
+    assert answer == "local-sim used the result of weather_agent", answer
+    responses = [r for e in events for r in e.get_function_responses()]
+    assert [r.name for r in responses] == ["weather_agent"]
+    assert "get_weather" in str(responses[0].response), "the child's answer came back to the planner"
+    scratch = await service.scratch_session("trips", "u1")
+    stored = (await service.client._call(service.client.stub.ListEvents,
+                                         pb.ListEventsRequest(parent=scratch, page_size=10), None)).events
+    assert not stored, "a scratch call stores nothing"
+
+
+async def test_adks_compaction_summarizes_through_agentctx(service: AgentCtxSessionService) -> None:
+    """ADK's sliding-window compaction calls its summarizer's model after
+    the invocation, outside any plugin callback: an AgentCtxLlm summarizer
+    runs in the invocation's scratch session."""
+    summarizer = LlmEventSummarizer(llm=AgentCtxLlm.for_sessions(service))
+    agent = LlmAgent(name="planner", model=AgentCtxLlm.for_sessions(service), instruction=INSTRUCTION)
+    app = App(name="trips", root_agent=agent, plugins=[AgentCtxPlugin(service)],
+              events_compaction_config=EventsCompactionConfig(compaction_interval=2, overlap_size=0,
+                                                              summarizer=summarizer))
+    runner = Runner(app=app, session_service=service)
+    session = await service.create_session(app_name="trips", user_id="u1")
+    for text in ("Hello there.", "Tell me more.", "And then?"):
+        await _turn(runner, session.id, text)
+
+    got = await service.get_session(app_name="trips", user_id="u1", session_id=session.id)
+    assert got is not None
+    compactions = [e.actions.compaction for e in got.events if e.actions and e.actions.compaction]
+    assert compactions, [e.author for e in got.events]
+    summary = compactions[0].compacted_content.parts[0].text
+    assert summary and summary.startswith("local-sim reply"), summary

@@ -17,4 +17,4 @@ async def test_agentctx_llm_under_adks_runner(adk_venv_python: pathlib.Path, adk
     run = await run_checks(adk_venv_python, HERE / "adk_llm_checks.py", tmp_path,
                            {**pair_env(adk_pair), "AGENTCTX_ADK_RUN": f"llm{os.getpid()}"})
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
-    assert "2 passed" in run.stdout, run.stdout[-2000:]
+    assert "4 passed" in run.stdout, run.stdout[-2000:]

@@ -13,15 +13,25 @@ ADK does not tell a model which session it serves, so ``AgentCtxPlugin``
 call. ``llm_request.contents`` is ADK's own view of the same events and is
 not sent: the context service's selection, pruning and compaction decide
 what the model sees.
+
+Two kinds of call have no agentctx session behind them, and send their
+own contents instead, in the app's and user's scratch session (which
+stores nothing, so the contents are the whole history): an agent run by
+an ``AgentTool``, whose Runner keeps its child session in memory, and
+ADK's own compaction summarizer, which calls the model outside any
+plugin callback (the plugin leaves the invocation's scratch session in a
+context variable for it).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
+from google.adk.agents.invocation_context import InvocationContext
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -32,7 +42,7 @@ from typing_extensions import override
 
 import agentctx_client
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
+from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 from agentctx_adk import _convert
 from agentctx_adk._session_service import AgentCtxSessionService
 
@@ -42,6 +52,11 @@ log = logging.getLogger("agentctx_adk")
 # request label, so that it travels with the request object itself).
 SESSION_LABEL = "agentctx_session"
 _AGENT_LABEL = "adk_agent_name"
+# Set (to "1") when the call sends llm_request.contents in a scratch session.
+CONTENTS_LABEL = "agentctx_contents"
+# The scratch session of the invocation running, for calls no plugin
+# callback sees (ADK's compaction summarizer).
+_SCRATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentctx_scratch", default=None)
 # LlmResponse.custom_metadata key of the call's public cache record.
 CACHE_METADATA_KEY = "agentctx_cache"
 
@@ -62,12 +77,24 @@ class AgentCtxPlugin(BasePlugin):
         self.service = service
 
     @override
+    async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
+        if invocation_context.session_service is self.service:
+            session = invocation_context.session
+            _SCRATCH.set(await self.service.scratch_session(session.app_name, session.user_id))
+        return None
+
+    @override
     async def before_model_callback(self, *, callback_context: CallbackContext,
                                     llm_request: LlmRequest) -> LlmResponse | None:
         session = callback_context.session
         llm_request.config = llm_request.config or types.GenerateContentConfig()
         labels = dict(llm_request.config.labels or {})
-        labels[SESSION_LABEL] = self.service.session_name(session.app_name, session.user_id, session.id)
+        # ADK gives a plugin no public view of the invocation's session service.
+        if callback_context._invocation_context.session_service is self.service:
+            labels[SESSION_LABEL] = self.service.session_name(session.app_name, session.user_id, session.id)
+        else:  # an AgentTool's child session, kept in ADK's memory
+            labels[SESSION_LABEL] = await self.service.scratch_session(session.app_name, session.user_id)
+            labels[CONTENTS_LABEL] = "1"
         llm_request.config.labels = labels
         return None
 
@@ -109,12 +136,18 @@ def generate_request(llm_request: LlmRequest, default_model: str = "") -> pb.Gen
     config = llm_request.config or types.GenerateContentConfig()
     labels = config.labels or {}
     session = labels.get(SESSION_LABEL)
+    contents = bool(labels.get(CONTENTS_LABEL))
     if not session:
-        raise ValueError("AgentCtxLlm needs the session: add AgentCtxPlugin(session_service) to the Runner's plugins")
+        session, contents = _SCRATCH.get(), True
+    if not session:
+        raise ValueError("AgentCtxLlm needs the session: add AgentCtxPlugin(session_service) to the Runner's "
+                         "plugins, and call the model from inside a Runner invocation on that session service")
     out = pb.GenerateRequest(
         session=session, storage=pb.TURN_STORAGE_NONE, model=llm_request.model or default_model,
         agent=labels.get(_AGENT_LABEL, ""),
     )
+    if contents:
+        out.input.extend(_input_events(llm_request.contents))
     instruction = _instruction(config.system_instruction)
     if instruction is not None:
         out.system_instruction.CopyFrom(instruction)
@@ -130,6 +163,17 @@ def generate_request(llm_request: LlmRequest, default_model: str = "") -> pb.Gen
         out.tool_config.allowed_function_names.extend(calling.allowed_function_names or ())
     _generation(config, out.generation_config)
     return out
+
+
+def _input_events(contents: list[types.Content]) -> list[event_pb2.Event]:
+    """The request's own contents as the input events of a scratch turn
+    (what agentctx cannot carry of a content is left out, as when stored)."""
+    events = []
+    for content in contents:
+        proto, _ = _convert.content_to_proto(content)
+        if proto is not None:
+            events.append(event_pb2.Event(author="user" if proto.role == "user" else "model", content=proto))
+    return events
 
 
 def _instruction(value: Any) -> content_pb2.Content | None:

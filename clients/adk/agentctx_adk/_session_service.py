@@ -37,6 +37,10 @@ from agentctx_adk._event_cache import EventCache
 _STALE_MESSAGE = ("The session has been modified in storage since it was loaded. "
                   "Please reload the session before appending more events.")
 _PAGE = 1000
+# The session a user's model calls run in when they carry their own contents
+# (an AgentTool's child agent, ADK's compaction summarizer): it stores
+# nothing (every such call is TURN_STORAGE_NONE), so its history stays empty.
+SCRATCH_SESSION_ID = "agentctx:scratch"
 
 
 class AgentCtxSessionService(BaseSessionService):
@@ -62,6 +66,7 @@ class AgentCtxSessionService(BaseSessionService):
         self.app_prefix = app_prefix
         self._owns_client = owns_client
         self._cache = EventCache(cached_sessions, cached_bytes)
+        self._scratch: set[str] = set()
 
     @classmethod
     def connect(cls, target: str, *, tls: agentctx_client.TlsConfig | None = None, insecure_loopback: bool = False,
@@ -89,6 +94,18 @@ class AgentCtxSessionService(BaseSessionService):
     def session_name(self, app_name: str, user_id: str, session_id: str) -> str:
         """The agentctx name of an ADK session."""
         return agentctx_client.session_name(self._app(app_name), user_id, session_id)
+
+    async def scratch_session(self, app_name: str, user_id: str) -> str:
+        """The name of the app's and user's scratch session, made (once per
+        process) with this service's model and config."""
+        name = self.session_name(app_name, user_id, SCRATCH_SESSION_ID)
+        if name not in self._scratch:
+            try:
+                await self.create_session(app_name=app_name, user_id=user_id, session_id=SCRATCH_SESSION_ID)
+            except AlreadyExistsError:
+                pass
+            self._scratch.add(name)
+        return name
 
     # --- sessions
 
@@ -205,6 +222,8 @@ class AgentCtxSessionService(BaseSessionService):
         if event.actions and event.actions.state_delta:
             # Stored as ADK stores it: JSON-safe, so the event reads back equal.
             event.actions.state_delta = _json_safe(event.actions.state_delta)
+        _convert.order_event(event)
+        if event.actions and event.actions.state_delta:
             session_delta, user_delta, app_delta = _convert.split_state(event.actions.state_delta)
             delta = session_pb2.StateDelta(session=_convert.to_struct(session_delta or None),
                                            user=_convert.to_struct(user_delta or None),
@@ -225,6 +244,9 @@ class AgentCtxSessionService(BaseSessionService):
             self._cache.appended(name, response.event)
         session._storage_update_marker = response.session_etag
         session.last_update_time = _seconds(response.session_update_time)
+        if response.deduplicated and any(e.id == event.id for e in session.events):
+            # Stored once already: the session keeps it once too.
+            return event
         return self._commit_event_to_session(session, event)
 
     async def _revision_of_unread(self, name: str, session: Session) -> str:
