@@ -5,9 +5,13 @@
 - ``AgentCtxLlm`` with ``AgentCtxPlugin``: model calls made by the context
   service (through the cache tier, with the provider key on the service
   side), from the session's stored events.
+- ``register`` and ``service_for_uri``: the ``agentctx://`` scheme for
+  ``adk web`` and ``adk api_server``'s ``--session_service_uri``.
 """
 
 from agentctx_adk._llm import CACHE_METADATA_KEY, AgentCtxLlm, AgentCtxPlugin
+from agentctx_adk._services import register, service_for_uri
 from agentctx_adk._session_service import AgentCtxSessionService
 
-__all__ = ["CACHE_METADATA_KEY", "AgentCtxLlm", "AgentCtxPlugin", "AgentCtxSessionService"]
+__all__ = ["CACHE_METADATA_KEY", "AgentCtxLlm", "AgentCtxPlugin", "AgentCtxSessionService", "register",
+           "service_for_uri"]

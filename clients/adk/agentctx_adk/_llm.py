@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
@@ -105,19 +105,20 @@ class AgentCtxLlm(BaseLlm):
     ``agentctx_client.ContextClient``, usually the session service's."""
 
     model: str = ""
-    _client: agentctx_client.ContextClient = PrivateAttr()
+    _client: Callable[[], agentctx_client.ContextClient] = PrivateAttr()
     _timeout: float | None = PrivateAttr(default=None)
 
-    def __init__(self, client: agentctx_client.ContextClient, *, model: str = "", timeout: float | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, client: agentctx_client.ContextClient | Callable[[], agentctx_client.ContextClient], *,
+                 model: str = "", timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
-        self._client = client
+        self._client = (lambda: client) if isinstance(client, agentctx_client.ContextClient) else client
         self._timeout = timeout
 
     @classmethod
     def for_sessions(cls, service: AgentCtxSessionService, **kwargs: Any) -> AgentCtxLlm:
-        """A model over the same client (and context service) as ``service``."""
-        return cls(service.client, **kwargs)
+        """A model over the same client (and context service) as
+        ``service``, taken when the model is first called."""
+        return cls(lambda: service.client, **kwargs)
 
     @override
     async def generate_content_async(self, llm_request: LlmRequest,
@@ -125,7 +126,8 @@ class AgentCtxLlm(BaseLlm):
         # One complete response even when ADK streams: the reply is only
         # whole once the context service has it, and the Runner stores that.
         request = generate_request(llm_request, self.model)
-        response = await self._client._call(self._client.stub.Generate, request, self._timeout)
+        client = self._client()
+        response = await client._call(client.stub.Generate, request, self._timeout)
         yield llm_response(response)
 
 

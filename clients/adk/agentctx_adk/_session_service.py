@@ -16,7 +16,7 @@ session again fetches only the events stored since.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -57,10 +57,13 @@ class AgentCtxSessionService(BaseSessionService):
     none, every read lists all events).
     """
 
-    def __init__(self, client: agentctx_client.ContextClient, *, model: str = "",
-                 config: policy_pb2.ContextConfig | None = None, app_prefix: str = "",
+    def __init__(self, client: agentctx_client.ContextClient | Callable[[], agentctx_client.ContextClient], *,
+                 model: str = "", config: policy_pb2.ContextConfig | None = None, app_prefix: str = "",
                  owns_client: bool = False, cached_sessions: int = 256, cached_bytes: int = 64 << 20) -> None:
-        self.client = client
+        # A callable is called at first use, on the loop that uses the
+        # service: a gRPC channel belongs to the loop it was made on.
+        self._client = client if isinstance(client, agentctx_client.ContextClient) else None
+        self._connect = None if isinstance(client, agentctx_client.ContextClient) else client
         self.model = model
         self.config = config
         self.app_prefix = app_prefix
@@ -70,14 +73,28 @@ class AgentCtxSessionService(BaseSessionService):
 
     @classmethod
     def connect(cls, target: str, *, tls: agentctx_client.TlsConfig | None = None, insecure_loopback: bool = False,
-                metadata: Sequence[tuple[str, str]] = (), **kwargs: Any) -> AgentCtxSessionService:
-        """A service with its own client for the context service at ``target``."""
-        client = agentctx_client.connect(target, tls=tls, insecure_loopback=insecure_loopback, metadata=metadata)
-        return cls(client, owns_client=True, **kwargs)
+                metadata: Sequence[tuple[str, str]] = (), lazy: bool = False, **kwargs: Any) -> AgentCtxSessionService:
+        """A service with its own client for the context service at
+        ``target``; with ``lazy`` the client is made at first use, on the
+        event loop that uses it (for a service made before that loop runs,
+        as ``adk web`` and ``adk api_server`` make theirs)."""
+        def make() -> agentctx_client.ContextClient:
+            return agentctx_client.connect(target, tls=tls, insecure_loopback=insecure_loopback, metadata=metadata)
+
+        return cls(make if lazy else make(), owns_client=True, **kwargs)
+
+    @property
+    def client(self) -> agentctx_client.ContextClient:
+        if self._client is None:
+            assert self._connect is not None
+            self._client = self._connect()
+        return self._client
 
     async def close(self) -> None:
-        if self._owns_client:
-            await self.client.close()
+        if self._owns_client and self._client is not None:
+            await self._client.close()
+            if self._connect is not None:
+                self._client = None  # a later use connects again
 
     async def __aenter__(self) -> AgentCtxSessionService:
         return self
