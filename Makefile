@@ -45,6 +45,8 @@ lint: venv $(TOOLS)/buf
 	cd clients/python && ../../$(BIN)/mypy
 # clients/adk in the ADK venv (built or reused), where google.adk's types are
 	ADK_PY=$$($(BIN)/python -m tests.adk.venv) && cd clients/adk && $$ADK_PY -m mypy
+# clients/openai-agents in the OpenAI Agents SDK's venv, likewise
+	OA_PY=$$($(BIN)/python -m tests.openai_agents.venv) && cd clients/openai-agents && $$OA_PY -m mypy
 
 clean:
-	rm -rf $(VENV) .venv-client .venv-adk .venv-apart tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx
+	rm -rf $(VENV) .venv-client .venv-adk .venv-openai-agents .venv-apart tools/node_modules tests/polyglot/node_modules tests/polyglot/build .agentctx

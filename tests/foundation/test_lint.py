@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 
@@ -39,4 +41,14 @@ def test_mypy_strict_on_the_adk_client() -> None:
 
     result = subprocess.run([str(adk_python()), "-m", "mypy", "--no-incremental", "--cache-dir=/dev/null"],
                             cwd=ROOT / "clients" / "adk", capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr
+
+
+@pytest.mark.timeout(900)
+def test_mypy_strict_on_the_openai_agents_client() -> None:
+    # In the OpenAI Agents SDK's venv (built here on the first run).
+    from tests.openai_agents.venv import openai_agents_python
+
+    result = subprocess.run([str(openai_agents_python()), "-m", "mypy", "--no-incremental", "--cache-dir=/dev/null"],
+                            cwd=ROOT / "clients" / "openai-agents", capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr

@@ -54,6 +54,9 @@ NOT_RUN = {
                    "the same command (the constraints, the client, then clients/adk)",
     "adk-fragment": "fragments of an ADK program (agent, tools, Runner undefined); examples/adk_agent.py is their "
                     "runnable whole, run with the defaults by tests/adk/test_adk_example.py",
+    "openai-agents-fragment": "its agent calls OpenAI's API (the SDK's default model); "
+                              "tests/openai_agents/oa_session_checks.py runs the same session and Runner calls "
+                              "against the pair with a scripted model",
     "go": "no Go toolchain in CI; Debian 12's golang-go is Go 1.19, and the snippet also needs protoc-gen-go, "
           "protoc-gen-go-grpc and gRPC-Go >= 1.63 from the Go module proxy: not tried within the CI budget",
 }
@@ -101,6 +104,8 @@ def _kind(block: str) -> str:
 
 def _snippet_kind(lang: str, block: str) -> str:
     if lang == "python":
+        if "agentctx_openai_agents" in block:
+            return "openai-agents-fragment"
         return "adk-fragment" if "agentctx_adk" in block else "client"
     return {"ts": "ts", "go": "go", "toml": "toml"}.get(lang, "unknown")
 

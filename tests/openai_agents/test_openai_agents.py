@@ -1,0 +1,26 @@
+"""Runs tests/openai_agents/oa_session_checks.py (AgentCtxSession under the
+OpenAI Agents SDK) in the SDK's venv against a pair this test starts."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from tests.adk.conftest import run_checks
+from tests.support.pair import ServicePair
+
+HERE = pathlib.Path(__file__).parent
+
+
+# The first run builds the SDK's venv (about a minute at rest, several under load).
+@pytest.mark.timeout(900)
+async def test_agentctx_session_under_the_openai_agents_sdk(oa_venv_python: pathlib.Path, adk_pair: ServicePair,
+                                                            tmp_path: pathlib.Path) -> None:
+    env = {"AGENTCTX_OA_TARGET": f"127.0.0.1:{adk_pair.context_port}",
+           "AGENTCTX_OA_CA": str(adk_pair.certs / "ca.pem"), "AGENTCTX_OA_RUN": f"oa{os.getpid()}",
+           "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    run = await run_checks(oa_venv_python, HERE / "oa_session_checks.py", tmp_path, env)
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
+    assert "5 passed" in run.stdout, run.stdout[-2000:]
