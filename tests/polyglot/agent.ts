@@ -8,43 +8,18 @@
 // Environment: AGENTCTX_TARGET (host:port), AGENTCTX_CA, AGENTCTX_CERT,
 // AGENTCTX_KEY (PEM files), AGENTCTX_APP (default "polyglot").
 
-import { readFileSync } from "node:fs";
-
 import { create, getOption, type JsonObject } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 
-import { ContextService } from "./gen/agentctx/context/v1/context_service_pb.js";
 import { ErrorReason, ErrorReasonSchema, error_domain, metadata_keys } from "./gen/agentctx/error/v1/error_reason_pb.js";
 import { CacheStateSchema } from "./gen/agentctx/type/v1/cache_pb.js";
 import { type FunctionCall, type Part, PartSchema } from "./gen/agentctx/type/v1/content_pb.js";
 import { type Event, EventSchema } from "./gen/agentctx/type/v1/event_pb.js";
 import { ToolSchema } from "./gen/agentctx/type/v1/generation_pb.js";
 import { BadRequestSchema, type ErrorInfo, ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-
-type ContextClient = Client<typeof ContextService>;
+import { connect, type ContextClient } from "./transport.js";
 
 const CALL = { timeoutMs: 30_000 };
-
-function env(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-}
-
-function connect(): ContextClient {
-  const transport = createGrpcTransport({
-    baseUrl: `https://${env("AGENTCTX_TARGET")}`,
-    nodeOptions: {
-      ca: readFileSync(env("AGENTCTX_CA")),
-      cert: readFileSync(env("AGENTCTX_CERT")),
-      key: readFileSync(env("AGENTCTX_KEY")),
-      // The dev certificates name localhost; the target is an address.
-      servername: "localhost",
-    },
-  });
-  return createClient(ContextService, transport);
-}
 
 // The agent's one tool.
 const TOOLS = [create(ToolSchema, {

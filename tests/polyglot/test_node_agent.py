@@ -55,17 +55,20 @@ def ts_agent(node: str) -> list[str]:
     return [node, str(HERE / "build" / "agent.js")]
 
 
+def _env(pair: ServiceProcesses, certs_dir: pathlib.Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "AGENTCTX_TARGET": f"127.0.0.1:{pair.context_port}",
+        "AGENTCTX_CA": str(certs_dir / "ca.pem"),
+        "AGENTCTX_CERT": str(certs_dir / "agent-client.pem"),
+        "AGENTCTX_KEY": str(certs_dir / "agent-client.key"),
+    }
+
+
 def run_agent(command: list[str], certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> dict[str, Any]:
     pair = ServiceProcesses(certs_dir, tmp_path, cache={"local_min_cache_tokens": 64, "min_prefix_tokens": 64}).start()
     try:
-        env = {
-            **os.environ,
-            "AGENTCTX_TARGET": f"127.0.0.1:{pair.context_port}",
-            "AGENTCTX_CA": str(certs_dir / "ca.pem"),
-            "AGENTCTX_CERT": str(certs_dir / "agent-client.pem"),
-            "AGENTCTX_KEY": str(certs_dir / "agent-client.key"),
-        }
-        run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        run = subprocess.run(command, env=_env(pair, certs_dir), capture_output=True, text=True, timeout=120)
     finally:
         pair.stop()
     assert run.returncode == 0, run.stderr
@@ -114,6 +117,25 @@ def test_typescript_stubs_reject_a_wrongly_typed_request(node: str, tmp_path: pa
     errors = [line for line in result.stdout.splitlines() if ": error TS" in line]
     assert result.returncode != 0
     assert len(errors) == 1 and errors[0].startswith("wrong.ts(5,") and "TS2322" in errors[0], result.stdout
+
+
+def test_openai_agents_sdk_session_in_typescript(ts_agent: list[str], certs_dir: pathlib.Path,
+                                                 tmp_path: pathlib.Path) -> None:
+    """@openai/agents' Runner, three tool-using turns on AgentCtxSession
+    (agentctx_session.ts) and on the SDK's MemorySession with one scripted
+    model: same items, same model inputs; then pop and clear."""
+    node, _ = ts_agent
+    pair = ServiceProcesses(certs_dir, tmp_path).start()
+    try:
+        run = subprocess.run([node, str(HERE / "build" / "openai_agents_agent.js")], env=_env(pair, certs_dir),
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        pair.stop()
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    # Three turns of user input, call, result, answer; each model call's input.
+    assert report == {"ok": True, "items": 12, "model_calls": 6, "events": 13, "built_calls": 3,
+                      "built_answers": 3}, report
 
 
 def test_node_agent_with_protos_loaded_at_run_time(node: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:

@@ -1,0 +1,32 @@
+// The context service's typed client over Connect's gRPC transport, with
+// TLS and the client certificate the environment names (AGENTCTX_TARGET,
+// AGENTCTX_CA, AGENTCTX_CERT, AGENTCTX_KEY).
+
+import { readFileSync } from "node:fs";
+
+import { type Client, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+
+import { ContextService } from "./gen/agentctx/context/v1/context_service_pb.js";
+
+export type ContextClient = Client<typeof ContextService>;
+
+export function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+}
+
+export function connect(): ContextClient {
+  const transport = createGrpcTransport({
+    baseUrl: `https://${env("AGENTCTX_TARGET")}`,
+    nodeOptions: {
+      ca: readFileSync(env("AGENTCTX_CA")),
+      cert: readFileSync(env("AGENTCTX_CERT")),
+      key: readFileSync(env("AGENTCTX_KEY")),
+      // The dev certificates name localhost; the target is an address.
+      servername: "localhost",
+    },
+  });
+  return createClient(ContextService, transport);
+}
