@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from agentctx_openai_agents import AgentCtxCompactionSession, AgentCtxSession
-from agents import Agent, ModelResponse, Runner, SQLiteSession, Usage, function_tool
+from agentctx_openai_agents import AgentCtxCompactionSession, AgentCtxModel, AgentCtxModelProvider, AgentCtxSession
+from agents import Agent, ModelResponse, RunConfig, Runner, SQLiteSession, Usage, function_tool
 from agents.models.interface import Model
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
@@ -212,3 +212,40 @@ async def test_compaction_session_summarizes_and_loses_nothing(client: agentctx_
     assert tail == _bytes(ITEMS[12 - len(tail):12])
     plain = AgentCtxSession(session.session_id, client, app=session.app, user="u1")
     assert _bytes(await plain.get_items()) == _bytes(ITEMS[:12])  # every item still stored
+
+
+@function_tool
+def lookup(query: str) -> str:
+    """Looks a query up."""
+    return json.dumps({"query": query, "answer": 42})
+
+
+async def test_model_calls_go_through_the_cache_tier(client: agentctx_client.ContextClient) -> None:
+    """AgentCtxModel under the Runner: the tool call and the answer come from
+    the cache tier's model (the local simulator), usage comes back, and the
+    stable prefix gets cached; the agent holds no provider key."""
+    provider = AgentCtxModelProvider(client, app=f"{RUN}.oa", user="u2", default_model="local-sim-1")
+    agent = Agent(name="researcher", instructions="You look things up. " * 40, tools=[lookup])
+    session = _session(client)
+    states = []
+    usage_in = 0
+    for i in range(4):
+        if i % 2:
+            streamed = Runner.run_streamed(agent, f"Please call lookup for item {i}.", session=session,
+                                           run_config=RunConfig(model_provider=provider))
+            async for _ in streamed.stream_events():
+                pass
+            result: Any = streamed
+        else:
+            result = await Runner.run(agent, f"Please call lookup for item {i}.", session=session,
+                               run_config=RunConfig(model_provider=provider))
+        assert str(result.final_output).startswith("local-sim used the result of lookup")
+        usage_in += result.context_wrapper.usage.input_tokens
+        model = provider.get_model(None)
+        assert isinstance(model, AgentCtxModel)
+        states.append(model.last_cache.state)
+    items = await session.get_items()
+    assert [i.get("type", "message") for i in items[:4]] == ["message", "function_call", "function_call_output",
+                                                            "message"]
+    assert len(items) == 16 and usage_in > 0
+    assert {1, 2, 3} & set(states), states  # CREATED, HIT or GROWN: the prefix was cached

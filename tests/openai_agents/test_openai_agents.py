@@ -23,4 +23,4 @@ async def test_agentctx_session_under_the_openai_agents_sdk(oa_venv_python: path
            "OPENAI_AGENTS_DISABLE_TRACING": "1"}
     run = await run_checks(oa_venv_python, HERE / "oa_session_checks.py", tmp_path, env)
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
-    assert "5 passed" in run.stdout, run.stdout[-2000:]
+    assert "6 passed" in run.stdout, run.stdout[-2000:]
