@@ -89,7 +89,7 @@ class CacheApp:
         registry = Registry(ports.providers, ports.journal, ports.cleanup, ports.clock, registry_settings(settings),
                             backend.signer, store=backend.store, flights=backend.flights)
         generator = Generator(registry, request_timeout_s=settings.request_timeout_s,
-                              routing_keys=routing_keys(settings))
+                              routing_keys=routing_keys(settings), bytes_per_token=settings.bytes_per_token)
         return cls(settings, ports.clock, ports.providers, ports.journal, ports.cleanup, registry, generator,
                    backend, ports.tier)
 

@@ -107,7 +107,7 @@ class Admission:
             floor=floor if settings.variant == policy.ADK else max(floor, settings.min_prefix_tokens),
             match=self._cached(match, view) if match else None,
             evidence=evidence,
-            prices=cache_prices(provider.cache_kind.value),
+            prices=cache_prices(provider.cache_kind.value, model=scope.model),
             ttls=ttls,
             settings=settings,
             model=scope.model,

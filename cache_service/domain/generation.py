@@ -16,6 +16,12 @@ sent once more uncached (BYPASS CACHE_MISSING), but only if the provider
 has produced no output yet: once a stream has produced a chunk, the failure
 is returned (UNAVAILABLE, reason CACHE_MISSING) instead of a second answer.
 
+A leased call's record and usage are what the provider reported
+(domain.observed): a NAMED create's tokens are the creating call's
+``cache_write_tokens``; a MARKED call that wrote and read nothing was below
+the provider's floor, so it is a BYPASS BELOW_MIN_TOKENS, its entry is
+forgotten and the floor learned for the model.
+
 Provider errors map to statuses: rate limit -> RESOURCE_EXHAUSTED
 RATE_LIMITED with RetryInfo; context-window overflow -> INVALID_ARGUMENT
 CONTEXT_WINDOW_EXCEEDED (prompt_tokens, context_window); unavailable ->
@@ -47,15 +53,18 @@ from agentctx_common.reasons import Reason
 from cache_service.domain import capabilities
 from cache_service.domain.capabilities import rewrite_for_cache
 from cache_service.domain.entry import Entry
-from cache_service.domain.keys import Scope, call_chain
+from cache_service.domain.keys import Prefix, PrefixView, Scope, call_chain
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
+from cache_service.domain.observed import learned_floor, observe
 from cache_service.domain.ports import (
     CacheKind,
     CacheNotFound,
+    CacheRef,
     CacheTooSmall,
     ContextWindowExceeded,
     InvalidRequest,
     LeaseRejected,
+    PrefixMark,
     Provider,
     ProviderError,
     ProviderPermissionDenied,
@@ -104,9 +113,10 @@ def lease_error(exc: LeaseRejected) -> FailedPrecondition:
 
 class Generator:
     def __init__(self, registry: Registry, *, request_timeout_s: float = 60.0,
-                 routing_keys: capabilities.RoutingKeys | None = None) -> None:
+                 routing_keys: capabilities.RoutingKeys | None = None, bytes_per_token: float = 4.0) -> None:
         self.registry = registry
         self.request_timeout_s = request_timeout_s
+        self.bytes_per_token = bytes_per_token
         # prompt_cache_key under the tier's secret (a per-process one by default).
         self.routing_keys = routing_keys or capabilities.RoutingKeys()
 
@@ -133,8 +143,7 @@ class Generator:
                 info = await self._drop(entry)
                 reply = await self._call(lambda: provider.generate(call, unleased), timeout)
                 return reply, info
-            entry = await self._touch(provider, entry)
-            return reply, self.registry.info(entry, state)
+            return await self._observed(provider, call, ref, entry, state, reply)
 
     # --- streaming ----------------------------------------------------------------
 
@@ -148,6 +157,7 @@ class Generator:
         timeout = self._timeout(timeout_s)
         info = CacheInfo(scope_fingerprint=scope.fingerprint)
         entry: Entry | None = None
+        served: CacheRef | None = None  # what the leased call that served the stream was told
         if lease:
             entry, state = await self._leased(scope, call, lease)
             info = self.registry.info(entry, state)
@@ -180,7 +190,7 @@ class Generator:
                     info = await self._drop(entry)
                     entry = None
                 else:
-                    info = self.registry.info(await self._touch(provider, entry), state)
+                    served = ref
             if entry is None:
                 unleased = capabilities.unleased_ref(provider, scope.fingerprint,
                                                      self.registry.settings.default_ttl_s, self.routing_keys)
@@ -192,6 +202,10 @@ class Generator:
                     held = chunk if _looks_final(chunk) else None
             if held is None and produced:
                 held = ModelReply(content=None, model_version=version)
+            if held is not None and served is not None and entry is not None:
+                held, info = await self._observed(provider, call, served, entry, state, held)
+            elif served is not None and entry is not None:
+                info = self.registry.info(await self._touch(provider, entry), state)
             if held is not None:
                 chunks += 1
                 yield held, info
@@ -225,6 +239,23 @@ class Generator:
                 metadata={"prefix_fingerprint": entry.prefix_fp, "prefix_contents": n},
             )
         return entry, CacheState(claims.state)
+
+    async def _observed(self, provider: Provider, call: ModelCall, ref: CacheRef, entry: Entry, state: CacheState,
+                        reply: ModelReply) -> tuple[ModelReply, CacheInfo]:
+        """The leased call's reply and record as the provider reported them
+        (domain.observed); a MARKED prefix below the floor is forgotten and
+        the floor learned, else the entry is touched."""
+        seen = observe(provider.cache_kind, reply.usage, self.registry.info(entry, state), entry.tokens)
+        if not seen.below_floor:
+            return replace(reply, usage=seen.usage), self.registry.info(await self._touch(provider, entry), state)
+        through = isinstance(ref, PrefixMark) and ref.write_through
+        request = PrefixView.of(Prefix.of_call(call, len(call.contents)), self.bytes_per_token).tokens if through else 0
+        floor = learned_floor(entry.tokens, request, through)
+        log.info("the provider cached nothing of a marked call: below its floor",
+                 extra={"entry": entry.id, "learned_floor": floor})
+        await self.registry.store.learn_floor(entry.provider, entry.scope.model, floor)
+        await self.registry.drop_missing(entry)
+        return reply, seen.info
 
     async def _touch(self, provider: Provider, entry: Entry) -> Entry:
         """A MARKED or AUTOMATIC provider keeps a prefix its TTL past each

@@ -106,7 +106,10 @@ class Usage:
     output_tokens: int = 0
     thoughts_tokens: int = 0
     total_tokens: int = 0
-    # Of prompt_tokens, those written into a cache by this call (marked caches).
+    # Tokens written into a provider cache for this call: of prompt_tokens,
+    # where the call writes (Anthropic's cache_creation_input_tokens, OpenAI's
+    # cache_write_tokens); a named cache's whole size on the call whose lease
+    # created it (Gemini bills the create, beside the call, at the input price).
     cache_write_tokens: int = 0
 
 

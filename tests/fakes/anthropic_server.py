@@ -7,15 +7,19 @@ content_block_start/delta/stop, message_delta, message_stop, pings) and
 or a bearer ``authorization`` as this SDK sends it),
 ``anthropic-version``, ``max_tokens`` (and that the prompt plus it fits
 the window: "input length and `max_tokens` exceed context limit"), roles, that every tool_result answers
-an earlier tool_use, at most 4 ``cache_control`` blocks, and not both
-``temperature`` and ``top_p`` on Claude Opus 4.1 and Claude 4.5 and later.
+an earlier tool_use, at most 4 ``cache_control`` blocks, no ``ttl: "1h"``
+breakpoint after a 5-minute one (in the order tools, system, messages), and
+not both ``temperature`` and ``top_p`` on Claude Opus 4.1 and Claude 4.5 and
+later. Refusals are Anthropic's: 400 ``{"type": "error", "error": {"type":
+"invalid_request_error", "message": ...}}``.
 
 Prompt caching as Anthropic documents it: the request is a sequence of
 blocks (tools, then system, then each message's content blocks). At each
 block carrying ``cache_control`` the longest prefix already written, ending
 at most 20 blocks before it, is read; the rest up to the breakpoint is
 written for its TTL ("5m" default, or "1h") when the prefix reaches
-``min_cache_tokens``. A read refreshes the prefix. Usage reports
+``min_cache_tokens`` (None: the model's documented minimum, ``MINIMUMS``;
+below it the breakpoint is ignored without an error). A read refreshes the prefix. Usage reports
 ``cache_creation_input_tokens`` (with the 5m/1h split),
 ``cache_read_input_tokens`` and the uncached ``input_tokens``.
 
@@ -44,6 +48,13 @@ LOOKBACK_BLOCKS = 20
 # and every Claude from 4.5 on (sonnet, haiku, opus 4-5, 4-6, ...).
 _ONE_SAMPLER = re.compile(r"^claude-(?:opus-4-1|(?:opus|sonnet|haiku)-(?:4-[5-9]|[5-9]))(?:\D|$)")
 _TTL = {"5m": 300.0, "1h": 3600.0}
+# Anthropic's documented minimum cacheable prefix by model (default 1,024).
+MINIMUMS = ((re.compile(r"^claude-(?:opus-4-[5-7]|haiku-4-5)(?:\D|$)"), 4096),
+            (re.compile(r"^claude-(?:3-haiku|3-5-haiku|haiku-3)"), 2048))
+
+
+def model_minimum(model: str) -> int:
+    return next((tokens for pattern, tokens in MINIMUMS if pattern.match(model)), 1024)
 
 
 def _error(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> Reply:
@@ -53,7 +64,7 @@ def _error(status: int, error_type: str, message: str, headers: dict[str, str] |
 class FakeAnthropic(JsonHttpFake):
     thread_name = "fake-anthropic"
 
-    def __init__(self, *, api_key: str | None = None, min_cache_tokens: int = 64,
+    def __init__(self, *, api_key: str | None = None, min_cache_tokens: int | None = 64,
                  context_window: int = 200_000) -> None:
         super().__init__()
         self.api_key = api_key or f"sk-ant-fake-{secrets.token_hex(8)}"
@@ -97,7 +108,7 @@ class FakeAnthropic(JsonHttpFake):
         if invalid is not None:
             return op, invalid
         blocks = _blocks(body)
-        prompt = estimate_tokens(blocks)
+        prompt = estimate_tokens(_plain(blocks))
         if prompt > self.context_window:
             return op, _error(400, "invalid_request_error",
                               f"prompt is too long: {prompt} tokens > {self.context_window} maximum")
@@ -109,7 +120,8 @@ class FakeAnthropic(JsonHttpFake):
                               f"input length and `max_tokens` exceed context limit: {prompt} + "
                               f"{body['max_tokens']} > {self.context_window}, decrease input length or "
                               "`max_tokens` and try again")
-        read, write_5m, write_1h = self._cache(blocks)
+        minimum = self.min_cache_tokens if self.min_cache_tokens is not None else model_minimum(body["model"])
+        read, write_5m, write_1h = self._cache(blocks, minimum)
         usage = {
             "input_tokens": prompt - read - write_5m - write_1h,
             "cache_creation_input_tokens": write_5m + write_1h,
@@ -139,6 +151,12 @@ class FakeAnthropic(JsonHttpFake):
         if marks > 4:
             return _error(400, "invalid_request_error",
                           f"A maximum of 4 blocks with cache_control may be provided. Found {marks}.")
+        ttls = [b["cache_control"].get("ttl", "5m") for b in _blocks(body)
+                if isinstance(b, dict) and b.get("cache_control")]
+        if "5m" in ttls and "1h" in ttls[ttls.index("5m"):]:
+            return _error(400, "invalid_request_error",
+                          "A ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. "
+                          "Note that blocks are processed in the following order: `tools`, `system`, `messages`.")
         for m in messages:
             if m.get("role") not in ("user", "assistant"):
                 return _error(400, "invalid_request_error", "messages: roles must be user or assistant")
@@ -151,13 +169,13 @@ class FakeAnthropic(JsonHttpFake):
                                   "messages: tool_result block(s) provided without a corresponding tool_use")
         return None
 
-    def _cache(self, blocks: list[Any]) -> tuple[int, int, int]:
+    def _cache(self, blocks: list[Any], minimum: int) -> tuple[int, int, int]:
         """(tokens read, written for 5 minutes, written for an hour)."""
         now = time.time()
         hashes = []
         h = hashlib.sha256()
-        for block in blocks:
-            stripped = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+        plain = _plain(blocks)
+        for stripped in plain:
             h.update(json.dumps(stripped, sort_keys=True).encode())
             hashes.append(h.copy().hexdigest())
         read = w5 = w1 = 0
@@ -173,12 +191,12 @@ class FakeAnthropic(JsonHttpFake):
                 for j in range(i, max(-1, i - LOOKBACK_BLOCKS - 1), -1):
                     held = before.get(hashes[j])
                     if held is not None and held[0] > now:
-                        base = estimate_tokens(blocks[:j + 1])
+                        base = estimate_tokens(plain[:j + 1])
                         read = max(read, base)
                         self.written[hashes[j]] = (now + _TTL[held[1]], held[1])
                         break
-                size = estimate_tokens(blocks[:i + 1])
-                if size < self.min_cache_tokens:
+                size = estimate_tokens(plain[:i + 1])
+                if size < minimum:
                     continue
                 fresh = max(0, size - max(base, covered))
                 if ttl == "1h":
@@ -188,6 +206,12 @@ class FakeAnthropic(JsonHttpFake):
                 covered = max(covered, size)
                 self.written[hashes[i]] = (now + _TTL.get(ttl, 300.0), ttl)
         return read, w5, w1
+
+
+def _plain(blocks: list[Any]) -> list[Any]:
+    """The blocks without their cache_control (which is not content: it
+    changes neither a prefix's hash nor its tokens)."""
+    return [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in blocks]
 
 
 def _blocks(body: dict[str, Any]) -> list[Any]:

@@ -16,7 +16,10 @@ Automatic prefix caching as OpenAI documents it: a prompt of at least
 ``min_cache_tokens`` reads the longest prefix (at message boundaries) that
 an earlier request with the same ``prompt_cache_key`` (or none) sent, and
 every request's prefixes are cached; usage reports
-``prompt_tokens_details.cached_tokens``. No write is billed or reported.
+``prompt_tokens_details.cached_tokens``. From gpt-5.6 (the models that bill
+their writes) it also reports ``prompt_tokens_details.cache_write_tokens``:
+the prompt tokens past the read that this request cached (none below the
+minimum); earlier models report no write.
 
 Prompt-cache retention per model (``openai`` flavor): gpt-5.5 refuses
 ``prompt_cache_retention: "in_memory"`` (only "24h"); from gpt-5.6
@@ -150,9 +153,12 @@ class FakeOpenAI(JsonHttpFake):
                 f"length is {self.context_window} tokens and your request has {prompt} input tokens "
                 f"({asked} > {self.context_window} - {prompt}).", None, "BadRequestError"))
         cached = self._cache(body, prompt)
+        details: dict[str, Any] = {"cached_tokens": cached}
+        if (_version(str(body["model"])) or (0, 0)) >= (5, 6):
+            details["cache_write_tokens"] = prompt - cached if prompt >= self.min_cache_tokens else 0
         message, finish = _answer(body)
         usage = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5,
-                 "prompt_tokens_details": {"cached_tokens": cached},
+                 "prompt_tokens_details": details,
                  "completion_tokens_details": {"reasoning_tokens": 0}}
         completion_id = f"chatcmpl-fake{secrets.token_hex(6)}"
         if op == "generate":

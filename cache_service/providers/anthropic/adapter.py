@@ -5,10 +5,16 @@ A call with a PrefixMark carries the whole request with breakpoints after
 the system instruction and tools (shared by every conversation of the
 scope), after the leased prefix and, with ``write_through``, at the end of
 the request (three of Anthropic's four), with the 1-hour TTL when the TTL
-asked exceeds 5 minutes. Anthropic reads the longest prefix it holds and writes
-the rest; usage reports both (``cache_read_input_tokens`` becomes the cached
-prompt tokens, ``cache_creation_input_tokens`` the write). A call without a
-mark is sent without breakpoints, so nothing is written.
+asked exceeds 5 minutes. Anthropic looks for a written prefix only 20 blocks
+back from a breakpoint: when a turn (parallel tool calls and their results)
+puts more blocks than that between the previous request's end and the next
+breakpoint, the fourth marks that end (``wire.bridges``). Anthropic reads the
+longest prefix it holds and writes the rest; usage reports both
+(``cache_read_input_tokens`` becomes the cached prompt tokens,
+``cache_creation_input_tokens`` the write). A call whose breakpoints are all
+below the model's minimum reports neither: the service records no cache for
+it and learns the floor (domain.observed). A call without a mark is sent
+without breakpoints, so nothing is written.
 
 Content is converted from the canonical (Gemini-like) shape: roles user and
 model become user and assistant, functionCall and functionResponse parts

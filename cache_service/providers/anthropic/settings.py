@@ -31,11 +31,20 @@ class AnthropicRoute(ProviderRoute):
     provider: Literal["anthropic"]
 
 
+# Anthropic's documented minimum cacheable prefix by model (prompt caching
+# docs, 2026): 4,096 for Claude Opus 4.5, 4.6 and 4.7 and Haiku 4.5; 2,048
+# for Haiku 3 and 3.5; 1,024 for the Sonnets (3.7, 4, 4.5, 4.6), Opus 4, 4.1
+# and 4.8. Below it nothing is written, read or billed, and no error says
+# so: the service also learns a model's floor from calls that report
+# neither (domain.observed), so a model missing here costs one call.
+_MINIMUMS = (
+    (re.compile(r"^claude-(?:opus-4-[5-7]|haiku-4-5)(?:\D|$)"), 4096),
+    (re.compile(r"^claude-(?:3-haiku|3-5-haiku|haiku-3)"), 2048),
+)
+
+
 def default_min_cache_tokens(model: str) -> int:
-    # Anthropic's documented minimums; below them nothing is written (and nothing billed).
-    if "opus-4-5" in model or "haiku-4" in model:
-        return 4096
-    return 2048 if "haiku" in model else 1024
+    return next((tokens for pattern, tokens in _MINIMUMS if pattern.match(model)), 1024)
 
 
 def one_sampler(model: str) -> bool:

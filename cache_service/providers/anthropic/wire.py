@@ -13,6 +13,8 @@ from cache_service.domain.ports import CacheRef, InvalidRequest, PrefixMark, Uns
 from cache_service.providers.anthropic.settings import SHORT_TTL_S, one_sampler
 from cache_service.providers.tool_ids import ToolIds
 
+MAX_BREAKPOINTS = 4  # cache_control blocks a request may carry
+LOOKBACK_BLOCKS = 20  # blocks a breakpoint looks back for a written prefix
 _FINISH = {"end_turn": "STOP", "tool_use": "STOP", "stop_sequence": "STOP", "pause_turn": "STOP",
            "max_tokens": "MAX_TOKENS", "refusal": "SAFETY"}
 
@@ -37,6 +39,8 @@ def request_params(call: ModelCall, cache: CacheRef | None, default_max_tokens: 
         ends = {min(mark.history_len or 0, len(call.contents))}
         if mark.write_through:
             ends.add(len(call.contents))
+        ends |= bridges([len(m["content"]) for m in messages], [m["role"] == "assistant" for m in messages],
+                        ends - {0}, MAX_BREAKPOINTS - len(ends - {0}) - (head is not None))
         for n in ends - {0}:
             # Canonical contents and messages correspond one to one.
             messages[n - 1]["content"][-1]["cache_control"] = dict(control)
@@ -61,6 +65,30 @@ def request_params(call: ModelCall, cache: CacheRef | None, default_max_tokens: 
     if g.get("stopSequences"):
         params["stop_sequences"] = list(g["stopSequences"])
     return params
+
+
+def bridges(sizes: list[int], replies: list[bool], ends: set[int], room: int) -> set[int]:
+    """Breakpoints (in contents) to add so that the previous request's end
+    is still found: Anthropic looks for a written prefix only
+    ``LOOKBACK_BLOCKS`` blocks back from each breakpoint. The previous
+    request ended just before the last model content ahead of a breakpoint
+    (a turn adds a reply and the next input); when more blocks than that
+    (parallel tool calls and their results) separate the two, with no
+    breakpoint between, one is placed there, as ``room`` allows. ``sizes``:
+    each message's blocks; ``replies``: which are the model's."""
+    added: set[int] = set()
+    for n in sorted(ends):
+        if len(added) >= room:
+            break
+        previous = next((i for i in range(n - 1, -1, -1) if replies[i]), None)
+        if previous is None or previous == 0:
+            continue
+        between = ends | added
+        if previous in between or any(previous < e < n for e in between):
+            continue
+        if sum(sizes[previous:n]) > LOOKBACK_BLOCKS:
+            added.add(previous)
+    return added
 
 
 def _tool(f: JSON) -> JSON:

@@ -123,9 +123,11 @@ def _usage(u: Any) -> Usage | None:
     output_details = getattr(u, "completion_tokens_details", None)
     prompt = int(u.prompt_tokens or 0)
     output = int(u.completion_tokens or 0)
+    # cache_write_tokens: what the models that bill their writes (gpt-5.6 on) report writing.
     return Usage(prompt_tokens=prompt, cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
                  output_tokens=output, thoughts_tokens=int(getattr(output_details, "reasoning_tokens", 0) or 0),
-                 total_tokens=int(u.total_tokens or prompt + output))
+                 total_tokens=int(u.total_tokens or prompt + output),
+                 cache_write_tokens=int(getattr(details, "cache_write_tokens", 0) or 0))
 
 
 def _call_part(tool_id: str, name: str, arguments: str) -> JSON | None:

@@ -214,9 +214,11 @@ export type Usage = Message<"agentctx.type.v1.Usage"> & {
   totalTokens: bigint;
 
   /**
-   * Prompt tokens this call wrote into a provider prefix cache, where the
-   * provider reports them (Anthropic's cache_creation_input_tokens; a
-   * subset of prompt_tokens, billed at the write price).
+   * Tokens written into a provider prefix cache for this call, where the
+   * provider reports them: Anthropic's cache_creation_input_tokens and
+   * OpenAI's cache_write_tokens (a subset of prompt_tokens, billed at the
+   * write price); on the call that created a Gemini cache, the cache's
+   * size (billed once at the input price, beside this call's prompt).
    *
    * @generated from field: int64 cache_write_tokens = 6;
    */
