@@ -24,3 +24,16 @@ async def test_agentctx_session_under_the_openai_agents_sdk(oa_venv_python: path
     run = await run_checks(oa_venv_python, HERE / "oa_session_checks.py", tmp_path, env)
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-3000:]
     assert "6 passed" in run.stdout, run.stdout[-2000:]
+
+
+@pytest.mark.timeout(900)
+async def test_bench_runs_the_same_conversation_on_both_sessions(oa_venv_python: pathlib.Path,
+                                                                 tmp_path: pathlib.Path) -> None:
+    """bench.openai_agents' code path on two turns: both sides make the same
+    session calls, and the cache tier served part of the prompts."""
+    from bench.openai_agents import run
+
+    figures = await run(turns=2, rounds=1, tmp=tmp_path)
+    assert "error" not in figures, figures
+    assert figures["agentctx_calls"] == figures["sqlite_calls"]
+    assert figures["session_ops_ratio"] > 0 and 0 < figures["cached_share"] < 1

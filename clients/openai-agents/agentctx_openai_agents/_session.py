@@ -63,13 +63,19 @@ class AgentCtxSession:
             return
         async with self._lock:
             await self._ensure_session()
-            await self._refresh()
             values: list[dict[str, Any]] = [dict(i) for i in items]
             self._names.update(_items.call_names(values))
+            if any(i.get("type") == "function_call_output" and i.get("call_id") not in self._names for i in values):
+                await self._refresh()  # the call may be another process's
             for item in values:
                 event = _items.item_event(item, f"oa.{uuid.uuid4().hex}", self._names)
-                await self.client.append_event(self.name, event)
-            await self._refresh()
+                stored = (await self.client.append_event(self.name, event)).event
+                # The next sequence: this process has seen every event before
+                # it, so the item is live without a read. Otherwise the next
+                # read fetches what came between.
+                if stored.sequence == self._seen + 1:
+                    self._live.append(Stored(stored.id, stored.sequence, _items.dumps(item)))
+                    self._seen = stored.sequence
 
     async def pop_item(self) -> TResponseInputItem | None:
         """The newest item, retracted: later reads leave it out; its event
