@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from agentctx_common.errors import FieldViolation, InvalidArgument, NotFound, ResourceExhausted
 from agentctx_common.reasons import Reason
+from context_service.domain.limits import Limits
 from context_service.domain.model import JsonObject
+from context_service.domain.names import parse_session_name, parse_user_parent
 
 # ADK's prefix: an artifact of the user, shared by every session of theirs.
 USER_PREFIX = "user:"
@@ -95,11 +97,12 @@ def check_artifact_id(artifact: str, path: str = "artifact") -> None:
         raise InvalidArgument.fields(violations, reason=Reason.INVALID_NAME)
 
 
-def scope_of(app: str, user: str, session: str | None, artifact: str, path: str = "parent") -> ArtifactScope:
+def scope_of(app: str, user: str, session: str | None, artifact: str, path: str = "parent",
+             artifact_path: str = "artifact") -> ArtifactScope:
     """The scope ``artifact`` lives in when addressed through the parent
     (``session`` None: a user parent). A ``user:`` id is the user's whatever
     the session; any other id needs a session parent."""
-    check_artifact_id(artifact)
+    check_artifact_id(artifact, artifact_path)
     if is_user_scoped(artifact):
         return ArtifactScope(app, user, None)
     if session is None:
@@ -108,6 +111,22 @@ def scope_of(app: str, user: str, session: str | None, artifact: str, path: str 
             reason=Reason.INVALID_NAME,
         )
     return ArtifactScope(app, user, session)
+
+
+def parse_parent(parent: str, limits: Limits, path: str = "parent") -> tuple[str, str, str | None]:
+    """(app, user, session) of a session parent, or (app, user, None) of a
+    user parent; INVALID_ARGUMENT INVALID_NAME otherwise."""
+    if parent.count("/") > 3:
+        key = parse_session_name(parent, limits, path)
+        return key.app, key.user, key.session
+    try:
+        app, user = parse_user_parent(parent, limits, path)
+    except InvalidArgument:
+        raise InvalidArgument.fields(
+            [FieldViolation(path, "must be apps/{app}/users/{user}/sessions/{session} or apps/{app}/users/{user}")],
+            reason=Reason.INVALID_NAME,
+        ) from None
+    return app, user, None
 
 
 def next_version(latest: int | None) -> int:
