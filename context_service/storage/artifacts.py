@@ -8,13 +8,15 @@ client sends), then commits in one transaction: the blob is stored already
 grows) or the staged rows are renamed to the digest; the version row is
 inserted with the next version. A failed save drops its rows; a crashed
 one leaves an upload row that ``collect_uploads`` deletes later. On
-PostgreSQL two saves racing for the same blob or version number conflict
-on a key and the commit retries.
+PostgreSQL commits of one artifact id (and, with a quota, of one app) take
+a transaction-scoped advisory lock; two saves racing for the same new blob
+conflict on its key and the commit retries.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import secrets
 from collections.abc import AsyncIterable, AsyncIterator
@@ -53,6 +55,12 @@ def _record(row: Any, scope: ArtifactScope) -> ArtifactVersionRecord:
         size_bytes=int(row.size_bytes), sha256=row.sha256, create_time=row.create_time,
         custom_metadata=json.loads(row.metadata_json), text=bool(row.is_text),
     )
+
+
+def _lock_key(*parts: str) -> int:
+    """A signed 64-bit advisory lock key for ``parts``."""
+    digest = hashlib.sha256("\x00".join(("agentctx.artifacts", *parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class SqlArtifactStore:
@@ -100,6 +108,15 @@ class SqlArtifactStore:
         b, c = artifact_blobs.c, artifact_chunks.c
         now = self._store.now()
         async with self._store.write_transaction() as conn:
+            if conn.dialect.name == "postgresql":
+                # Serializes commits of one artifact id (its next version) and,
+                # with a quota, of one app (its byte count); SQLite commits one
+                # at a time anyway. Always in this order: no lock cycle.
+                keys = ([_lock_key("quota", scope.app)] if quota_bytes else []) + [
+                    _lock_key("name", scope.app, scope.user, scope.session or "", artifact)
+                ]
+                for key in keys:
+                    await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
             blob = (await conn.execute(
                 sa.select(b.refcount).where(b.app == scope.app, b.sha256 == sha).with_for_update()
             )).first()

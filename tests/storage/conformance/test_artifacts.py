@@ -5,6 +5,7 @@ failed and abandoned uploads, and session deletion."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 from collections.abc import AsyncIterator
@@ -189,3 +190,13 @@ async def _staged_rows(stores: Backend) -> int:
     async with engine.connect() as conn:
         stmt = sa.select(sa.func.count()).where(artifact_chunks.c.blob_key.like("u%"))
         return int((await conn.execute(stmt)).scalar_one())
+
+
+async def test_concurrent_saves_get_distinct_versions_and_share_one_blob(artifacts: ArtifactStore) -> None:
+    data = b"same bytes" * 1000
+    versions = await asyncio.gather(*(save(artifacts, SESSION, "race", data, quota=1 << 30) for _ in range(12)))
+    assert sorted(versions) == list(range(12))
+    assert await artifacts.stored_bytes(KEY.app) == (1, len(data))
+    distinct = await asyncio.gather(*(save(artifacts, SESSION, f"n{i}", bytes([i]) * 10) for i in range(4)))
+    assert distinct == [0, 0, 0, 0]
+    assert await artifacts.stored_bytes(KEY.app) == (5, len(data) + 40)
