@@ -29,11 +29,11 @@ async def release_versions(conn: AsyncConnection, where: sa.ColumnElement[bool])
             sa.update(artifact_blobs).where(b.app == app, b.sha256 == sha).values(refcount=b.refcount - n)
         )
         gone = (await conn.execute(
-            sa.delete(artifact_blobs).where(b.app == app, b.sha256 == sha, b.refcount <= 0).returning(b.sha256)
+            sa.delete(artifact_blobs).where(b.app == app, b.sha256 == sha, b.refcount <= 0).returning(b.chunk_key)
         )).first()
         if gone is not None:
             await conn.execute(sa.delete(artifact_chunks).where(
-                artifact_chunks.c.app == app, artifact_chunks.c.blob_key == sha
+                artifact_chunks.c.app == app, artifact_chunks.c.blob_key == gone.chunk_key
             ))
     return int(deleted)
 

@@ -2,10 +2,11 @@
 PostgreSQL): artifact bytes live in the database, next to the sessions.
 
 A save streams its chunks into rows under an upload key of its own, one
-short write transaction per chunk (no transaction stays open while the
-client sends), then commits in one transaction: the blob is stored already
-(the same bytes in the app: the staged rows are dropped and its refcount
-grows) or the staged rows are renamed to the digest; the version row is
+short write transaction per CHUNKS_PER_WRITE chunks (no transaction stays
+open while the client sends), then commits in one transaction: the blob is
+stored already (the same bytes in the app: the staged rows are dropped and
+its refcount grows) or a blob row naming the upload key as its chunk_key
+is inserted (the chunk rows stay where they are); the version row is
 inserted with the next version. A failed save drops its rows; a crashed
 one leaves an upload row that ``collect_uploads`` deletes later. On
 PostgreSQL commits of one artifact id (and, with a quota, of one app) take
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from context_service.storage.sql_store import SqlSessionStore
 
 _COMMIT_ATTEMPTS = 5
+# Chunks written per transaction and read per query: at most this many MiB
+# of one artifact in this process at once.
+CHUNKS_PER_WRITE = 4
 _V = artifact_versions.c
 
 
@@ -74,18 +78,17 @@ class SqlArtifactStore:
         chunks: AsyncIterable[bytes], digest: ContentDigest, quota_bytes: int,
     ) -> ArtifactVersionRecord:
         upload = "u" + secrets.token_hex(16)
-        async with self._store.write_transaction() as conn:
-            await conn.execute(sa.insert(artifact_uploads).values(
-                upload_key=upload, app=scope.app, create_time=self._store.now()
-            ))
         try:
             count = 0
+            group: list[bytes] = []
             async for chunk in chunks:
-                async with self._store.write_transaction() as conn:
-                    await conn.execute(sa.insert(artifact_chunks).values(
-                        app=scope.app, blob_key=upload, chunk_index=count, data=chunk
-                    ))
-                count += 1
+                group.append(chunk)
+                if len(group) == CHUNKS_PER_WRITE:
+                    await self._write_chunks(scope.app, upload, count, group)
+                    count, group = count + len(group), []
+            if group or not count:
+                await self._write_chunks(scope.app, upload, count, group)
+                count += len(group)
             sha = digest.finish()
             for attempt in range(_COMMIT_ATTEMPTS):
                 try:
@@ -100,6 +103,20 @@ class SqlArtifactStore:
         except BaseException:
             await self._drop_upload(upload)
             raise
+
+    async def _write_chunks(self, app: str, upload: str, first: int, group: list[bytes]) -> None:
+        """One short write transaction; the first also lists the upload (so
+        a crash leaves nothing the collector cannot find)."""
+        async with self._store.write_transaction() as conn:
+            if first == 0:
+                await conn.execute(sa.insert(artifact_uploads).values(
+                    upload_key=upload, app=app, create_time=self._store.now()
+                ))
+            if group:
+                await conn.execute(sa.insert(artifact_chunks), [
+                    {"app": app, "blob_key": upload, "chunk_index": first + i, "data": data}
+                    for i, data in enumerate(group)
+                ])
 
     async def _commit(
         self, scope: ArtifactScope, artifact: str, upload: str, *, sha: str, size: int, chunk_count: int,
@@ -129,10 +146,9 @@ class SqlArtifactStore:
                     sa.select(sa.func.coalesce(sa.func.sum(b.size_bytes), 0)).where(b.app == scope.app)
                 )).scalar_one()
                 check_quota(int(used), size, quota_bytes)
-                await conn.execute(sa.update(artifact_chunks).where(c.app == scope.app, c.blob_key == upload)
-                                   .values(blob_key=sha))
                 await conn.execute(sa.insert(artifact_blobs).values(
-                    app=scope.app, sha256=sha, size_bytes=size, chunk_count=chunk_count, refcount=1, create_time=now
+                    app=scope.app, sha256=sha, size_bytes=size, chunk_count=chunk_count, chunk_key=upload,
+                    refcount=1, create_time=now,
                 ))
             latest = (await conn.execute(
                 sa.select(sa.func.max(_V.version)).where(_scope_clause(scope), _V.artifact == artifact)
@@ -185,20 +201,24 @@ class SqlArtifactStore:
         b, c = artifact_blobs.c, artifact_chunks.c
         app = record.scope.app
         async with self._store.read_connection() as conn:
-            count = (await conn.execute(
-                sa.select(b.chunk_count).where(b.app == app, b.sha256 == record.sha256)
-            )).scalar_one_or_none()
-        if count is None:
+            blob = (await conn.execute(
+                sa.select(b.chunk_count, b.chunk_key).where(b.app == app, b.sha256 == record.sha256)
+            )).first()
+        if blob is None:
             raise not_found(record.scope, record.artifact, record.version)
-        for index in range(int(count)):
-            # A connection per chunk: none is held while the client reads.
+        for first in range(0, int(blob.chunk_count), CHUNKS_PER_WRITE):
+            last = min(first + CHUNKS_PER_WRITE, int(blob.chunk_count)) - 1
+            # A few chunks per query, a connection per query: none is held
+            # while the client reads.
             async with self._store.read_connection() as conn:
-                data = (await conn.execute(sa.select(c.data).where(
-                    c.app == app, c.blob_key == record.sha256, c.chunk_index == index
-                ))).scalar_one_or_none()
-            if data is None:
+                rows = (await conn.execute(
+                    sa.select(c.data).where(c.app == app, c.blob_key == blob.chunk_key,
+                                            c.chunk_index.between(first, last)).order_by(c.chunk_index)
+                )).all()
+            if len(rows) != last - first + 1:
                 raise not_found(record.scope, record.artifact, record.version)
-            yield bytes(data)
+            for row in rows:
+                yield bytes(row.data)
 
     async def list_names(self, app: str, user: str, session: str | None) -> list[str]:
         sessions = [""] if session is None else ["", session]

@@ -119,8 +119,9 @@ user_states = sa.Table(
 # blob per (app, sha256), its bytes in chunk rows of at most 1 MiB, counted
 # by how many versions name it and deleted with the last of them. An upload
 # writes its chunks under a key of its own ("u" + 32 hex, listed in
-# artifact_uploads until it commits or is collected) and the commit renames
-# them to the digest, or drops them when the blob is stored already.
+# artifact_uploads until it commits or is collected); the commit makes that
+# key the new blob's chunk_key (the rows are never rewritten), or drops them
+# when the blob is stored already.
 artifact_versions = sa.Table(
     "artifact_versions",
     metadata,
@@ -148,6 +149,8 @@ artifact_blobs = sa.Table(
     sa.Column("sha256", sa.String(64), primary_key=True),
     sa.Column("size_bytes", sa.BigInteger, nullable=False),
     sa.Column("chunk_count", sa.Integer, nullable=False),
+    # The upload key its chunk rows are stored under.
+    sa.Column("chunk_key", sa.String(64), nullable=False),
     sa.Column("refcount", sa.BigInteger, nullable=False),
     sa.Column("create_time", UtcDateTime, nullable=False),
 )
@@ -156,7 +159,7 @@ artifact_chunks = sa.Table(
     "artifact_chunks",
     metadata,
     sa.Column("app", sa.String(128), primary_key=True),
-    # The blob's sha256, or the upload's key while it streams.
+    # The upload's key: its blob's chunk_key once committed.
     sa.Column("blob_key", sa.String(64), primary_key=True),
     sa.Column("chunk_index", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("data", sa.LargeBinary, nullable=False),

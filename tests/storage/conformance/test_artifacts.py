@@ -15,6 +15,7 @@ import pytest
 from agentctx_common.errors import InvalidArgument, NotFound, ResourceExhausted
 from context_service.domain.artifacts import CHUNK_BYTES, ArtifactScope, Chunker, ContentDigest
 from context_service.ports import ArtifactStore
+from context_service.storage.artifacts import CHUNKS_PER_WRITE
 from context_service.storage.factory import Backend
 from tests.storage.conformance.support import KEY, new_session
 
@@ -147,7 +148,8 @@ async def test_a_failed_save_leaves_nothing(artifacts: ArtifactStore, stores: Ba
 
 async def test_abandoned_uploads_are_collected(artifacts: ArtifactStore, stores: Backend) -> None:
     async def stalls() -> AsyncIterator[bytes]:
-        yield b"a" * 10
+        for _ in range(CHUNKS_PER_WRITE + 1):  # one write's worth is stored
+            yield b"a" * 10
         raise KeyboardInterrupt  # what a killed process looks like from here: no cleanup runs
 
     digest = ContentDigest(1 << 20, text=False)
@@ -163,7 +165,7 @@ async def test_abandoned_uploads_are_collected(artifacts: ArtifactStore, stores:
                                  digest=digest, quota_bytes=0)
     finally:
         type(artifacts)._drop_upload = original  # type: ignore[attr-defined]
-    assert await _staged_rows(stores) == 1
+    assert await _staged_rows(stores) == CHUNKS_PER_WRITE
     assert await artifacts.collect_uploads(dt.timedelta(hours=1)) == 0
     assert await artifacts.collect_uploads(dt.timedelta(seconds=-1)) == 1
     assert await _staged_rows(stores) == 0
@@ -184,11 +186,12 @@ async def test_deleting_a_session_deletes_its_artifacts_not_the_users(stores: Ba
 async def _staged_rows(stores: Backend) -> int:
     import sqlalchemy as sa
 
-    from context_service.storage.tables import artifact_chunks
+    from context_service.storage.tables import artifact_chunks, artifact_uploads
 
     engine = stores.sessions.engine  # type: ignore[attr-defined]
     async with engine.connect() as conn:
-        stmt = sa.select(sa.func.count()).where(artifact_chunks.c.blob_key.like("u%"))
+        uploads = sa.select(artifact_uploads.c.upload_key)
+        stmt = sa.select(sa.func.count()).where(artifact_chunks.c.blob_key.in_(uploads))
         return int((await conn.execute(stmt)).scalar_one())
 
 

@@ -1,5 +1,6 @@
 """Artifacts: versions (metadata per saved version), content-addressed
-blobs per app with their 1 MiB chunk rows, and uploads in progress.
+blobs per app with their 1 MiB chunk rows (under the key of the upload
+that stored them), and uploads in progress.
 
 Revision ID: 0004_artifacts
 Revises: 0003_shared_state
@@ -46,6 +47,7 @@ def upgrade() -> None:
         sa.Column("sha256", sa.String(64), nullable=False),
         sa.Column("size_bytes", sa.BigInteger, nullable=False),
         sa.Column("chunk_count", sa.Integer, nullable=False),
+        sa.Column("chunk_key", sa.String(64), nullable=False),
         sa.Column("refcount", sa.BigInteger, nullable=False),
         sa.Column("create_time", UtcDateTime, nullable=False),
         sa.PrimaryKeyConstraint("app", "sha256", name="pk_artifact_blobs"),
