@@ -200,6 +200,13 @@ class Reason(str, enum.Enum):
     # says what to configure, e.g. the provider key the cache service lacks.
     # Nothing was sent to a provider.
     MODEL_NOT_ROUTED = "MODEL_NOT_ROUTED"
+    # NOT_FOUND: no such artifact, or no such version of it.
+    ARTIFACT_NOT_FOUND = "ARTIFACT_NOT_FOUND"
+    # RESOURCE_EXHAUSTED: the artifact is larger than max_artifact_bytes.
+    ARTIFACT_TOO_LARGE = "ARTIFACT_TOO_LARGE"
+    # RESOURCE_EXHAUSTED: saving the artifact would take the app's stored
+    # artifact bytes past artifact_quota_bytes_per_app.
+    ARTIFACT_QUOTA_EXCEEDED = "ARTIFACT_QUOTA_EXCEEDED"
     # INVALID_ARGUMENT: the request's bytes are not a valid message of the
     # method's request type (not protobuf, invalid UTF-8 in a string field,
     # nesting deeper than the decoder allows). No field violations: nothing
@@ -268,6 +275,9 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.PROVIDER_UNAVAILABLE: ('prefix_tokens',),
     Reason.RATE_LIMITED: ('prefix_tokens',),
     Reason.MODEL_NOT_ROUTED: ('model',),
+    Reason.ARTIFACT_NOT_FOUND: ('version',),
+    Reason.ARTIFACT_TOO_LARGE: ('max_artifact_bytes', 'received_bytes',),
+    Reason.ARTIFACT_QUOTA_EXCEEDED: ('quota_bytes', 'used_bytes', 'requested_bytes',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),

@@ -13,10 +13,11 @@ current etag in metadata; COMPACTION_CONFLICT), Unavailable
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Collection, Sequence
 from typing import Protocol
 
 from context_service.building.types import BuiltContext
+from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, ContentDigest
 from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply, ScopeInvalidation, ScopeStatus
 from context_service.domain.compaction_rules.history import History
 from context_service.domain.compaction_rules.jobs import Job
@@ -173,6 +174,52 @@ class CompactionJobs(Protocol):
 
 
 # --- services the application layer calls -------------------------------------
+
+
+class ArtifactStore(Protocol):
+    """Versioned artifacts, their bytes content-addressed per app and kept
+    in chunks of at most ``domain.artifacts.CHUNK_BYTES``. NotFound
+    (ARTIFACT_NOT_FOUND), ResourceExhausted (ARTIFACT_QUOTA_EXCEEDED, and
+    whatever ``digest`` raises), Unavailable as every store."""
+
+    async def save(
+        self, scope: ArtifactScope, artifact: str, *, mime_type: str, text: bool, custom_metadata: JsonObject,
+        chunks: AsyncIterable[bytes], digest: ContentDigest, quota_bytes: int,
+    ) -> ArtifactVersionRecord:
+        """Stores ``chunks`` (each at most CHUNK_BYTES; ``digest`` has seen
+        them all when the iteration ends) as the next version. Nothing of a
+        save that fails stays visible; a crash leaves an upload that is
+        collected later."""
+        ...
+
+    async def get_version(self, scope: ArtifactScope, artifact: str, version: int | None) -> ArtifactVersionRecord:
+        """One version, or the latest (``version`` None)."""
+        ...
+
+    def read_chunks(self, record: ArtifactVersionRecord) -> AsyncIterator[bytes]:
+        """The version's content, one chunk at a time (NOT_FOUND when it is
+        deleted while being read)."""
+        ...
+
+    async def list_names(self, app: str, user: str, session: str | None) -> list[str]:
+        """Sorted ids: the session's and the user's, or the user's alone."""
+        ...
+
+    async def list_versions(self, scope: ArtifactScope, artifact: str) -> list[ArtifactVersionRecord]: ...
+
+    async def delete(self, scope: ArtifactScope, artifact: str, version: int | None) -> int:
+        """Deletes one version or all; returns how many. Blobs no version
+        names any more are deleted with them."""
+        ...
+
+    async def stored_bytes(self, app: str) -> tuple[int, int]:
+        """(blobs, bytes) the app stores: what its quota counts."""
+        ...
+
+    async def collect_uploads(self, older_than: dt.timedelta) -> int:
+        """Deletes uploads started before ``older_than`` ago and never
+        committed (a crashed process's); returns how many."""
+        ...
 
 
 class Compressors(Protocol):

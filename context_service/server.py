@@ -9,15 +9,19 @@ docs/ARCHITECTURE.md, "Layers")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
 import functools
+import logging
 
 import grpc
 
-from agentctx.context.v1 import context_service_pb2, context_service_pb2_grpc
+from agentctx.context.v1 import artifacts_pb2, artifacts_pb2_grpc, context_service_pb2, context_service_pb2_grpc
 from agentctx_common.logs import configure_logging
 from agentctx_common.server import GrpcServer, new_server, serve_until_signal
 from agentctx_common.telemetry import configure_telemetry
 from agentctx_common.tls import channel_credentials
+from context_service.api.artifact_rpcs import ArtifactServicer
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp, limits_of, session_defaults
@@ -33,12 +37,33 @@ from context_service.storage.factory import Backend, open_backend
 from context_service.turns.runner import TurnRunner
 
 SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
+ARTIFACT_SERVICE_NAME = artifacts_pb2.DESCRIPTOR.services_by_name["ArtifactService"].full_name
+# An upload not committed this long after it started is a crashed process's.
+UPLOAD_TTL = dt.timedelta(hours=1)
+log = logging.getLogger("agentctx.context.server")
 
 
-def register_servicer(server: grpc.aio.Server, servicer: ContextServicer) -> None:
+def register_servicer(server: grpc.aio.Server, servicer: ContextServicer, artifacts: ArtifactServicer | None = None) -> None:
     # The generated gRPC module has no type stubs.
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)
     register_raw_build_context(server, servicer)
+    if artifacts is not None:
+        artifacts_pb2_grpc.add_ArtifactServiceServicer_to_server(artifacts, server)
+
+
+def start_upload_collector(backend: Backend) -> asyncio.Task[None]:
+    """Deletes abandoned artifact uploads (their staged chunks) at start and
+    then every UPLOAD_TTL / 4, in every replica (the delete is idempotent)."""
+
+    async def loop() -> None:
+        while True:
+            try:
+                await backend.artifacts.collect_uploads(UPLOAD_TTL)
+            except Exception:
+                log.warning("artifact upload collection failed", exc_info=True)
+            await asyncio.sleep(UPLOAD_TTL.total_seconds() / 4)
+
+    return asyncio.get_running_loop().create_task(loop())
 
 
 def check_client_files(settings: ContextSettings) -> None:
@@ -75,7 +100,7 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
     turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache)
     app = ContextApp(
         settings=settings, defaults=defaults, sessions=sessions, lifecycle=backend.lifecycle,
-        builder=builder, compaction=compaction.service, cache=cache, turns=turns,
+        builder=builder, compaction=compaction.service, cache=cache, turns=turns, artifacts=backend.artifacts,
     )
     return app, compaction
 
@@ -91,11 +116,12 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
         await backend.close()
         raise
     servicer = ContextServicer(app)
+    artifacts = ArtifactServicer(app)
     try:
         server = new_server(
             settings,
-            service_names=[SERVICE_NAME],
-            register=lambda s: register_servicer(s, servicer),
+            service_names=[SERVICE_NAME, ARTIFACT_SERVICE_NAME],
+            register=lambda s: register_servicer(s, servicer, artifacts),
             telemetry_name="context-service",
         )
     except BaseException:
@@ -107,6 +133,14 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
     server.closers.append(backend.close)
     server.closers.append(cache.close)
     server.closers.append(compaction.close)
+    collector = start_upload_collector(backend)
+
+    async def stop_collector() -> None:
+        collector.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await collector
+
+    server.closers.append(stop_collector)
     return server
 
 

@@ -67,6 +67,16 @@ class ContextSettings(ServerSettings):
         description="Worker processes (at lower CPU priority) for the extractive compactor; 0 runs it on the event loop.",
     )
 
+    # Artifacts (ArtifactService): bytes kept in the database, content-addressed per app.
+    max_artifact_bytes: int = Field(
+        64 * 1024 * 1024, ge=1, description="Largest artifact SaveArtifact accepts; RESOURCE_EXHAUSTED past it."
+    )
+    artifact_quota_bytes_per_app: int = Field(
+        0, ge=0,
+        description="Artifact bytes an app may store (distinct contents; the same bytes saved again cost nothing); "
+        "0: unlimited.",
+    )
+
     # Sessions and events: input limits. A violation is INVALID_ARGUMENT
     # naming the field.
     max_event_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest event AppendEvent accepts (encoded).")

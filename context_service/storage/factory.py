@@ -12,8 +12,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agentctx_common.errors import ConfigError
-from context_service.ports import CompactionJobs, CompactionStore, LifecycleReader, SessionHeads, SessionStore
+from context_service.ports import (
+    ArtifactStore,
+    CompactionJobs,
+    CompactionStore,
+    LifecycleReader,
+    SessionHeads,
+    SessionStore,
+)
 from context_service.settings import ContextSettings
+from context_service.storage.artifacts import SqlArtifactStore
 from context_service.storage.compaction_jobs import SqlJobStore
 from context_service.storage.compactions import SqlCompactionStore
 from context_service.storage.engine import normalize_url
@@ -29,6 +37,7 @@ class Backend:
     lifecycle: LifecycleReader
     compactions: CompactionStore
     jobs: CompactionJobs
+    artifacts: ArtifactStore
 
     async def close(self) -> None:
         await self.heads.close()
@@ -43,6 +52,7 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
         lifecycle=SqlLifecycleReader(store),
         compactions=SqlCompactionStore(store),
         jobs=SqlJobStore(store),
+        artifacts=SqlArtifactStore(store),
     )
 
 

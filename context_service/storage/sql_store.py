@@ -53,6 +53,7 @@ from context_service.storage.append_plan import Append, Live, execute, merge_sha
 from context_service.storage.append_plan import etag_mismatch as _etag_mismatch
 from context_service.storage.append_plan import not_found as session_not_found
 from context_service.storage.append_sql import appender_for
+from context_service.storage.artifact_release import release_versions, session_artifacts
 from context_service.storage.engine import (
     DRIVER_ERRORS,
     WRITE_OPTION,
@@ -276,6 +277,8 @@ class SqlSessionStore:
             _check_etag(codec.etag(row.incarnation, row.version), expected_etag)
             await conn.execute(sa.delete(events).where(events.c.session_pk == row.pk))
             await conn.execute(sa.delete(sessions).where(sessions.c.pk == row.pk))
+            # Its own artifacts go with it; the user's ("user:") stay.
+            await release_versions(conn, session_artifacts(key.app, key.user, key.session))
 
     # --- events -------------------------------------------------------------------
 

@@ -114,3 +114,62 @@ user_states = sa.Table(
     sa.Column("state_json", sa.Text, nullable=False),
     sa.Column("update_time", UtcDateTime, nullable=False),
 )
+
+# Artifacts (migration 0004). Contents are content-addressed per app: one
+# blob per (app, sha256), its bytes in chunk rows of at most 1 MiB, counted
+# by how many versions name it and deleted with the last of them. An upload
+# writes its chunks under a key of its own ("u" + 32 hex, listed in
+# artifact_uploads until it commits or is collected); the commit makes that
+# key the new blob's chunk_key (the rows are never rewritten), or drops them
+# when the blob is stored already.
+artifact_versions = sa.Table(
+    "artifact_versions",
+    metadata,
+    sa.Column("pk", BigIntKey, primary_key=True, autoincrement=True),
+    sa.Column("app", sa.String(128), nullable=False),
+    sa.Column("user_id", sa.String(128), nullable=False),
+    # "" for the user's artifacts ("user:" ids), shared by their sessions.
+    sa.Column("session_id", sa.String(128), nullable=False),
+    sa.Column("artifact", sa.String(512), nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("mime_type", sa.String(255), nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("is_text", sa.Boolean, nullable=False),
+    sa.Column("metadata_json", sa.Text, nullable=False),
+    sa.Column("create_time", UtcDateTime, nullable=False),
+    sa.UniqueConstraint("app", "user_id", "session_id", "artifact", "version"),
+    sqlite_autoincrement=True,
+)
+
+artifact_blobs = sa.Table(
+    "artifact_blobs",
+    metadata,
+    sa.Column("app", sa.String(128), primary_key=True),
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("chunk_count", sa.Integer, nullable=False),
+    # The upload key its chunk rows are stored under.
+    sa.Column("chunk_key", sa.String(64), nullable=False),
+    sa.Column("refcount", sa.BigInteger, nullable=False),
+    sa.Column("create_time", UtcDateTime, nullable=False),
+)
+
+artifact_chunks = sa.Table(
+    "artifact_chunks",
+    metadata,
+    sa.Column("app", sa.String(128), primary_key=True),
+    # The upload's key: its blob's chunk_key once committed.
+    sa.Column("blob_key", sa.String(64), primary_key=True),
+    sa.Column("chunk_index", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+)
+
+artifact_uploads = sa.Table(
+    "artifact_uploads",
+    metadata,
+    sa.Column("upload_key", sa.String(64), primary_key=True),
+    sa.Column("app", sa.String(128), nullable=False),
+    sa.Column("create_time", UtcDateTime, nullable=False),
+    sa.Index(None, "create_time"),
+)

@@ -14,6 +14,7 @@ from google.protobuf import field_mask_pb2
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
+from agentctx_client._artifacts import ArtifactCalls
 from agentctx_client._config import RetryPolicy, TlsConfig
 from agentctx_client._errors import InternalError, error_from_rpc
 from agentctx_client._retry import Deadline, Retrier
@@ -108,12 +109,14 @@ def session_name(app: str, user: str, session: str) -> str:
     return f"apps/{app}/users/{user}/sessions/{session}"
 
 
-class ContextClient:
+class ContextClient(ArtifactCalls):
     """The context service's calls. Build it with ``connect()``.
 
     Sessions are named "apps/{app}/users/{user}/sessions/{session}"
     (``Session.name``); methods taking ``session`` want that name. ``stub``
-    is the raw ContextServiceStub for anything not wrapped here.
+    is the raw ContextServiceStub for anything not wrapped here. Artifact
+    methods (``save_artifact`` and friends) call the ArtifactService of the
+    same server (``artifact_stub``).
     """
 
     def __init__(self, channel: grpc.aio.Channel, *, timeout: float | None = 30.0,

@@ -1,0 +1,150 @@
+"""Artifact save and load over gRPC against writing and reading the same
+bytes to a local file, in the same run, and the context service's peak RSS
+while many clients stream large artifacts at once.
+
+A context service runs as a subprocess (``agentctx serve context``, SQLite
+with synchronous=FULL, TLS) on 127.0.0.1. Per size (1 MiB and 32 MiB) each
+round saves fresh random bytes through the Python client (streamed in
+1 MiB messages) and loads them back, then writes the same bytes to a file
+(write + fsync, as the database commits) and reads them back; medians of
+the rounds. Then ``--clients`` clients save a 32 MiB artifact each at once
+(streamed from 1 MiB pieces, never whole on the client) and load them
+back at once, and the service's peak RSS (VmHWM) is read.
+
+Figures: ``artifact_save_ratio_32m`` and ``artifact_load_ratio_32m``
+(gRPC over file; aim at most 1.5), the same at 1 MiB, the medians in
+seconds, ``peak_rss_mib`` (aim under 512) and ``rss_before_mib``.
+
+Run: ``.venv/bin/python -m bench.artifacts [--rounds 5 --clients 16]``
+from the repository root. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentctx_client import ContextClient
+from agentctx_common.certs import init_dev_certs
+from tests.support.processes import free_port, spawn, stop, wait_healthy, write_config
+from tests.support.servers import secure_channel
+
+MIB = 1024 * 1024
+AIM_RATIO = 1.5
+AIM_PEAK_RSS_MIB = 512
+PARENT = "apps/bench/users/u/sessions/s"
+
+
+def _rss_mib(pid: int, field: str) -> float:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def _file_round(path: pathlib.Path, data: bytes) -> tuple[float, float]:
+    started = time.perf_counter()
+    with open(path, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    wrote = time.perf_counter() - started
+    started = time.perf_counter()
+    assert path.read_bytes() == data
+    read = time.perf_counter() - started
+    path.unlink()
+    return wrote, read
+
+
+async def _artifact_round(client: ContextClient, name: str, data: bytes) -> tuple[float, float]:
+    started = time.perf_counter()
+    await client.save_artifact(PARENT, name, data)
+    saved = time.perf_counter() - started
+    started = time.perf_counter()
+    loaded = await client.load_artifact(PARENT, name)
+    load = time.perf_counter() - started
+    assert loaded.data == data
+    return saved, load
+
+
+async def _stream(seed: int, size: int) -> AsyncIterator[bytes]:
+    block = os.urandom(MIB)
+    for i in range(size // MIB):
+        yield seed.to_bytes(4, "big") + i.to_bytes(4, "big") + block[8:]
+
+
+async def _concurrent(client: ContextClient, clients: int, size: int) -> dict[str, float]:
+    started = time.perf_counter()
+    await asyncio.gather(*(client.save_artifact(PARENT, f"many-{i}", _stream(i, size)) for i in range(clients)))
+    saved = time.perf_counter() - started
+
+    async def drain(i: int) -> int:
+        _, chunks = await client.open_artifact(PARENT, f"many-{i}")
+        return sum([len(chunk) async for chunk in chunks])
+
+    started = time.perf_counter()
+    sizes = await asyncio.gather(*(drain(i) for i in range(clients)))
+    assert sizes == [size] * clients
+    return {"concurrent_save_s": round(saved, 3), "concurrent_load_s": round(time.perf_counter() - started, 3)}
+
+
+async def run(rounds: int, clients: int, tmp: pathlib.Path) -> dict[str, Any]:
+    certs = tmp / "certs"
+    init_dev_certs(certs)
+    port = free_port()
+    config = write_config(tmp / "agentctx.toml", certs, context_port=port, cache_port=free_port(),
+                          data_dir=tmp / "data", context={"max_message_bytes": 4 * MIB})
+    proc = spawn("context", config, tmp / "context.log")
+    figures: dict[str, Any] = {}
+    try:
+        await asyncio.to_thread(wait_healthy, port, certs, "agent-client", proc)
+        async with ContextClient(secure_channel(port, certs), timeout=600) as client:
+            await _artifact_round(client, "warm-up", os.urandom(MIB))
+            for label, size in (("1m", MIB), ("32m", 32 * MIB)):
+                ours: list[tuple[float, float]] = []
+                file: list[tuple[float, float]] = []
+                for i in range(rounds):
+                    data = os.urandom(size)
+                    ours.append(await _artifact_round(client, f"{label}-{i}", data))
+                    file.append(await asyncio.to_thread(_file_round, tmp / "baseline.bin", data))
+                save, load = (statistics.median(x[k] for x in ours) for k in (0, 1))
+                fsave, fload = (statistics.median(x[k] for x in file) for k in (0, 1))
+                figures |= {
+                    f"artifact_save_ratio_{label}": round(save / fsave, 3),
+                    f"artifact_load_ratio_{label}": round(load / fload, 3),
+                    f"artifact_save_s_{label}": round(save, 4), f"artifact_load_s_{label}": round(load, 4),
+                    f"file_write_s_{label}": round(fsave, 4), f"file_read_s_{label}": round(fload, 4),
+                }
+            figures["rss_before_mib"] = _rss_mib(proc.pid, "VmHWM")
+            figures |= await _concurrent(client, clients, 32 * MIB)
+            figures["peak_rss_mib"] = _rss_mib(proc.pid, "VmHWM")
+    finally:
+        await asyncio.to_thread(stop, proc)
+    return {
+        **figures, "rounds": rounds, "clients": clients,
+        "aim_ratio_max": AIM_RATIO, "aim_peak_rss_mib_max": AIM_PEAK_RSS_MIB,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=16)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="agentctx-bench-artifacts-") as tmp:
+        result = asyncio.run(run(args.rounds, args.clients, pathlib.Path(tmp)))
+    for key, value in result.items():
+        print(f"{key:>28}: {value}")
+    print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""The store contract, artifacts (ports.ArtifactStore), on every backend:
+versions, latest, scopes, chunked round trips, content addressing (the same
+bytes stored once, collected with the last version naming them), quota,
+failed and abandoned uploads, and session deletion."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agentctx_common.errors import InvalidArgument, NotFound, ResourceExhausted
+from context_service.domain.artifacts import CHUNK_BYTES, ArtifactScope, Chunker, ContentDigest
+from context_service.ports import ArtifactStore
+from context_service.storage.artifacts import CHUNKS_PER_WRITE
+from context_service.storage.factory import Backend
+from tests.storage.conformance.support import KEY, new_session
+
+SESSION = ArtifactScope(KEY.app, KEY.user, KEY.session)
+USER = ArtifactScope(KEY.app, KEY.user, None)
+
+
+async def _chunks(data: bytes, digest: ContentDigest, piece: int = 300_000) -> AsyncIterator[bytes]:
+    chunker = Chunker()
+    for i in range(0, len(data), piece):
+        part = data[i:i + piece]
+        digest.update(part)
+        for chunk in chunker.feed(part):
+            yield chunk
+    for chunk in chunker.flush():
+        yield chunk
+
+
+async def save(store: ArtifactStore, scope: ArtifactScope, name: str, data: bytes, *, quota: int = 0,
+               text: bool = False, max_bytes: int = 1 << 30, metadata: dict[str, object] | None = None) -> int:
+    digest = ContentDigest(max_bytes, text=text)
+    record = await store.save(scope, name, mime_type="text/plain" if text else "application/octet-stream",
+                              text=text, custom_metadata=metadata or {}, chunks=_chunks(data, digest),
+                              digest=digest, quota_bytes=quota)
+    return record.version
+
+
+async def load(store: ArtifactStore, scope: ArtifactScope, name: str, version: int | None = None) -> bytes:
+    record = await store.get_version(scope, name, version)
+    return b"".join([chunk async for chunk in store.read_chunks(record)])
+
+
+@pytest.fixture
+def artifacts(stores: Backend) -> ArtifactStore:
+    return stores.artifacts
+
+
+async def test_versions_latest_and_metadata(artifacts: ArtifactStore) -> None:
+    assert await save(artifacts, SESSION, "a.txt", b"one", metadata={"k": [1]}) == 0
+    assert await save(artifacts, SESSION, "a.txt", b"two!") == 1
+    assert await load(artifacts, SESSION, "a.txt") == b"two!"
+    assert await load(artifacts, SESSION, "a.txt", 0) == b"one"
+    versions = await artifacts.list_versions(SESSION, "a.txt")
+    assert [(v.version, v.size_bytes, v.sha256) for v in versions] == [
+        (0, 3, hashlib.sha256(b"one").hexdigest()), (1, 4, hashlib.sha256(b"two!").hexdigest()),
+    ]
+    assert versions[0].custom_metadata == {"k": [1]}
+    assert versions[0].create_time.tzinfo is not None
+    with pytest.raises(NotFound) as missing:
+        await artifacts.get_version(SESSION, "a.txt", 7)
+    assert missing.value.reason == "ARTIFACT_NOT_FOUND"
+    with pytest.raises(NotFound):
+        await artifacts.get_version(SESSION, "nope", None)
+
+
+async def test_multi_chunk_round_trip_and_empty(artifacts: ArtifactStore) -> None:
+    data = bytes(range(256)) * (5 * CHUNK_BYTES // 256) + b"tail"
+    await save(artifacts, SESSION, "big.bin", data)
+    record = await artifacts.get_version(SESSION, "big.bin", None)
+    chunks = [chunk async for chunk in artifacts.read_chunks(record)]
+    assert len(chunks) == 6 and all(len(c) <= CHUNK_BYTES for c in chunks)
+    assert b"".join(chunks) == data
+    await save(artifacts, SESSION, "empty", b"")
+    assert await load(artifacts, SESSION, "empty") == b""
+
+
+async def test_scopes_and_names(artifacts: ArtifactStore) -> None:
+    other = ArtifactScope(KEY.app, KEY.user, "s2")
+    await save(artifacts, SESSION, "mine", b"1")
+    await save(artifacts, other, "theirs", b"2")
+    await save(artifacts, USER, "user:shared", b"3")
+    assert await artifacts.list_names(KEY.app, KEY.user, KEY.session) == ["mine", "user:shared"]
+    assert await artifacts.list_names(KEY.app, KEY.user, "s2") == ["theirs", "user:shared"]
+    assert await artifacts.list_names(KEY.app, KEY.user, None) == ["user:shared"]
+    assert await artifacts.list_names(KEY.app, "bob", KEY.session) == []
+    with pytest.raises(NotFound):
+        await artifacts.get_version(other, "mine", None)
+
+
+async def test_same_bytes_stored_once_and_collected(artifacts: ArtifactStore) -> None:
+    data = b"x" * (CHUNK_BYTES + 10)
+    await save(artifacts, SESSION, "a", data)
+    await save(artifacts, SESSION, "b", data)
+    await save(artifacts, USER, "user:c", data)
+    assert await artifacts.stored_bytes(KEY.app) == (1, len(data))
+    assert await artifacts.delete(SESSION, "a", None) == 1
+    assert await artifacts.delete(SESSION, "b", 0) == 1
+    assert await artifacts.stored_bytes(KEY.app) == (1, len(data))
+    assert await load(artifacts, USER, "user:c") == data
+    assert await artifacts.delete(USER, "user:c", None) == 1
+    assert await artifacts.stored_bytes(KEY.app) == (0, 0)
+    assert await artifacts.delete(USER, "user:c", None) == 0
+    # Stored again after collection: a fresh blob, readable.
+    await save(artifacts, SESSION, "a", data)
+    assert await load(artifacts, SESSION, "a") == data
+
+
+async def test_delete_one_version_keeps_the_others(artifacts: ArtifactStore) -> None:
+    for body in (b"0", b"1", b"2"):
+        await save(artifacts, SESSION, "v", body)
+    assert await artifacts.delete(SESSION, "v", 1) == 1
+    assert [v.version for v in await artifacts.list_versions(SESSION, "v")] == [0, 2]
+    assert await load(artifacts, SESSION, "v") == b"2"
+    assert await save(artifacts, SESSION, "v", b"3") == 3
+
+
+async def test_quota_counts_distinct_bytes(artifacts: ArtifactStore) -> None:
+    await save(artifacts, SESSION, "a", b"x" * 60, quota=100)
+    await save(artifacts, SESSION, "a", b"x" * 60, quota=100)  # stored already: free
+    with pytest.raises(ResourceExhausted) as over:
+        await save(artifacts, SESSION, "b", b"y" * 41, quota=100)
+    assert over.value.reason == "ARTIFACT_QUOTA_EXCEEDED"
+    assert over.value.metadata == {"quota_bytes": "100", "used_bytes": "60", "requested_bytes": "41"}
+    assert await artifacts.list_names(KEY.app, KEY.user, KEY.session) == ["a"]
+    assert await artifacts.stored_bytes(KEY.app) == (1, 60)
+    # Another app has a quota of its own.
+    await save(artifacts, ArtifactScope("other", "u", "s"), "b", b"y" * 41, quota=100)
+
+
+async def test_a_failed_save_leaves_nothing(artifacts: ArtifactStore, stores: Backend) -> None:
+    with pytest.raises(ResourceExhausted) as large:
+        await save(artifacts, SESSION, "big", b"z" * (3 * CHUNK_BYTES), max_bytes=2 * CHUNK_BYTES)
+    assert large.value.reason == "ARTIFACT_TOO_LARGE"
+    with pytest.raises(InvalidArgument):
+        await save(artifacts, SESSION, "t", "é".encode()[:1], text=True)
+    assert await artifacts.list_names(KEY.app, KEY.user, KEY.session) == []
+    assert await artifacts.stored_bytes(KEY.app) == (0, 0)
+    assert await _staged_rows(stores) == 0
+
+
+async def test_abandoned_uploads_are_collected(artifacts: ArtifactStore, stores: Backend) -> None:
+    async def stalls() -> AsyncIterator[bytes]:
+        for _ in range(CHUNKS_PER_WRITE + 1):  # one write's worth is stored
+            yield b"a" * 10
+        raise KeyboardInterrupt  # what a killed process looks like from here: no cleanup runs
+
+    digest = ContentDigest(1 << 20, text=False)
+    original = type(artifacts)._drop_upload  # type: ignore[attr-defined]
+
+    async def crash(self: object, upload: str) -> None:
+        del self, upload
+
+    type(artifacts)._drop_upload = crash  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            await artifacts.save(SESSION, "x", mime_type="a/b", text=False, custom_metadata={}, chunks=stalls(),
+                                 digest=digest, quota_bytes=0)
+    finally:
+        type(artifacts)._drop_upload = original  # type: ignore[attr-defined]
+    assert await _staged_rows(stores) == CHUNKS_PER_WRITE
+    assert await artifacts.collect_uploads(dt.timedelta(hours=1)) == 0
+    assert await artifacts.collect_uploads(dt.timedelta(seconds=-1)) == 1
+    assert await _staged_rows(stores) == 0
+
+
+async def test_deleting_a_session_deletes_its_artifacts_not_the_users(stores: Backend) -> None:
+    artifacts = stores.artifacts
+    await new_session(stores.sessions)
+    await save(artifacts, SESSION, "mine", b"session bytes")
+    await save(artifacts, SESSION, "dup", b"shared bytes")
+    await save(artifacts, USER, "user:keep", b"shared bytes")
+    await stores.sessions.delete_session(KEY)
+    assert await artifacts.list_names(KEY.app, KEY.user, KEY.session) == ["user:keep"]
+    assert await load(artifacts, USER, "user:keep") == b"shared bytes"
+    assert await artifacts.stored_bytes(KEY.app) == (1, len(b"shared bytes"))
+
+
+async def _staged_rows(stores: Backend) -> int:
+    import sqlalchemy as sa
+
+    from context_service.storage.tables import artifact_chunks, artifact_uploads
+
+    engine = stores.sessions.engine  # type: ignore[attr-defined]
+    async with engine.connect() as conn:
+        uploads = sa.select(artifact_uploads.c.upload_key)
+        stmt = sa.select(sa.func.count()).where(artifact_chunks.c.blob_key.in_(uploads))
+        return int((await conn.execute(stmt)).scalar_one())
+
+
+async def test_concurrent_saves_get_distinct_versions_and_share_one_blob(artifacts: ArtifactStore) -> None:
+    data = b"same bytes" * 1000
+    versions = await asyncio.gather(*(save(artifacts, SESSION, "race", data, quota=1 << 30) for _ in range(12)))
+    assert sorted(versions) == list(range(12))
+    assert await artifacts.stored_bytes(KEY.app) == (1, len(data))
+    distinct = await asyncio.gather(*(save(artifacts, SESSION, f"n{i}", bytes([i]) * 10) for i in range(4)))
+    assert distinct == [0, 0, 0, 0]
+    assert await artifacts.stored_bytes(KEY.app) == (5, len(data) + 40)
