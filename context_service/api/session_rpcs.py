@@ -204,6 +204,34 @@ class SessionRpcs:
                 dt_to_ts(stored.create_time, out.create_time)
         return response
 
+    async def BatchAppendEvents(self, request: pb.BatchAppendEventsRequest,
+                                context: grpc.aio.ServicerContext[Any, Any]) -> pb.BatchAppendEventsResponse:
+        caller = self.app.caller(context)
+        limits = self.app.limits
+        key = parse_session_name(request.parent, limits, "parent")
+        caller.require(key.app)
+        most = self.app.settings.max_turn_inputs
+        if not request.events or len(request.events) > most:
+            raise_if([FieldViolation(
+                "events", f"has {len(request.events)} events; a batch takes 1 to {most} (max_turn_inputs)")],
+                Reason.INVALID_EVENT)
+        raise_if([v for i, raw in enumerate(request.events) for v in value_violations(raw, f"events[{i}]")],
+                 Reason.INVALID_EVENT)
+        now = dt.datetime.now(dt.UTC)
+        events = []
+        for i, raw in enumerate(request.events):
+            event = event_from_proto(raw)
+            check_event(event, limits, size_bytes=raw.ByteSize(), now=now, path=f"events[{i}]")
+            events.append(prepare_event(event))
+        ids = [e.id for e in events]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        raise_if([FieldViolation("events", f"repeats the event id {i!r}") for i in repeated], Reason.INVALID_EVENT)
+        results = await self.app.sessions.append_events(key, events)
+        response = pb.BatchAppendEventsResponse(session_etag=results[-1].session_etag)
+        for result in results:
+            event_to_proto(result.event, key, response.events.add())
+        return response
+
     async def ListEvents(self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.ListEventsResponse:
         caller = self.app.caller(context)
         limits = self.app.limits

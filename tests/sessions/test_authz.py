@@ -39,6 +39,7 @@ def _every_rpc(parent: str) -> dict[str, object]:
             session=session_pb2.Session(name=name), update_mask=field_mask_pb2.FieldMask(paths=["state"])
         ),
         "AppendEvent": append_request(name, pb_text_event("e1")),
+        "BatchAppendEvents": pb.BatchAppendEventsRequest(parent=name, events=[pb_text_event("e2")]),
         "ListEvents": pb.ListEventsRequest(parent=name),
         "DeleteSession": pb.DeleteSessionRequest(name=name),
     }

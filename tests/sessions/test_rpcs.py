@@ -311,3 +311,35 @@ async def test_errors_never_crash_into_internal(stub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stub.GetSession(pb.GetSessionRequest(name=session.name + "/events/e"))
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_batch_append_is_one_transaction_and_idempotent(stub) -> None:
+    session = await _create(stub, "batch")
+    events = [pb_text_event("b1", "one"), pb_text_event("", "two"), pb_text_event("b3", "three")]
+    first = await stub.BatchAppendEvents(pb.BatchAppendEventsRequest(parent=session.name, events=events))
+    assert [e.sequence for e in first.events] == [1, 2, 3]
+    assert [e.content.parts[0].text for e in first.events] == ["one", "two", "three"]
+    assert first.events[0].name == f"{session.name}/events/b1" and first.events[1].id
+    assert first.session_etag != session.etag
+    # A retry with the ids the first call assigned stores nothing twice.
+    events[1].id = first.events[1].id
+    again = await stub.BatchAppendEvents(pb.BatchAppendEventsRequest(parent=session.name, events=events))
+    assert [e.sequence for e in again.events] == [1, 2, 3]
+    # One bad event: nothing of the batch is stored, its path is named.
+    bad = event_pb2.Event(id="b5", author="agent")
+    bad.content.role = "robot"
+    bad.content.parts.add().text = "x"
+    err = await rpc_error(stub.BatchAppendEvents(pb.BatchAppendEventsRequest(
+        parent=session.name, events=[pb_text_event("b4"), bad])))
+    assert (err.code.value, err.reason) == ("INVALID_ARGUMENT", "INVALID_EVENT")
+    assert fields(err) == ["events[1].content.role"]
+    err = await rpc_error(stub.BatchAppendEvents(pb.BatchAppendEventsRequest(
+        parent=session.name, events=[pb_text_event("b6"), pb_text_event("b6")])))
+    assert fields(err) == ["events"]
+    err = await rpc_error(stub.BatchAppendEvents(pb.BatchAppendEventsRequest(parent=session.name)))
+    assert fields(err) == ["events"]
+    listed = await stub.ListEvents(pb.ListEventsRequest(parent=session.name))
+    assert [e.id for e in listed.events] == ["b1", first.events[1].id, "b3"]
+    err = await rpc_error(stub.BatchAppendEvents(pb.BatchAppendEventsRequest(
+        parent=f"{PARENT}/sessions/missing", events=[pb_text_event("m1")])))
+    assert (err.code.value, err.reason) == ("NOT_FOUND", "SESSION_NOT_FOUND")

@@ -67,15 +67,15 @@ class AgentCtxSession:
             self._names.update(_items.call_names(values))
             if any(i.get("type") == "function_call_output" and i.get("call_id") not in self._names for i in values):
                 await self._refresh()  # the call may be another process's
-            for item in values:
-                event = _items.item_event(item, f"oa.{uuid.uuid4().hex}", self._names)
-                stored = (await self.client.append_event(self.name, event)).event
-                # The next sequence: this process has seen every event before
-                # it, so the item is live without a read. Otherwise the next
-                # read fetches what came between.
-                if stored.sequence == self._seen + 1:
-                    self._live.append(Stored(stored.id, stored.sequence, _items.dumps(item)))
-                    self._seen = stored.sequence
+            events = [_items.item_event(item, f"oa.{uuid.uuid4().hex}", self._names) for item in values]
+            stored, _ = await self.client.append_events(self.name, events)
+            # Consecutive after the last event this process saw: the items are
+            # live without a read. Otherwise the next read fetches what came
+            # between.
+            if stored[0].sequence == self._seen + 1:
+                for event, item in zip(stored, values, strict=True):
+                    self._live.append(Stored(event.id, event.sequence, _items.dumps(item)))
+                self._seen = stored[-1].sequence
 
     async def pop_item(self) -> TResponseInputItem | None:
         """The newest item, retracted: later reads leave it out; its event

@@ -237,6 +237,17 @@ class ContextClient(ArtifactCalls):
             _time(response.session_update_time, response.HasField("session_update_time")),
         )
 
+    async def append_events(self, session: str, events: Sequence[Event | Content | str | event_pb2.Event], *,
+                            timeout: float | None = None) -> tuple[tuple[Event, ...], str]:
+        """Appends ``events`` in one transaction, all or nothing (a str or
+        Content becomes a user event). Each gets an id when it has none, so a
+        retry stores each once. Returns the stored events and the session's
+        etag."""
+        protos = input_events(list(events), invocation_id="")
+        request = pb.BatchAppendEventsRequest(parent=session, events=protos)
+        response = await self._call(self.stub.BatchAppendEvents, request, timeout)
+        return tuple(Event.from_proto(e) for e in response.events), response.session_etag
+
     async def list_events(
         self, session: str, *, page_size: int = 0, page_token: str = "", include_compactions: bool = False,
         after_sequence: int = 0, after_time: datetime.datetime | None = None, most_recent: int = 0,

@@ -106,6 +106,22 @@ class AppendEventRequest(_message.Message):
     state_delta: _session_pb2.StateDelta
     def __init__(self, parent: _Optional[str] = ..., event: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., expected_etag: _Optional[str] = ..., state_delta: _Optional[_Union[_session_pb2.StateDelta, _Mapping]] = ...) -> None: ...
 
+class BatchAppendEventsRequest(_message.Message):
+    __slots__ = ("parent", "events")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    events: _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]
+    def __init__(self, parent: _Optional[str] = ..., events: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ...) -> None: ...
+
+class BatchAppendEventsResponse(_message.Message):
+    __slots__ = ("events", "session_etag")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ETAG_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]
+    session_etag: str
+    def __init__(self, events: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., session_etag: _Optional[str] = ...) -> None: ...
+
 class AppendEventResponse(_message.Message):
     __slots__ = ("event", "session_etag", "deduplicated", "session_update_time")
     EVENT_FIELD_NUMBER: _ClassVar[int]

@@ -78,6 +78,11 @@ class ContextServiceStub:
                 request_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.AppendEventRequest.SerializeToString,
                 response_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.AppendEventResponse.FromString,
                 _registered_method=True)
+        self.BatchAppendEvents = channel.unary_unary(
+                '/agentctx.context.v1.ContextService/BatchAppendEvents',
+                request_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.BatchAppendEventsRequest.SerializeToString,
+                response_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.BatchAppendEventsResponse.FromString,
+                _registered_method=True)
         self.ListEvents = channel.unary_unary(
                 '/agentctx.context.v1.ContextService/ListEvents',
                 request_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.ListEventsRequest.SerializeToString,
@@ -175,6 +180,15 @@ class ContextServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchAppendEvents(self, request, context):
+        """Appends several events to one session in one transaction, all or
+        nothing, with consecutive sequences. Idempotent by event id as
+        AppendEvent: a retry stores nothing twice.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListEvents(self, request, context):
         """Lists a session's events in sequence order.
         """
@@ -266,6 +280,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.AppendEvent,
                     request_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.AppendEventRequest.FromString,
                     response_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.AppendEventResponse.SerializeToString,
+            ),
+            'BatchAppendEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchAppendEvents,
+                    request_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.BatchAppendEventsRequest.FromString,
+                    response_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.BatchAppendEventsResponse.SerializeToString,
             ),
             'ListEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListEvents,
@@ -499,6 +518,33 @@ class ContextService:
             '/agentctx.context.v1.ContextService/AppendEvent',
             agentctx_dot_context_dot_v1_dot_context__service__pb2.AppendEventRequest.SerializeToString,
             agentctx_dot_context_dot_v1_dot_context__service__pb2.AppendEventResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchAppendEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentctx.context.v1.ContextService/BatchAppendEvents',
+            agentctx_dot_context_dot_v1_dot_context__service__pb2.BatchAppendEventsRequest.SerializeToString,
+            agentctx_dot_context_dot_v1_dot_context__service__pb2.BatchAppendEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
