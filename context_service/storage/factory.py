@@ -12,13 +12,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agentctx_common.errors import ConfigError
-from context_service.ports import CompactionJobs, CompactionStore, LifecycleReader, SessionHeads, SessionStore
+from context_service.ports import (
+    CompactionJobs,
+    CompactionStore,
+    LifecycleReader,
+    MemoryStore,
+    SessionHeads,
+    SessionStore,
+)
 from context_service.settings import ContextSettings
 from context_service.storage.compaction_jobs import SqlJobStore
 from context_service.storage.compactions import SqlCompactionStore
 from context_service.storage.engine import normalize_url
 from context_service.storage.heads import SqliteSessionHeads, StoreSessionHeads
 from context_service.storage.lifecycle import SqlLifecycleReader
+from context_service.storage.memory_store import SqlMemoryStore
 from context_service.storage.sql_store import SqlSessionStore, open_from_settings
 
 
@@ -29,6 +37,7 @@ class Backend:
     lifecycle: LifecycleReader
     compactions: CompactionStore
     jobs: CompactionJobs
+    memory: MemoryStore
 
     async def close(self) -> None:
         await self.heads.close()
@@ -43,6 +52,7 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
         lifecycle=SqlLifecycleReader(store),
         compactions=SqlCompactionStore(store),
         jobs=SqlJobStore(store),
+        memory=SqlMemoryStore(store),
     )
 
 

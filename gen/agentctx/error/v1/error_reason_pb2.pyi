@@ -92,6 +92,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROVIDER_UNAVAILABLE: _ClassVar[ErrorReason]
     RATE_LIMITED: _ClassVar[ErrorReason]
     MODEL_NOT_ROUTED: _ClassVar[ErrorReason]
+    INVALID_MEMORY_REQUEST: _ClassVar[ErrorReason]
+    MEMORY_NOT_FOUND: _ClassVar[ErrorReason]
+    MEMORY_ALREADY_EXISTS: _ClassVar[ErrorReason]
     MALFORMED_REQUEST: _ClassVar[ErrorReason]
     CACHE_REQUEST_UNDECODABLE: _ClassVar[ErrorReason]
     SERVER_OVERLOADED: _ClassVar[ErrorReason]
@@ -182,6 +185,9 @@ PROVIDER_TIMEOUT: ErrorReason
 PROVIDER_UNAVAILABLE: ErrorReason
 RATE_LIMITED: ErrorReason
 MODEL_NOT_ROUTED: ErrorReason
+INVALID_MEMORY_REQUEST: ErrorReason
+MEMORY_NOT_FOUND: ErrorReason
+MEMORY_ALREADY_EXISTS: ErrorReason
 MALFORMED_REQUEST: ErrorReason
 CACHE_REQUEST_UNDECODABLE: ErrorReason
 SERVER_OVERLOADED: ErrorReason
