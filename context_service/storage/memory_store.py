@@ -38,7 +38,7 @@ from context_service.storage.tables import memories, memory_metadata
 # PostgreSQL's text search configuration (the migration's tsvector uses it).
 TS_CONFIG = "english"
 _fts = sa.table("memories_fts", sa.column("rowid"))
-_tsv = sa.literal_column("memories.tsv")
+_tsv: sa.ColumnClause[Any] = sa.literal_column("memories.tsv")
 
 
 def not_found(key: MemoryKey) -> NotFound:
@@ -162,5 +162,10 @@ class SqlMemoryStore:
             ))
         stmt = stmt.order_by(sa.desc("score"), memories.c.pk).limit(query.limit)
         async with self._store.read_connection() as conn:
+            if not self._sqlite:
+                # The planner prices a tsvector match far below its cost and
+                # scans the table once a query matches a few percent of it;
+                # the GIN index is 3-4 times faster there (bench.memory_search).
+                await conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
             rows = (await conn.execute(stmt)).all()
         return [MemoryMatch(_record(r), float(r.score)) for r in rows]
