@@ -19,6 +19,7 @@ from agentctx_common.errors import InvalidArgument, NotFound, PermissionDenied
 from tests.sessions.conftest import ServerFactory
 from tests.sessions.helpers import append_request, fields, pb_text_event, rpc_error
 from tests.support.servers import secure_channel
+from tests.support.spans import span_exporter
 
 PARENT = "apps/shop/users/alice"
 SESSION = f"{PARENT}/sessions/s1"
@@ -138,3 +139,23 @@ async def test_another_apps_memory_is_denied(server_factory: ServerFactory, cert
         owner = memory_service_pb2_grpc.MemoryServiceStub(channel)
         found = await owner.SearchMemory(mpb.SearchMemoryRequest(parent=other, query="secret plan"))
         assert [m.memory.name for m in found.matches] == [f"{other}/memories/m1"]
+
+
+async def test_spans_carry_counts_never_text_or_queries(channel: grpc.aio.Channel) -> None:
+    exporter = span_exporter()
+    sessions = context_service_pb2_grpc.ContextServiceStub(channel)
+    memory = memory_service_pb2_grpc.MemoryServiceStub(channel)
+    await _conversation(sessions)
+    await memory.AddSessionToMemory(mpb.AddSessionToMemoryRequest(session=SESSION))
+    await memory.AddMemory(mpb.AddMemoryRequest(parent=PARENT, memory=mpb.MemoryEntry(
+        text="the vault word is marmalade", metadata={"secret-key": "secret-value"})))
+    await memory.SearchMemory(mpb.SearchMemoryRequest(parent=PARENT, query="marmalade vault", limit=3))
+    spans = {s.name: dict(s.attributes or {}) for s in exporter.get_finished_spans() if "MemoryService" in s.name}
+    assert spans[f"{MEMORY}/SearchMemory"]["memory.matches"] == 1
+    assert spans[f"{MEMORY}/SearchMemory"]["memory.terms"] == 2
+    assert spans[f"{MEMORY}/AddSessionToMemory"]["memory.added"] == 2
+    for attributes in spans.values():
+        for key, value in attributes.items():
+            assert isinstance(value, (int, float, bool)) or key.startswith("rpc."), (key, value)
+    dumped = repr(spans)
+    assert not any(word in dumped for word in ("marmalade", "Lisbon", "secret", "alice"))
