@@ -37,6 +37,8 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 # The roles whose text add_session_to_memory keeps (ADK: user and model).
 MEMORY_ROLES = frozenset({"user", "model"})
+NUL = "\x00"
+NO_NUL = "must not contain NUL characters"
 
 # Words: letters, digits and underscores in any script.
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -144,7 +146,8 @@ def memory_text(event: Event) -> str:
     if event.is_compaction or event.partial or event.content is None or event.content.role not in MEMORY_ROLES:
         return ""
     texts = [p.text for p in event.content.parts if p.text and not p.thought]
-    return "\n".join(texts).strip()
+    # NUL is no character of text to search (and PostgreSQL's text refuses it).
+    return "\n".join(texts).replace(NUL, "").strip()
 
 
 def entries_from_session(key: SessionKey, events: Iterable[Event], new_id: Iterable[str]) -> list[NewMemory]:
@@ -161,7 +164,7 @@ def entries_from_session(key: SessionKey, events: Iterable[Event], new_id: Itera
             text=_cut(text, MAX_TEXT_BYTES),
             session_id=key.session,
             event_id=event.id,
-            author=event.author[:MAX_AUTHOR_CHARS],
+            author=event.author.replace(NUL, "")[:MAX_AUTHOR_CHARS],
             create_time=event.create_time,
         ))
     return out
@@ -181,6 +184,8 @@ def metadata_violations(metadata: Mapping[str, str], path: str) -> list[FieldVio
             v.append(FieldViolation(f"{path}[{k!r}]", f"keys must have 1 to {MAX_METADATA_KEY_CHARS} characters"))
         if len(value) > MAX_METADATA_VALUE_CHARS:
             v.append(FieldViolation(f"{path}[{k!r}]", f"values must have at most {MAX_METADATA_VALUE_CHARS} characters"))
+        if NUL in k or NUL in value:
+            v.append(FieldViolation(f"{path}[{k!r}]", NO_NUL))
     return v
 
 
@@ -191,6 +196,8 @@ def check_new_memory(entry: NewMemory, limits: Limits, path: str = "memory") -> 
         v.append(FieldViolation(f"{path}.text", "is required"))
     elif len(entry.text.encode()) > MAX_TEXT_BYTES:
         v.append(FieldViolation(f"{path}.text", f"must be at most {MAX_TEXT_BYTES} bytes"))
+    elif NUL in entry.text:
+        v.append(FieldViolation(f"{path}.text", NO_NUL))
     v += metadata_violations(entry.metadata, f"{path}.metadata")
     if entry.event_id and not limits.valid_id(entry.event_id):
         v.append(FieldViolation(f"{path}.event_id", f"must match {limits.id_pattern} {NOT_RESERVED}"))
@@ -198,6 +205,8 @@ def check_new_memory(entry: NewMemory, limits: Limits, path: str = "memory") -> 
         v.append(FieldViolation(f"{path}.event_id", "needs memory.session"))
     if len(entry.author) > MAX_AUTHOR_CHARS:
         v.append(FieldViolation(f"{path}.author", f"must have at most {MAX_AUTHOR_CHARS} characters"))
+    elif NUL in entry.author:
+        v.append(FieldViolation(f"{path}.author", NO_NUL))
     raise_if(v, Reason.INVALID_MEMORY_REQUEST)
 
 

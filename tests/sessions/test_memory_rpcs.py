@@ -104,6 +104,8 @@ async def test_invalid_requests_name_their_fields(channel: grpc.aio.Channel) -> 
         (memory.AddMemory(mpb.AddMemoryRequest(parent=PARENT, memory=mpb.MemoryEntry(text="x"), memory_id="a/b")),
          ["memory_id"], "INVALID_MEMORY_REQUEST"),
         (memory.DeleteMemory(mpb.DeleteMemoryRequest(name=f"{PARENT}/sessions/s1")), ["name"], "INVALID_NAME"),
+        (memory.AddMemory(mpb.AddMemoryRequest(parent=PARENT, memory=mpb.MemoryEntry(
+            text="a\x00b", metadata={"k": "\x00"}))), ["memory.text", "memory.metadata['k']"], "INVALID_MEMORY_REQUEST"),
     ]
     for call, paths, reason in cases:
         err = await rpc_error(call)
@@ -159,3 +161,15 @@ async def test_spans_carry_counts_never_text_or_queries(channel: grpc.aio.Channe
             assert isinstance(value, (int, float, bool)) or key.startswith("rpc."), (key, value)
     dumped = repr(spans)
     assert not any(word in dumped for word in ("marmalade", "Lisbon", "secret", "alice"))
+
+
+async def test_nul_characters_of_events_are_left_out(channel: grpc.aio.Channel) -> None:
+    # PostgreSQL's text has no NUL; an event's JSON body carries it escaped.
+    sessions = context_service_pb2_grpc.ContextServiceStub(channel)
+    memory = memory_service_pb2_grpc.MemoryServiceStub(channel)
+    await sessions.CreateSession(pb.CreateSessionRequest(parent=PARENT, session_id="s1"))
+    await sessions.AppendEvent(append_request(SESSION, pb_text_event("e1", "tea\x00time at five")))
+    added = await memory.AddSessionToMemory(mpb.AddSessionToMemoryRequest(session=SESSION))
+    assert added.added_count == 1
+    found = await memory.SearchMemory(mpb.SearchMemoryRequest(parent=PARENT, query="teatime"))
+    assert [m.memory.text for m in found.matches] == ["teatime at five"]
