@@ -1,5 +1,5 @@
 """Memory search: latency at scale and recall on a labelled set, lexical
-ranking only (SQLite FTS5 bm25, PostgreSQL tsvector ts_rank_cd).
+ranking only (SQLite FTS5 bm25, PostgreSQL tsvector ts_rank).
 
 For each backend (``sqlite``; ``postgres`` when 127.0.0.1:5432 answers, or
 always with AGENTCTX_REQUIRE_POSTGRES=1) and each ``--sizes`` value N, one

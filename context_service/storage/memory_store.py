@@ -5,7 +5,7 @@ Entries are rows of ``memories`` (metadata also by key in
 query's terms (``domain.memory.query_terms``) in the backend's full-text
 index: SQLite's FTS5 table ranked by ``bm25()`` (each term a quoted string,
 so nothing is read as FTS5 syntax), PostgreSQL's tsvector column with its
-GIN index ranked by ``ts_rank_cd`` (each term through ``plainto_tsquery``,
+GIN index ranked by ``ts_rank`` (each term through ``plainto_tsquery``,
 a bound parameter). Writes go through the session store's write
 transaction, so on SQLite they queue with appends.
 """
@@ -153,7 +153,9 @@ class SqlMemoryStore:
             tsquery: sa.ColumnElement[Any] = sa.func.plainto_tsquery(TS_CONFIG, query.terms[0])
             for term in query.terms[1:]:
                 tsquery = tsquery.op("||")(sa.func.plainto_tsquery(TS_CONFIG, term))
-            score = sa.func.ts_rank_cd(_tsv, tsquery)
+            # ts_rank: the recall of ts_rank_cd on bench.memory_search's
+            # labelled set, in about two thirds of the time.
+            score = sa.func.ts_rank(_tsv, tsquery)
             stmt = sa.select(memories, score.label("score")).where(_tsv.op("@@")(tsquery))
         stmt = stmt.where(memories.c.app == query.app, memories.c.user_id == query.user)
         for k, v in sorted(query.metadata_filter.items()):

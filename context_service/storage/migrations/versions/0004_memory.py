@@ -1,7 +1,7 @@
 """Memory: entries per app and user with their metadata, and each backend's
 full-text index: an FTS5 table over the text kept by triggers (SQLite,
 ranked by bm25()), or a generated tsvector column with a GIN index
-(PostgreSQL, ranked by ts_rank_cd).
+(PostgreSQL, ranked by ts_rank).
 
 Revision ID: 0004_memory
 Revises: 0003_shared_state

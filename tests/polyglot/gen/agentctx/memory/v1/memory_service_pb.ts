@@ -244,7 +244,7 @@ export type MemoryMatch = Message<"agentctx.memory.v1.MemoryMatch"> & {
 
   /**
    * Relevance: higher is better. Comparable within one response only (the
-   * SQLite store's is BM25, PostgreSQL's ts_rank_cd).
+   * SQLite store's is BM25, PostgreSQL's ts_rank).
    *
    * @generated from field: double score = 2;
    */
