@@ -207,6 +207,12 @@ class Reason(str, enum.Enum):
     # RESOURCE_EXHAUSTED: saving the artifact would take the app's stored
     # artifact bytes past artifact_quota_bytes_per_app.
     ARTIFACT_QUOTA_EXCEEDED = "ARTIFACT_QUOTA_EXCEEDED"
+    # INVALID_ARGUMENT: a memory request is malformed or over a size limit.
+    INVALID_MEMORY_REQUEST = "INVALID_MEMORY_REQUEST"
+    # NOT_FOUND: no such memory entry.
+    MEMORY_NOT_FOUND = "MEMORY_NOT_FOUND"
+    # ALREADY_EXISTS: a memory id was reused with a different entry.
+    MEMORY_ALREADY_EXISTS = "MEMORY_ALREADY_EXISTS"
     # INVALID_ARGUMENT: the request's bytes are not a valid message of the
     # method's request type (not protobuf, invalid UTF-8 in a string field,
     # nesting deeper than the decoder allows). No field violations: nothing

@@ -18,6 +18,7 @@ from context_service.domain.config import ContextConfig, overlay
 from context_service.domain.config_defaults import config_from_defaults
 from context_service.domain.limits import Limits
 from context_service.mapping.build_context import RequestMapper
+from context_service.memory.service import MemoryService
 from context_service.ports import ArtifactStore, CachePort, LifecycleReader, SessionStore
 from context_service.settings import ContextSettings
 from context_service.turns.runner import TurnRunner
@@ -35,6 +36,7 @@ class ContextApp:
     cache: CachePort
     turns: TurnRunner
     artifacts: ArtifactStore
+    memory: MemoryService
     mapper: RequestMapper = dataclasses.field(default_factory=RequestMapper)
 
     @functools.cached_property

@@ -7,7 +7,8 @@ Store implementations return domain types and raise
 agentctx_common.errors: NotFound (SESSION_NOT_FOUND), AlreadyExists
 (SESSION_ALREADY_EXISTS, EVENT_ID_CONFLICT), Aborted (ETAG_MISMATCH,
 current etag in metadata; COMPACTION_CONFLICT), Unavailable
-(DATABASE_UNAVAILABLE / DATABASE_BUSY, with retry_after).
+(DATABASE_UNAVAILABLE / DATABASE_BUSY, with retry_after); the memory
+store NotFound (MEMORY_NOT_FOUND) and AlreadyExists (MEMORY_ALREADY_EXISTS).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from context_service.domain.compaction_rules.jobs import Job
 from context_service.domain.compaction_rules.plan import CompactionPlan
 from context_service.domain.config import ContextConfig
 from context_service.domain.diagnostics import LifecycleFacts
+from context_service.domain.memory import AddedFromSession, MemoryKey, MemoryMatch, MemoryQuery, MemoryRecord, NewMemory
 from context_service.domain.model import CompactionTrigger, Event, JsonObject, SessionKey
 from context_service.domain.paging import SessionPage, SessionQuery
 from context_service.domain.selection import Compressor
@@ -116,6 +118,31 @@ class SessionStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class MemoryStore(Protocol):
+    """Memory entries per app and user (domain.memory), searched by the
+    backend's full-text index. Entries outlive their sessions."""
+
+    async def add(self, entry: NewMemory) -> MemoryRecord:
+        """Stores ``entry``; the same entry under its id again returns the
+        stored one. Another entry under its id, or another entry from its
+        source event: AlreadyExists MEMORY_ALREADY_EXISTS."""
+        ...
+
+    async def add_from_session(self, entries: Sequence[NewMemory]) -> AddedFromSession:
+        """Stores the entries (all from one session) whose source event is
+        not in memory yet; counts added and already there."""
+        ...
+
+    async def get(self, key: MemoryKey) -> MemoryRecord: ...
+
+    async def delete(self, key: MemoryKey) -> None: ...
+
+    async def search(self, query: MemoryQuery) -> list[MemoryMatch]:
+        """The owner's entries matching any of the query's terms and every
+        metadata filter, best first (ties by insertion), at most ``limit``."""
+        ...
 
 
 class SessionHeads(Protocol):

@@ -17,11 +17,13 @@ import logging
 import grpc
 
 from agentctx.context.v1 import artifacts_pb2, artifacts_pb2_grpc, context_service_pb2, context_service_pb2_grpc
+from agentctx.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentctx_common.logs import configure_logging
 from agentctx_common.server import GrpcServer, new_server, serve_until_signal
 from agentctx_common.telemetry import configure_telemetry
 from agentctx_common.tls import channel_credentials
 from context_service.api.artifact_rpcs import ArtifactServicer
+from context_service.api.memory_rpcs import MemoryServicer
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp, limits_of, session_defaults
@@ -32,12 +34,14 @@ from context_service.cache_client import CacheClient
 from context_service.compaction.runtime import CompactionRuntime, start_compaction
 from context_service.domain.config import overlay
 from context_service.mapping.wire import render
+from context_service.memory.service import MemoryService
 from context_service.settings import ContextSettings
 from context_service.storage.factory import Backend, open_backend
 from context_service.turns.runner import TurnRunner
 
 SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
 ARTIFACT_SERVICE_NAME = artifacts_pb2.DESCRIPTOR.services_by_name["ArtifactService"].full_name
+MEMORY_SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 # An upload not committed this long after it started is a crashed process's.
 UPLOAD_TTL = dt.timedelta(hours=1)
 log = logging.getLogger("agentctx.context.server")
@@ -47,6 +51,7 @@ def register_servicer(server: grpc.aio.Server, servicer: ContextServicer, artifa
     # The generated gRPC module has no type stubs.
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)
     register_raw_build_context(server, servicer)
+    memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(servicer.app), server)
     if artifacts is not None:
         artifacts_pb2_grpc.add_ArtifactServiceServicer_to_server(artifacts, server)
 
@@ -101,6 +106,7 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
     app = ContextApp(
         settings=settings, defaults=defaults, sessions=sessions, lifecycle=backend.lifecycle,
         builder=builder, compaction=compaction.service, cache=cache, turns=turns, artifacts=backend.artifacts,
+        memory=MemoryService(backend.memory, sessions),
     )
     return app, compaction
 
@@ -120,7 +126,7 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
     try:
         server = new_server(
             settings,
-            service_names=[SERVICE_NAME, ARTIFACT_SERVICE_NAME],
+            service_names=[SERVICE_NAME, ARTIFACT_SERVICE_NAME, MEMORY_SERVICE_NAME],
             register=lambda s: register_servicer(s, servicer, artifacts),
             telemetry_name="context-service",
         )

@@ -12,11 +12,11 @@ import uuid
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
 from context_service.domain.limits import ALL, NOT_RESERVED, Limits, raise_if
+from context_service.domain.memory import MemoryKey
 from context_service.domain.model import (
     SessionKey,
 )
 
-_SESSION_NAME = re.compile(r"apps/([^/]*)/users/([^/]*)/sessions/([^/]*)")
 _USER_PARENT = re.compile(r"apps/([^/]*)/users/([^/]*)")
 
 
@@ -24,19 +24,30 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-def parse_session_name(name: str, limits: Limits, path: str = "name") -> SessionKey:
-    """``apps/{app}/users/{user}/sessions/{session}`` as a SessionKey."""
-    m = _SESSION_NAME.fullmatch(name)
+def _parse_owned(name: str, collection: str, placeholder: str, limits: Limits, path: str) -> tuple[str, str, str]:
+    """``apps/{app}/users/{user}/{collection}/{placeholder}`` as (app, user, id)."""
+    m = re.fullmatch(rf"apps/([^/]*)/users/([^/]*)/{collection}/([^/]*)", name)
     if m is None:
         raise InvalidArgument.fields(
-            [FieldViolation(path, "must be apps/{app}/users/{user}/sessions/{session}")], reason=Reason.INVALID_NAME
+            [FieldViolation(path, f"must be apps/{{app}}/users/{{user}}/{collection}/{{{placeholder}}}")],
+            reason=Reason.INVALID_NAME,
         )
-    app, user, session = m.groups()
+    app, user, child = m.groups()
     violations = _owner_violations(app, user, limits, path)
-    if not limits.valid_id(session):
-        violations.append(FieldViolation(path, f"session id must match {limits.id_pattern} {NOT_RESERVED}"))
+    if not limits.valid_id(child):
+        violations.append(FieldViolation(path, f"{placeholder.removesuffix('_id')} id must match {limits.id_pattern} {NOT_RESERVED}"))
     raise_if(violations, Reason.INVALID_NAME)
-    return SessionKey(app, user, session)
+    return app, user, child
+
+
+def parse_session_name(name: str, limits: Limits, path: str = "name") -> SessionKey:
+    """``apps/{app}/users/{user}/sessions/{session}`` as a SessionKey."""
+    return SessionKey(*_parse_owned(name, "sessions", "session", limits, path))
+
+
+def parse_memory_name(name: str, limits: Limits, path: str = "name") -> MemoryKey:
+    """``apps/{app}/users/{user}/memories/{memory_id}`` as a MemoryKey."""
+    return MemoryKey(*_parse_owned(name, "memories", "memory_id", limits, path))
 
 
 def parse_user_parent(parent: str, limits: Limits, path: str = "parent", *, wildcards: bool = False) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from context_service.ports import (
     CompactionJobs,
     CompactionStore,
     LifecycleReader,
+    MemoryStore,
     SessionHeads,
     SessionStore,
 )
@@ -27,6 +28,7 @@ from context_service.storage.compactions import SqlCompactionStore
 from context_service.storage.engine import normalize_url
 from context_service.storage.heads import SqliteSessionHeads, StoreSessionHeads
 from context_service.storage.lifecycle import SqlLifecycleReader
+from context_service.storage.memory_store import SqlMemoryStore
 from context_service.storage.sql_store import SqlSessionStore, open_from_settings
 
 
@@ -38,6 +40,7 @@ class Backend:
     compactions: CompactionStore
     jobs: CompactionJobs
     artifacts: ArtifactStore
+    memory: MemoryStore
 
     async def close(self) -> None:
         await self.heads.close()
@@ -53,6 +56,7 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
         compactions=SqlCompactionStore(store),
         jobs=SqlJobStore(store),
         artifacts=SqlArtifactStore(store),
+        memory=SqlMemoryStore(store),
     )
 
 

@@ -115,7 +115,7 @@ user_states = sa.Table(
     sa.Column("update_time", UtcDateTime, nullable=False),
 )
 
-# Artifacts (migration 0004). Contents are content-addressed per app: one
+# Artifacts (migration 0005). Contents are content-addressed per app: one
 # blob per (app, sha256), its bytes in chunk rows of at most 1 MiB, counted
 # by how many versions name it and deleted with the last of them. An upload
 # writes its chunks under a key of its own ("u" + 32 hex, listed in
@@ -173,3 +173,50 @@ artifact_uploads = sa.Table(
     sa.Column("create_time", UtcDateTime, nullable=False),
     sa.Index(None, "create_time"),
 )
+# Memory (MemoryService): entries per app and user. Not tied to sessions:
+# memory outlives the session it came from. Each backend adds its search
+# index in the migration, outside this metadata (``SEARCH_INDEX_OBJECTS``):
+# on SQLite an FTS5 table over ``text`` kept by triggers, on PostgreSQL a
+# generated tsvector column with a GIN index.
+memories = sa.Table(
+    "memories",
+    metadata,
+    # Never reused (AUTOINCREMENT on SQLite): it is the FTS5 rowid.
+    sa.Column("pk", BigIntKey, primary_key=True, autoincrement=True),
+    sa.Column("app", sa.String(128), nullable=False),
+    sa.Column("user_id", sa.String(128), nullable=False),
+    sa.Column("memory_id", sa.String(128), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("metadata_json", sa.Text, nullable=False),
+    # The source: a session of the same app and user, and an event of it.
+    sa.Column("session_id", sa.String(128), nullable=False, server_default=""),
+    sa.Column("event_id", sa.String(128), nullable=False, server_default=""),
+    sa.Column("author", sa.String(128), nullable=False, server_default=""),
+    sa.Column("create_time", UtcDateTime, nullable=False),
+    sa.UniqueConstraint("app", "user_id", "memory_id"),
+    # One entry per source event: add_session_to_memory is idempotent.
+    sa.Index("ix_memories_source", "app", "user_id", "session_id", "event_id", unique=True,
+             sqlite_where=sa.text("event_id != ''"), postgresql_where=sa.text("event_id != ''")),
+    sqlite_autoincrement=True,
+)
+
+# Metadata by key, for equality filters (the entry's row keeps the JSON).
+memory_metadata = sa.Table(
+    "memory_metadata",
+    metadata,
+    sa.Column("memory_pk", BigIntKey, sa.ForeignKey("memories.pk", ondelete="CASCADE"), primary_key=True),
+    sa.Column("key", sa.String(128), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+# What each backend's migration adds for search and this metadata leaves
+# out (schema comparisons skip them).
+SEARCH_INDEX_OBJECTS = frozenset({
+    "memories_fts", "memories_fts_data", "memories_fts_idx", "memories_fts_docsize", "memories_fts_config",
+    "tsv", "ix_memories_tsv",
+})
+
+
+def described_here(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Alembic's include_object: False for the search index objects."""
+    return name not in SEARCH_INDEX_OBJECTS

@@ -55,11 +55,12 @@ def test_every_proto_field_and_message_is_documented() -> None:
     from agentctx.compactor.v1 import compactor_service_pb2
     from agentctx.context.v1 import artifacts_pb2, context_service_pb2, policy_pb2, session_pb2
     from agentctx.error.v1 import error_reason_pb2
+    from agentctx.memory.v1 import memory_service_pb2
     from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 
     undocumented: list[str] = []
     for module in (artifacts_pb2, cache_service_pb2, compactor_service_pb2, context_service_pb2, policy_pb2, session_pb2,
-                   cache_pb2, content_pb2, event_pb2, generation_pb2, error_reason_pb2):
+                   cache_pb2, content_pb2, event_pb2, generation_pb2, error_reason_pb2, memory_service_pb2):
         proto = descriptor_pb2.FileDescriptorProto()
         module.DESCRIPTOR.CopyToProto(proto)
         source = (ROOT / "protos" / proto.name).read_text()

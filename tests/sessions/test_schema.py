@@ -20,7 +20,7 @@ from context_service import storage
 from context_service.server import build_server
 from context_service.storage import schema
 from context_service.storage.engine import create_engine
-from context_service.storage.tables import metadata
+from context_service.storage.tables import described_here, metadata
 from tests.sessions.helpers import migrate
 from tests.support.servers import context_settings
 
@@ -109,7 +109,8 @@ async def test_migrations_match_the_tables_and_round_trip(db_url: str) -> None:
     tables = _all_tables()
 
     def differences(conn: sa.Connection) -> list[object]:
-        return compare_metadata(MigrationContext.configure(conn), tables)
+        context = MigrationContext.configure(conn, opts={"include_object": described_here})
+        return compare_metadata(context, tables)
 
     try:
         async with engine.connect() as conn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -13,6 +13,8 @@ from google.protobuf import field_mask_pb2
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
+from agentctx.memory.v1 import memory_service_pb2 as mpb
+from agentctx.memory.v1 import memory_service_pb2_grpc
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
 from agentctx_client._artifacts import ArtifactCalls
 from agentctx_client._config import RetryPolicy, TlsConfig
@@ -30,6 +32,9 @@ from agentctx_client._types import (
     GenerateResult,
     InputLike,
     InvalidationConfirmation,
+    MemoryAdded,
+    MemoryEntry,
+    MemoryMatch,
     Page,
     Session,
     ToolLike,
@@ -114,15 +119,17 @@ class ContextClient(ArtifactCalls):
 
     Sessions are named "apps/{app}/users/{user}/sessions/{session}"
     (``Session.name``); methods taking ``session`` want that name. ``stub``
-    is the raw ContextServiceStub for anything not wrapped here. Artifact
-    methods (``save_artifact`` and friends) call the ArtifactService of the
-    same server (``artifact_stub``).
+    is the raw ContextServiceStub for anything not wrapped here, and
+    ``memory_stub`` the raw MemoryServiceStub. Artifact methods
+    (``save_artifact`` and friends) call the ArtifactService of the same
+    server (``artifact_stub``).
     """
 
     def __init__(self, channel: grpc.aio.Channel, *, timeout: float | None = 30.0,
                  retry: RetryPolicy = RetryPolicy(), metadata: Metadata = ()) -> None:
         self.channel = channel
         self.stub = context_service_pb2_grpc.ContextServiceStub(channel)
+        self.memory_stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
         self.timeout = timeout
         self.retry = retry
         self.metadata = tuple(metadata)
@@ -381,6 +388,45 @@ class ContextClient(ArtifactCalls):
         request = pb.InvalidateContextCacheRequest(session=session, model=model, confirmation=confirmation.to_proto())
         return CacheInvalidation.from_proto(
             await self._call(self.stub.InvalidateContextCache, request, timeout, retry=False))
+
+    # --- memory
+
+    async def add_session_to_memory(self, session: str, *, timeout: float | None = None) -> MemoryAdded:
+        """Adds the session's user and model text to its user's memory, one
+        entry per event (ADK's add_session_to_memory). Idempotent per event,
+        so it is retried; call it again after more events to add theirs."""
+        request = mpb.AddSessionToMemoryRequest(session=session)
+        response = await self._call(self.memory_stub.AddSessionToMemory, request, timeout)
+        return MemoryAdded(response.added_count, response.existing_count)
+
+    async def add_memory(self, app: str, user: str, text: str, *, metadata: Mapping[str, str] | None = None,
+                         session: str = "", event_id: str = "", author: str = "", memory_id: str = "",
+                         timeout: float | None = None) -> MemoryEntry:
+        """Adds one entry to the user's memory. It gets an id when it has
+        none, so a retry stores it once; the same id with another entry
+        raises AlreadyExistsError (MEMORY_ALREADY_EXISTS)."""
+        request = mpb.AddMemoryRequest(
+            parent=f"apps/{app}/users/{user}", memory_id=memory_id or new_id("mem"),
+            memory=mpb.MemoryEntry(text=text, metadata=dict(metadata or {}), session=session, event_id=event_id,
+                                   author=author),
+        )
+        return MemoryEntry.from_proto(await self._call(self.memory_stub.AddMemory, request, timeout))
+
+    async def search_memory(self, app: str, user: str, query: str, *, metadata_filter: Mapping[str, str] | None = None,
+                            limit: int = 0, timeout: float | None = None) -> list[MemoryMatch]:
+        """The user's entries matching any word of ``query`` (and each
+        ``metadata_filter`` pair), best first; ``limit`` 0: the server's
+        default (10), at most 100."""
+        request = mpb.SearchMemoryRequest(parent=f"apps/{app}/users/{user}", query=query,
+                                          metadata_filter=dict(metadata_filter or {}), limit=limit)
+        response = await self._call(self.memory_stub.SearchMemory, request, timeout)
+        return [MemoryMatch.from_proto(m) for m in response.matches]
+
+    async def delete_memory(self, name: str, *, timeout: float | None = None) -> None:
+        """Deletes the entry "apps/{app}/users/{user}/memories/{id}"
+        (``MemoryEntry.name``). Not retried: a retry would meet its own
+        first attempt as NotFoundError."""
+        await self._call(self.memory_stub.DeleteMemory, mpb.DeleteMemoryRequest(name=name), timeout, retry=False)
 
     # --- plumbing
 

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from agentctx.context.v1 import context_service_pb2, session_pb2
+from agentctx.memory.v1 import memory_service_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
 from agentctx.type.v1.event_pb2 import CompactionTrigger
@@ -598,3 +599,53 @@ class CacheInvalidation:
     @staticmethod
     def from_proto(r: context_service_pb2.InvalidateContextCacheResponse) -> CacheInvalidation:
         return CacheInvalidation(r.entries_removed, r.inflight_cancelled, r.scope_fingerprint, proto=r)
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """A memory entry: its text, metadata and source (``session`` name and
+    ``event_id``, empty for entries added without one)."""
+
+    name: str
+    text: str
+    metadata: Mapping[str, str]
+    session: str
+    event_id: str
+    author: str
+    create_time: datetime.datetime | None
+    proto: memory_service_pb2.MemoryEntry = field(compare=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        """The last segment of ``name``."""
+        return self.name.rsplit("/", 1)[-1]
+
+    @staticmethod
+    def from_proto(entry: memory_service_pb2.MemoryEntry) -> MemoryEntry:
+        return MemoryEntry(
+            name=entry.name, text=entry.text, metadata=dict(entry.metadata), session=entry.session,
+            event_id=entry.event_id, author=entry.author,
+            create_time=_time(entry.create_time, entry.HasField("create_time")), proto=entry,
+        )
+
+
+@dataclass(frozen=True)
+class MemoryMatch:
+    """A search result: the entry and its score (higher is better;
+    comparable within one search only)."""
+
+    memory: MemoryEntry
+    score: float
+
+    @staticmethod
+    def from_proto(match: memory_service_pb2.MemoryMatch) -> MemoryMatch:
+        return MemoryMatch(MemoryEntry.from_proto(match.memory), match.score)
+
+
+@dataclass(frozen=True)
+class MemoryAdded:
+    """What add_session_to_memory did: entries added, and events with text
+    already in memory."""
+
+    added: int
+    existing: int

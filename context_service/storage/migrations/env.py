@@ -16,14 +16,17 @@ import sqlalchemy as sa
 from alembic import context
 
 from context_service.storage.engine import create_engine
-from context_service.storage.tables import metadata
+from context_service.storage.tables import described_here, metadata
 
 config = context.config
 
 
 def _configure(**kwargs: Any) -> None:
     # render_as_batch: SQLite can only ALTER tables by copying them.
-    context.configure(target_metadata=metadata, render_as_batch=True, compare_type=True, **kwargs)
+    # described_here: each backend's search index (FTS5 table, tsvector) is the
+    # migration's own, outside the metadata.
+    context.configure(target_metadata=metadata, render_as_batch=True, compare_type=True,
+                      include_object=described_here, **kwargs)
 
 
 def _run(connection: sa.Connection) -> None:

@@ -95,6 +95,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ARTIFACT_NOT_FOUND: _ClassVar[ErrorReason]
     ARTIFACT_TOO_LARGE: _ClassVar[ErrorReason]
     ARTIFACT_QUOTA_EXCEEDED: _ClassVar[ErrorReason]
+    INVALID_MEMORY_REQUEST: _ClassVar[ErrorReason]
+    MEMORY_NOT_FOUND: _ClassVar[ErrorReason]
+    MEMORY_ALREADY_EXISTS: _ClassVar[ErrorReason]
     MALFORMED_REQUEST: _ClassVar[ErrorReason]
     CACHE_REQUEST_UNDECODABLE: _ClassVar[ErrorReason]
     SERVER_OVERLOADED: _ClassVar[ErrorReason]
@@ -188,6 +191,9 @@ MODEL_NOT_ROUTED: ErrorReason
 ARTIFACT_NOT_FOUND: ErrorReason
 ARTIFACT_TOO_LARGE: ErrorReason
 ARTIFACT_QUOTA_EXCEEDED: ErrorReason
+INVALID_MEMORY_REQUEST: ErrorReason
+MEMORY_NOT_FOUND: ErrorReason
+MEMORY_ALREADY_EXISTS: ErrorReason
 MALFORMED_REQUEST: ErrorReason
 CACHE_REQUEST_UNDECODABLE: ErrorReason
 SERVER_OVERLOADED: ErrorReason

@@ -2,8 +2,8 @@
 blobs per app with their 1 MiB chunk rows (under the key of the upload
 that stored them), and uploads in progress.
 
-Revision ID: 0004_artifacts
-Revises: 0003_shared_state
+Revision ID: 0005_artifacts
+Revises: 0004_memory
 Create Date: 2026-12-03
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_artifacts"
-down_revision = "0003_shared_state"
+revision = "0005_artifacts"
+down_revision = "0004_memory"
 branch_labels = None
 depends_on = None
 

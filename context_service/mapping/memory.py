@@ -1,0 +1,34 @@
+"""MemoryService's messages ⇄ domain.memory, once at the edge."""
+
+from __future__ import annotations
+
+from agentctx.memory.v1 import memory_service_pb2 as pb
+from context_service.domain.memory import MemoryKey, MemoryMatch, MemoryRecord, NewMemory
+from context_service.mapping.convert import dt_to_ts
+
+
+def entry_to_proto(record: MemoryRecord, out: pb.MemoryEntry | None = None) -> pb.MemoryEntry:
+    out = out if out is not None else pb.MemoryEntry()
+    out.name = record.key.name
+    out.text = record.text
+    out.metadata.update(record.metadata)
+    out.session = record.session_name
+    out.event_id = record.event_id
+    out.author = record.author
+    dt_to_ts(record.create_time, out.create_time)
+    return out
+
+
+def new_memory(key: MemoryKey, entry: pb.MemoryEntry, session_id: str) -> NewMemory:
+    """The client's entry under ``key`` (its session already parsed to
+    ``session_id``); the store dates it."""
+    return NewMemory(key=key, text=entry.text, metadata=dict(entry.metadata), session_id=session_id,
+                     event_id=entry.event_id, author=entry.author)
+
+
+def search_response(matches: list[MemoryMatch]) -> pb.SearchMemoryResponse:
+    out = pb.SearchMemoryResponse()
+    for match in matches:
+        item = out.matches.add(score=match.score)
+        entry_to_proto(match.record, item.memory)
+    return out

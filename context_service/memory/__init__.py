@@ -1,0 +1,1 @@
+"""Memory's application service (MemoryService's rules over the ports)."""

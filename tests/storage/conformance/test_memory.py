@@ -1,0 +1,135 @@
+"""The store contract, memory (ports.MemoryStore) on every backend: adding
+(idempotent by id and by source event), getting, deleting, owners kept
+apart, metadata filters, ranking on a labelled mini set, and query text
+that would be syntax in FTS5 or tsquery matched as words."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentctx_common.errors import AlreadyExists, NotFound
+from context_service.domain.memory import MemoryKey, MemoryQuery, NewMemory, query_terms
+from context_service.ports import MemoryStore
+from context_service.storage.factory import Backend
+
+T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def memory(stores: Backend) -> MemoryStore:
+    return stores.memory
+
+
+def entry(memory_id: str, text: str, *, app: str = "shop", user: str = "alice", **metadata: str) -> NewMemory:
+    return NewMemory(MemoryKey(app, user, memory_id), text, metadata, create_time=T0)
+
+
+def query(text: str, *, app: str = "shop", user: str = "alice", limit: int = 10, **filters: str) -> MemoryQuery:
+    return MemoryQuery(app, user, query_terms(text), filters, limit)
+
+
+async def test_add_get_delete(memory: MemoryStore) -> None:
+    added = await memory.add(entry("m1", "Alice prefers window seats", topic="travel"))
+    assert await memory.get(added.key) == added
+    assert (added.metadata, added.create_time) == ({"topic": "travel"}, T0)
+    # The same entry again is the stored one; another under the id is refused.
+    assert await memory.add(entry("m1", "Alice prefers window seats", topic="travel")) == added
+    with pytest.raises(AlreadyExists) as exists:
+        await memory.add(entry("m1", "Alice prefers aisle seats"))
+    assert exists.value.reason == "MEMORY_ALREADY_EXISTS"
+    await memory.delete(added.key)
+    for call in (memory.get(added.key), memory.delete(added.key)):
+        with pytest.raises(NotFound) as gone:
+            await call
+        assert gone.value.reason == "MEMORY_NOT_FOUND"
+    assert await memory.search(query("window seats")) == []
+
+
+async def test_from_session_is_idempotent_per_event(memory: MemoryStore) -> None:
+    def from_event(memory_id: str, event_id: str, text: str) -> NewMemory:
+        return NewMemory(MemoryKey("shop", "alice", memory_id), text, session_id="s1", event_id=event_id,
+                         author="user", create_time=T0)
+
+    first = await memory.add_from_session([from_event("a", "e1", "likes green tea"), from_event("b", "e2", "hates coffee")])
+    assert (first.added, first.existing) == (2, 0)
+    again = await memory.add_from_session([from_event("c", "e1", "likes green tea"), from_event("d", "e3", "owns a cat")])
+    assert (again.added, again.existing) == (1, 1)
+    matches = await memory.search(query("tea"))
+    assert [(m.record.key.memory_id, m.record.session_id, m.record.event_id) for m in matches] == [("a", "s1", "e1")]
+    assert matches[0].record.session_name == "apps/shop/users/alice/sessions/s1"
+    # An explicit entry for an event already in memory is refused too.
+    with pytest.raises(AlreadyExists):
+        await memory.add(from_event("x", "e2", "something else"))
+
+
+async def test_owners_are_apart(memory: MemoryStore) -> None:
+    await memory.add(entry("m1", "the launch code is blue falcon"))
+    await memory.add(entry("m2", "blue falcon for bob", user="bob"))
+    await memory.add(entry("m3", "blue falcon in another app", app="bank"))
+    for app, user, expected in (("shop", "alice", "m1"), ("shop", "bob", "m2"), ("bank", "alice", "m3")):
+        found = await memory.search(query("blue falcon", app=app, user=user))
+        assert [m.record.key.memory_id for m in found] == [expected]
+    with pytest.raises(NotFound):
+        await memory.delete(MemoryKey("bank", "alice", "m1"))
+    assert (await memory.get(MemoryKey("shop", "alice", "m1"))).text == "the launch code is blue falcon"
+
+
+async def test_metadata_filters_and_limit(memory: MemoryStore) -> None:
+    for i in range(6):
+        await memory.add(entry(f"m{i}", f"note {i} about the garden", kind="even" if i % 2 == 0 else "odd",
+                               year="2026"))
+    found = await memory.search(query("garden", kind="odd", year="2026"))
+    assert sorted(m.record.key.memory_id for m in found) == ["m1", "m3", "m5"]
+    assert await memory.search(query("garden", kind="odd", year="2025")) == []
+    assert len(await memory.search(query("garden", limit=2))) == 2
+
+
+# A labelled mini set: each question's answer is the entry named.
+FACTS = {
+    "f1": "Alice's passport number expires in March 2027",
+    "f2": "The team standup happens every weekday at 9:30 in room Orion",
+    "f3": "Alice is allergic to peanuts and shellfish",
+    "f4": "Bob's favourite programming language is Rust",
+    "f5": "The production database runs PostgreSQL 16 on three replicas",
+    "f6": "Alice's daughter plays violin in the school orchestra",
+    "f7": "The quarterly budget review is scheduled for the second Tuesday of January",
+    "f8": "Alice drives a blue electric hatchback",
+}
+QUESTIONS = {
+    "When does my passport expire?": "f1",
+    "what time is the standup meeting": "f2",
+    "Which foods am I allergic to?": "f3",
+    "what language does Bob like for programming": "f4",
+    "how many replicas does the production database have": "f5",
+    "what instrument does my daughter play": "f6",
+    "when is the budget review": "f7",
+    "what car do I drive": "f8",
+}
+
+
+async def test_ranking_on_a_labelled_set(memory: MemoryStore) -> None:
+    for memory_id, text in FACTS.items():
+        await memory.add(entry(memory_id, text))
+    for i in range(20):
+        await memory.add(entry(f"noise{i}", f"an unrelated remark number {i} about weather and lunch"))
+    top1 = 0
+    for question, answer in QUESTIONS.items():
+        found = await memory.search(query(question, limit=5))
+        ids = [m.record.key.memory_id for m in found]
+        assert answer in ids, (question, ids)
+        assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
+        top1 += ids[0] == answer
+    assert top1 >= len(QUESTIONS) - 1
+    # Stemming on both backends: "drives" is found by "driving".
+    assert (await memory.search(query("driving")))[0].record.key.memory_id == "f8"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.sampled_from('abc "*^:()-+ORNADNEAR{}\'&|!<>'), min_size=1, max_size=30))
+async def test_query_text_is_never_syntax(memory: MemoryStore, text: str) -> None:
+    # Whatever the text, a search either matches words or finds nothing.
+    await memory.search(query(text))
