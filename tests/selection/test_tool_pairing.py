@@ -1,0 +1,223 @@
+"""Every built request pairs its function calls and responses as each
+provider requires (``tests.fakes.tool_rules``), whatever the stored history
+holds: calls left unanswered (a user message sent instead of the result),
+late, duplicated or orphan responses, id-less calls, compactions and
+budgets. The stored events never change."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentctx_common.errors import ResourceExhausted
+from cache_service.domain.model import ModelCall
+from cache_service.providers.anthropic.wire import _messages as anthropic_messages
+from cache_service.providers.openai.wire import _messages as openai_messages
+from context_service.domain import model as m
+from context_service.domain.config import OverflowMode, SelectionPolicy
+from context_service.domain.selection import (
+    NOT_ANSWERED,
+    ContentRecord,
+    RequestParts,
+    account,
+    content_record,
+    effective_policy,
+    event_record,
+    finish_compression,
+    pair_calls,
+    secret_keys,
+    select,
+)
+from tests.fakes.tool_rules import anthropic_violation, gemini_violation, openai_violation
+from tests.selection.builders import call, compaction, event, response, sequence, text
+from tests.selection.test_properties import PROPERTY_SETTINGS
+
+
+def built(
+    events: list[m.Event], inputs: list[m.Content], policy: SelectionPolicy | None = None,
+    memory: list[m.Content] = (),  # type: ignore[assignment]
+) -> list[m.Content]:
+    """The request's contents as the builder makes them (memory, history,
+    input), with the accounting checked against them."""
+    p = effective_policy(None, policy or SelectionPolicy())
+    keys = secret_keys(p)
+    records = [event_record(e, keys) for e in events]
+    ins = [content_record(c, keys) for c in inputs]
+    mem = [content_record(c, keys) for c in memory]
+    s = select(records, ins, p)
+    if s.pending is not None:
+        s = finish_compression(s, "s" * s.pending.max_summary_bytes, keys)
+    parts = RequestParts("m", None, (), None, None, mem, ins)
+    s, parts = pair_calls(s, parts)
+    contents: list[ContentRecord] = [*parts.memory, *s.history, *parts.inputs]
+    a = account(s, parts, p)
+    assert a.history.bytes == sum(r.size for r in s.history)
+    return [r.content for r in contents]
+
+
+def as_json(contents: list[m.Content]) -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(content_record(c, secret_keys(effective_policy(None, SelectionPolicy()))).canonical)
+                 for c in contents)
+
+
+def violations(contents: list[m.Content]) -> list[str]:
+    if not contents:
+        return []  # an empty request is refused for that, not for pairing
+    wire = as_json(contents)
+    found = [
+        anthropic_violation(anthropic_messages(wire)),
+        (openai_violation(openai_messages(ModelCall("m", wire))) or (None,))[0],
+        gemini_violation(wire),
+    ]
+    return [v for v in found if v is not None]
+
+
+def shape(contents: list[m.Content]) -> list[tuple[str, ...]]:
+    """Each content as its role and parts: text, call id, response id."""
+    def part(p: m.Part) -> str:
+        if p.function_call is not None:
+            return f"call:{p.function_call.id}"
+        if p.function_response is not None:
+            fr = p.function_response
+            return f"none:{fr.id}" if fr.response == {"error": NOT_ANSWERED} else f"resp:{fr.id}"
+        return f"text:{p.text}"
+    return [(c.role, *map(part, c.parts)) for c in contents]
+
+
+CALL = call(("c1", "f", {}))
+ANSWER = response(("c1", "f", {"ok": 1}))
+
+
+def test_a_user_message_instead_of_the_result_gets_a_synthesized_response() -> None:
+    contents = built(sequence(text("user", "go"), CALL, text("user", "never mind")), [text("user", "hi")])
+    assert shape(contents) == [
+        ("user", "text:go"), ("model", "call:c1"), ("user", "none:c1"), ("user", "text:never mind"), ("user", "text:hi"),
+    ]
+    assert violations(contents) == []
+
+
+def test_the_calls_the_input_answers_are_not_synthesized() -> None:
+    contents = built(sequence(text("user", "go"), CALL), [ANSWER])
+    assert shape(contents) == [("user", "text:go"), ("model", "call:c1"), ("user", "resp:c1")]
+
+
+def test_a_call_without_input_is_answered_in_the_built_request_only() -> None:
+    events = sequence(text("user", "go"), CALL)
+    before = copy.deepcopy(events)
+    assert shape(built(events, [])) == [("user", "text:go"), ("model", "call:c1"), ("user", "none:c1")]
+    assert events == before
+
+
+def test_a_late_response_moves_next_to_its_call() -> None:
+    contents = built(sequence(CALL, text("user", "wait"), text("model", "ok"), ANSWER), [])
+    assert shape(contents) == [("model", "call:c1"), ("user", "resp:c1"), ("user", "text:wait"), ("model", "text:ok")]
+
+
+def test_responses_without_their_call_are_dropped() -> None:
+    mixed = m.Content("user", (m.Part(text="see"), m.Part(function_response=m.FunctionResponse("ghost", "f", {}))))
+    contents = built(sequence(mixed, CALL, ANSWER, response(("c1", "f", {"again": 1}))), [])
+    assert shape(contents) == [("user", "text:see"), ("model", "call:c1"), ("user", "resp:c1")]
+
+
+def test_a_response_whose_call_was_compacted_away_is_dropped() -> None:
+    events = [*sequence(text("user", "go"), CALL, text("user", "x")), compaction(4, "earlier", first_kept=3)]
+    contents = built(events, [ANSWER])
+    assert shape(contents) == [("user", "text:Summary of the earlier conversation:\nearlier"), ("user", "text:x")]
+    assert violations(contents) == []
+
+
+def test_parallel_calls_half_answered() -> None:
+    calls = call(("a", "f", {}), ("b", "g", {}))
+    contents = built(sequence(calls, response(("a", "f", {})), text("user", "next")), [])
+    assert shape(contents) == [
+        ("model", "call:a", "call:b"), ("user", "none:b"), ("user", "resp:a"), ("user", "text:next"),
+    ]
+    assert violations(contents) == []
+
+
+def test_id_less_calls_pair_by_name_in_order() -> None:
+    calls = call(("", "f", {"n": 1}), ("", "f", {"n": 2}))
+    contents = built(sequence(calls, response(("", "f", {"r": 1}))), [])
+    assert violations(contents) == []
+    assert shape(contents)[1:] == [("user", "none:"), ("user", "resp:")]
+
+
+# --- any history ----------------------------------------------------------------------
+
+IDS = ["a", "b", "c", "d", ""]
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[m.Event], list[m.Content], list[m.Content]]:
+    """Stored events, memory and a current input: calls, responses to any
+    id (answered, late, twice, never called), user and model messages, mixed
+    contents and compactions."""
+    def fc() -> m.Part:
+        i = draw(st.sampled_from(IDS))
+        return m.Part(function_call=m.FunctionCall(i, draw(st.sampled_from(["f", "g"])), {}))
+
+    def fr() -> m.Part:
+        i = draw(st.sampled_from(IDS))
+        return m.Part(function_response=m.FunctionResponse(i, draw(st.sampled_from(["f", "g"])), {"r": 1}))
+
+    def words() -> m.Part:
+        return m.Part(text=draw(st.text("abc ", min_size=1, max_size=30)))
+
+    def content() -> m.Content:
+        kind = draw(st.sampled_from(["user", "model", "calls", "responses", "mixed", "model_mixed"]))
+        if kind == "user":
+            return m.Content("user", (words(),))
+        if kind == "model":
+            return m.Content("model", (words(),))
+        if kind == "calls":
+            # A model's calls in one content have distinct ids (or none).
+            calls: dict[str, m.Part] = {}
+            for _ in range(draw(st.integers(1, 3))):
+                part = fc()
+                assert part.function_call is not None
+                calls[part.function_call.id or str(len(calls))] = part
+            return m.Content("model", tuple(calls.values()))
+        if kind == "responses":
+            return m.Content("user", tuple(fr() for _ in range(draw(st.integers(1, 3)))))
+        if kind == "mixed":
+            return m.Content("user", tuple(draw(st.permutations([words(), fr()]))))
+        return m.Content("model", (words(), fc()))
+
+    events: list[m.Event] = []
+    for _ in range(draw(st.integers(0, 25))):
+        seq = len(events) + 1
+        if events and draw(st.integers(0, 9)) == 0:
+            events.append(compaction(seq, "earlier", first_kept=draw(st.integers(1, seq))))
+        else:
+            events.append(event(seq, content(), partial=draw(st.integers(0, 9)) == 0))
+    memory = [content() for _ in range(draw(st.integers(0, 2)))]
+    inputs = [content() for _ in range(draw(st.integers(0, 2)))]
+    return events, memory, inputs
+
+
+policies = st.builds(
+    SelectionPolicy,
+    max_bytes=st.one_of(st.none(), st.integers(100, 3000)),
+    overflow=st.sampled_from([OverflowMode.TRUNCATE, OverflowMode.COMPRESS]),
+    disable_calibration=st.just(True),
+)
+
+
+@PROPERTY_SETTINGS
+@given(history=histories(), policy=policies)
+def test_every_built_request_pairs_as_every_provider_requires(
+    history: tuple[list[m.Event], list[m.Content], list[m.Content]], policy: SelectionPolicy
+) -> None:
+    events, memory, inputs = history
+    before = copy.deepcopy(events)
+    try:
+        contents = built(events, inputs, policy, memory)
+    except ResourceExhausted:
+        return  # the input alone is over the budget: nothing is built
+    assert events == before, "no stored event changes"
+    assert violations(contents) == []
+    assert all(c.parts for c in contents)
