@@ -18,20 +18,9 @@ from cache_service.domain.model import ModelCall
 from cache_service.providers.anthropic.wire import _messages as anthropic_messages
 from cache_service.providers.openai.wire import _messages as openai_messages
 from context_service.domain import model as m
+from context_service.domain import selection as sel
 from context_service.domain.config import OverflowMode, SelectionPolicy
-from context_service.domain.selection import (
-    NOT_ANSWERED,
-    ContentRecord,
-    RequestParts,
-    account,
-    content_record,
-    effective_policy,
-    event_record,
-    finish_compression,
-    pair_calls,
-    secret_keys,
-    select,
-)
+from context_service.domain.selection import NOT_ANSWERED, ContentRecord
 from tests.fakes.tool_rules import anthropic_violation, gemini_violation, openai_violation
 from tests.selection.builders import call, compaction, event, response, sequence, text
 from tests.selection.test_properties import PROPERTY_SETTINGS
@@ -43,25 +32,25 @@ def built(
 ) -> list[m.Content]:
     """The request's contents as the builder makes them (memory, history,
     input), with the accounting checked against them."""
-    p = effective_policy(None, policy or SelectionPolicy())
-    keys = secret_keys(p)
-    records = [event_record(e, keys) for e in events]
-    ins = [content_record(c, keys) for c in inputs]
-    mem = [content_record(c, keys) for c in memory]
-    s = select(records, ins, p)
+    p = sel.effective_policy(None, policy or SelectionPolicy())
+    keys = sel.secret_keys(p)
+    records = [sel.event_record(e, keys) for e in events]
+    ins = [sel.content_record(c, keys) for c in inputs]
+    mem = [sel.content_record(c, keys) for c in memory]
+    s = sel.select(records, ins, p)
     if s.pending is not None:
-        s = finish_compression(s, "s" * s.pending.max_summary_bytes, keys)
-    parts = RequestParts("m", None, (), None, None, mem, ins)
-    s, parts = pair_calls(s, parts)
+        s = sel.finish_compression(s, "s" * s.pending.max_summary_bytes, keys)
+    parts = sel.RequestParts("m", None, (), None, None, mem, ins)
+    s, parts = sel.pair_calls(s, parts)
     contents: list[ContentRecord] = [*parts.memory, *s.history, *parts.inputs]
-    a = account(s, parts, p)
+    a = sel.account(s, parts, p)
     assert a.history.bytes == sum(r.size for r in s.history)
     return [r.content for r in contents]
 
 
 def as_json(contents: list[m.Content]) -> tuple[dict[str, Any], ...]:
-    return tuple(json.loads(content_record(c, secret_keys(effective_policy(None, SelectionPolicy()))).canonical)
-                 for c in contents)
+    keys = sel.secret_keys(sel.effective_policy(None, SelectionPolicy()))
+    return tuple(json.loads(sel.content_record(c, keys).canonical) for c in contents)
 
 
 def violations(contents: list[m.Content]) -> list[str]:
