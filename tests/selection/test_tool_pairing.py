@@ -21,6 +21,7 @@ from context_service.domain import model as m
 from context_service.domain import selection as sel
 from context_service.domain.config import OverflowMode, SelectionPolicy
 from context_service.domain.selection import NOT_ANSWERED, ContentRecord
+from context_service.domain.selection.pairing import paired_already, repaired
 from tests.fakes.tool_rules import anthropic_violation, gemini_violation, openai_violation
 from tests.selection.builders import call, compaction, event, response, sequence, text
 from tests.selection.test_properties import PROPERTY_SETTINGS
@@ -41,6 +42,9 @@ def built(
     if s.pending is not None:
         s = sel.finish_compression(s, "s" * s.pending.max_summary_bytes, keys)
     parts = sel.RequestParts("m", None, (), None, None, mem, ins)
+    if paired_already(s, parts):
+        # The shortcut (kept with the grouping) agrees with the full pass.
+        assert repaired(s, parts) == (s, parts)
     s, parts = sel.pair_calls(s, parts)
     contents: list[ContentRecord] = [*parts.memory, *s.history, *parts.inputs]
     a = sel.account(s, parts, p)
@@ -197,7 +201,7 @@ policies = st.builds(
 
 
 @PROPERTY_SETTINGS
-@given(history=histories(), policy=policies)
+@given(history=st.one_of(histories(), st.deferred(lambda: agent_histories())), policy=policies)
 def test_every_built_request_pairs_as_every_provider_requires(
     history: tuple[list[m.Event], list[m.Content], list[m.Content]], policy: SelectionPolicy
 ) -> None:
@@ -210,3 +214,47 @@ def test_every_built_request_pairs_as_every_provider_requires(
     assert events == before, "no stored event changes"
     assert violations(contents) == []
     assert all(c.parts for c in contents)
+
+
+@st.composite
+def agent_histories(draw: st.DrawFn) -> tuple[list[m.Event], list[m.Content], list[m.Content]]:
+    """Histories of well-behaved agents (every call answered), now and then
+    one skipping a result; the input answering the newest calls or not."""
+    contents: list[m.Content] = []
+    pending: list[m.Part] = []
+    for turn in range(draw(st.integers(0, 8))):
+        if pending and draw(st.integers(0, 4)):
+            fr = [m.Part(function_response=m.FunctionResponse(p.function_call.id, p.function_call.name, {}))
+                  for p in pending if p.function_call is not None]
+            contents.append(m.Content("user", tuple(fr)))
+        else:
+            contents.append(m.Content("user", (m.Part(text=f"question {turn}"),)))
+        n = draw(st.integers(0, 2))
+        pending = [m.Part(function_call=m.FunctionCall(f"t{turn}c{i}", "f", {})) for i in range(n)]
+        contents.append(m.Content("model", tuple(pending) or (m.Part(text="answer"),)))
+    inputs = [m.Content("user", (m.Part(text="next"),))]
+    if pending and draw(st.booleans()):
+        inputs = [m.Content("user", tuple(
+            m.Part(function_response=m.FunctionResponse(p.function_call.id, "f", {}))
+            for p in pending if p.function_call is not None))]
+    return [event(i + 1, c) for i, c in enumerate(contents)], [], inputs
+
+
+@PROPERTY_SETTINGS
+@given(history=st.one_of(agent_histories(), histories()), cut=st.integers(0, 30))
+def test_the_shortcut_agrees_with_the_full_pass_across_appends(
+    history: tuple[list[m.Event], list[m.Content], list[m.Content]], cut: int
+) -> None:
+    events, memory, inputs = history
+    p = sel.effective_policy(None, SelectionPolicy(disable_calibration=True))
+    keys = sel.secret_keys(p)
+    records = [sel.event_record(e, keys) for e in events]
+    ins = [sel.content_record(c, keys) for c in inputs]
+    parts = sel.RequestParts("m", None, (), None, None, [sel.content_record(c, keys) for c in memory], ins)
+    memo: dict[Any, Any] = {}
+    for upto in (min(cut, len(records)), len(records)):
+        warm = sel.select(records[:upto], ins, p, memo=memo)
+        fast = paired_already(warm, parts)
+        if fast:
+            assert repaired(warm, parts) == (warm, parts)
+        assert fast == paired_already(sel.select(records[:upto], ins, p), parts), "kept with the grouping as fresh"

@@ -59,6 +59,77 @@ def _tool_positions(
 
 
 @dataclass(frozen=True, slots=True)
+class _Scan:
+    """The local check of a history, one body at a time (so an append only
+    scans what it added): a response must answer an open call of the
+    nearest model content before it, within that content's answer; every
+    call of a model content must be answered before the next one.
+    ``bad``: the newest position failing it (-1: none). The rest is the
+    state at the end: the newest model content with calls (its position,
+    its unanswered call keys, whether its answer is still open)."""
+
+    seen: int = 0
+    bad: int = -1
+    caller: int = -1
+    open: tuple[str, ...] = ()
+    answering: bool = False
+
+
+def _scan(contents: Sequence[m.Content], state: _Scan, start: int) -> _Scan:
+    """``state`` continued over ``contents`` (positions from ``start``)."""
+    bad, caller, waiting, answering = state.bad, state.caller, list(state.open), state.answering
+    for at, content in enumerate(contents, start):
+        if content.role == "model":
+            if waiting:
+                bad = max(bad, caller)
+            calls = [_key(p.function_call.name, p.function_call.id) for p in content.parts if p.function_call is not None]
+            if any(p.function_response is not None for p in content.parts):
+                bad = at
+            caller, waiting, answering = (at, calls, True) if calls else (-1, [], False)
+            continue
+        other = False
+        for p in content.parts:
+            fr = p.function_response
+            if fr is None:
+                other = True
+                continue
+            key = _key(fr.name, fr.id)
+            if answering and key in waiting:
+                waiting.remove(key)
+            else:
+                bad = at
+        if other:
+            answering = False
+    return _Scan(state.seen + len(contents), bad, caller, tuple(waiting), answering)
+
+
+def _history_scan(bodies: Sequence[ContentRecord], older: _Scan | None) -> _Scan:
+    """``_scan`` of a grouping's bodies, extended after appends
+    (``Grouping.derive``)."""
+    state = older if older is not None else _Scan()
+    return _scan([b.content for b in bodies[state.seen:]], state, state.seen)
+
+
+def paired_already(selection: Selection, parts: RequestParts) -> bool:
+    """True when the request certainly needs no repair, found without
+    looking at every selected event: the history's scan is kept with its
+    grouping, and fails nowhere from the first selected event on (units
+    never straddle ``first_event``, so the suffix passes as the whole did);
+    memory holds no call or response; the input completes the scan."""
+    g = selection.grouping
+    if g is None or any(r.call_ids or r.response_ids for r in parts.memory):
+        return False
+    state: _Scan = g.derive("pairing_scan", _history_scan)
+    first = selection.first_event
+    if state.bad >= first or (state.open and state.caller < first):
+        return False
+    if state.caller < first:
+        state = _Scan(state.seen)
+    end = _scan([r.content for r in parts.inputs], state, state.seen)
+    return end.bad < first and not end.open
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """What pairing changes: per entry, its new parts (None: unchanged),
     and per entry, the parts to insert right after it."""
@@ -130,6 +201,14 @@ def pair_calls(selection: Selection, parts: RequestParts, render: Render | None 
     """``selection`` and ``parts`` with every call answered right after it
     and no response without its call (see the module docstring). Unchanged
     (the same objects) when they already are."""
+    if paired_already(selection, parts):
+        return selection, parts
+    return repaired(selection, parts, render)
+
+
+def repaired(selection: Selection, parts: RequestParts, render: Render | None = None) -> tuple[Selection, RequestParts]:
+    """``pair_calls`` without its shortcut: every call and response in the
+    selected window looked at."""
     memory, inputs = parts.memory, parts.inputs
     history_at = len(memory) + (1 if selection.summary is not None else 0)
     entries: list[tuple[int, ContentRecord]] = [(i, r) for i, r in enumerate(memory) if r.call_ids or r.response_ids]
