@@ -234,11 +234,11 @@ def repaired(selection: Selection, parts: RequestParts, render: Render | None = 
 
     changed: dict[int, ContentRecord | None] = {}
     added: dict[int, ContentRecord] = {}
-    for e, new_parts in repairs.parts.items():
+    for e, kept in repairs.parts.items():
         pos, old = entries[e]
         changed[pos] = replace(
-            content_record(m.Content(old.content.role, new_parts), _NO_KEYS, render), secrets_pruned=old.secrets_pruned
-        ) if new_parts else None
+            content_record(m.Content(old.content.role, kept), _NO_KEYS, render), secrets_pruned=old.secrets_pruned
+        ) if kept else None
     for e, new in repairs.inserts.items():
         added[entries[e][0]] = content_record(m.Content("user", tuple(new)), _NO_KEYS, render)
 
@@ -254,9 +254,9 @@ def repaired(selection: Selection, parts: RequestParts, render: Render | None = 
         return out
 
     history = section(selection.history, len(memory))
-    new_parts = replace(parts, memory=section(memory, 0), inputs=section(inputs, input_at))
+    request_parts = replace(parts, memory=section(memory, 0), inputs=section(inputs, input_at))
     new_selection = replace(
         selection, paired=history, history_bytes=sum(r.size for r in history),
         calls_synthesized=repairs.synthesized, responses_moved=repairs.moved, responses_dropped=repairs.dropped,
     )
-    return new_selection, new_parts
+    return new_selection, request_parts
