@@ -163,7 +163,7 @@ def quantiles(samples: list[float]) -> tuple[float, float]:
 
 
 def inprocess(events: list[m.Event], req: pb.BuildContextRequest, count: int, *, warm: bool = True) -> float:
-    """Median seconds of the pure pipeline (select + account) over cached
+    """Median seconds of the pure pipeline (select, pair_calls, account) over cached
     records (no I/O, no proto). ``warm``: the grouping memo is kept between
     calls, as for repeated builds of an unchanged session; cold: regrouped
     every call, as for the first build after an append."""
@@ -177,7 +177,8 @@ def inprocess(events: list[m.Event], req: pb.BuildContextRequest, count: int, *,
     for _ in range(count):
         start = time.perf_counter()
         selection = sel.select(records, inputs, policy, memo=memo if warm else None)
-        sel.account(selection, parts, policy)
+        selection, paired = sel.pair_calls(selection, parts)
+        sel.account(selection, paired, policy)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 

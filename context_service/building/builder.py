@@ -130,6 +130,9 @@ class ContextBuilder:
                     memory=memory,
                     inputs=inputs,
                 )
+                # After budgets and compression, on whole units: every call
+                # answered right after it, no response without its call.
+                selection, parts = sel.pair_calls(selection, parts, self._render)
                 accounting = sel.account(selection, parts, policy)
                 telemetry.record(build_span, envelope_span, accounting)
         log.debug(
@@ -137,6 +140,8 @@ class ContextBuilder:
             extra={
                 "events_selected": accounting.events_selected, "request_bytes": accounting.request.bytes,
                 "envelope_fingerprint": accounting.envelope_fingerprint,
+                "calls_synthesized": selection.calls_synthesized, "responses_moved": selection.responses_moved,
+                "responses_dropped": selection.responses_dropped,
             },
         )
         return BuiltContext(parts, request.settings, selection, accounting, config, view.memo, {})

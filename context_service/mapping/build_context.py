@@ -197,9 +197,12 @@ def response_wire(built: BuiltContext) -> bytes:
     if parts.system_instruction is not None:
         chunks.append(parts.system_instruction.rendered.instruction_wire)
     chunks += [c.rendered.wire for c in parts.memory]
-    if selection.summary is not None:
-        chunks.append(selection.summary.rendered.wire)
-    chunks.append(_events_wire(selection))
+    if selection.paired is not None:
+        chunks += [c.rendered.wire for c in selection.paired]
+    else:
+        if selection.summary is not None:
+            chunks.append(selection.summary.rendered.wire)
+        chunks.append(_events_wire(selection))
     chunks += [c.rendered.wire for c in parts.inputs]
     chunks.append(_encoded(built.settings).wire)
     accounting = accounting_to_proto(built.accounting).SerializeToString()

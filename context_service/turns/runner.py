@@ -109,7 +109,8 @@ class TurnRunner:
     @staticmethod
     def _lease(key: SessionKey, turn: Turn, built: BuiltContext) -> tuple[CacheScope, LeaseRequest | None]:
         scope = cache_scope(key, built.model, built.config.cache)
-        inputs = len(turn.inputs)
+        # Less any input content pairing dropped (a tool result to no call).
+        inputs = len(turn.inputs) - (len(turn.build.inputs) - len(built.parts.inputs))
         if not turn.store:
             inputs = turn_rules.current_input_count([r.content for r in built.selection.history], inputs)
         return scope, lease_request(key, built.config.cache, inputs)

@@ -6,8 +6,8 @@ content_block_start/delta/stop, message_delta, message_stop, pings) and
 ``POST /v1/messages/count_tokens``. It checks the API key (``x-api-key``,
 or a bearer ``authorization`` as this SDK sends it),
 ``anthropic-version``, ``max_tokens`` (and that the prompt plus it fits
-the window: "input length and `max_tokens` exceed context limit"), roles, that every tool_result answers
-an earlier tool_use, at most 4 ``cache_control`` blocks, no ``ttl: "1h"``
+the window: "input length and `max_tokens` exceed context limit"), roles, the tool_use/tool_result pairing
+(``tool_rules.anthropic_violation``), at most 4 ``cache_control`` blocks, no ``ttl: "1h"``
 breakpoint after a 5-minute one (in the order tools, system, messages), and
 not both ``temperature`` and ``top_p`` on Claude Opus 4.1 and Claude 4.5 and
 later. Refusals are Anthropic's: 400 ``{"type": "error", "error": {"type":
@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens
+from tests.fakes.tool_rules import anthropic_violation
 
 LOOKBACK_BLOCKS = 20
 # The models that take temperature or top_p but not both: Claude Opus 4.1,
@@ -146,7 +147,6 @@ class FakeAnthropic(JsonHttpFake):
         if "temperature" in body and "top_p" in body and _ONE_SAMPLER.match(str(body.get("model", ""))):
             return _error(400, "invalid_request_error",
                           "`temperature` and `top_p` cannot both be specified for this model. Please use only one.")
-        seen_tool_uses: set[str] = set()
         marks = sum(1 for b in _blocks(body) if isinstance(b, dict) and b.get("cache_control"))
         if marks > 4:
             return _error(400, "invalid_request_error",
@@ -160,13 +160,9 @@ class FakeAnthropic(JsonHttpFake):
         for m in messages:
             if m.get("role") not in ("user", "assistant"):
                 return _error(400, "invalid_request_error", "messages: roles must be user or assistant")
-            content = m.get("content")
-            for block in content if isinstance(content, list) else []:
-                if block.get("type") == "tool_use":
-                    seen_tool_uses.add(block.get("id", ""))
-                if block.get("type") == "tool_result" and block.get("tool_use_id") not in seen_tool_uses:
-                    return _error(400, "invalid_request_error",
-                                  "messages: tool_result block(s) provided without a corresponding tool_use")
+        unpaired = anthropic_violation(messages)
+        if unpaired is not None:
+            return _error(400, "invalid_request_error", unpaired)
         return None
 
     def _cache(self, blocks: list[Any], minimum: int) -> tuple[int, int, int]:

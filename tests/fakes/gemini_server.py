@@ -16,7 +16,9 @@ Knobs: ``fail(op, status, ...)`` scripts the next answers of one operation
 400, or an error after N streamed chunks); ``forget_caches()`` makes the
 provider lose every cache; ``missing_status`` picks 403 or 404 for a missing
 cache; ``create_gate`` holds creates until set (``create_arrived`` is set once
-one is held). Cache names look like
+one is held). A request whose function calls and responses do not pair
+(``tool_rules.gemini_violation``, the cache's contents first) is a 400.
+Cache names look like
 ``cachedContents/fakecache-<hex>`` (``NAME_MARK``) so tests can scan output for
 them.
 """
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.tool_rules import gemini_violation
 
 NAME_MARK = "fakecache-"
 MISSING_MESSAGE = "CachedContent not found (or permission denied)"
@@ -319,6 +323,10 @@ class FakeGemini:
         contents = body.get("contents") or []
         if not contents:
             return _error(400, "* GenerateContentRequest.contents: contents is not specified", "INVALID_ARGUMENT")
+        cached = self._live(body["cachedContent"]) if body.get("cachedContent") else None
+        unpaired = gemini_violation([*(cached.body.get("contents") or [] if cached else []), *contents])
+        if unpaired is not None:
+            return _error(400, unpaired, "INVALID_ARGUMENT")
         uncached = {k: body.get(k) for k in ("contents", "systemInstruction", "tools", "toolConfig") if body.get(k)}
         prompt = cached_tokens + _estimate_tokens(uncached)
         if prompt > self.context_window:

@@ -9,8 +9,9 @@ input tokens" for a prompt over the window, and "'max_tokens' or
 
 Route: ``POST /v1/chat/completions`` (``stream: true`` answers SSE ``data:``
 chunks, usage in a last chunk without choices when ``stream_options``
-asks, then ``data: [DONE]``). It checks the bearer key, roles, that every
-tool message answers an earlier tool call, and ``tools`` shapes.
+asks, then ``data: [DONE]``). It checks the bearer key, roles, the
+tool_calls/tool message pairing (``tool_rules.openai_violation``), and
+``tools`` shapes.
 
 Automatic prefix caching as OpenAI documents it: a prompt of at least
 ``min_cache_tokens`` reads the longest prefix (at message boundaries) that
@@ -47,6 +48,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens
+from tests.fakes.tool_rules import openai_violation
 
 _GPT = re.compile(r"^gpt-(\d+)(?:\.(\d+))?")
 
@@ -135,6 +137,12 @@ class FakeOpenAI(JsonHttpFake):
         invalid = self._validate(body)
         if invalid is not None:
             return op, Reply(400, self.error_body(400, invalid, None, "invalid_request_error"))
+        unpaired = openai_violation(body["messages"])
+        if unpaired is not None:
+            error = self.error_body(400, unpaired[0], None, "invalid_request_error")
+            if self.flavor == "openai":
+                error["error"]["param"] = unpaired[1]
+            return op, Reply(400, error)
         refused = _cache_options_refusal(body) if self.flavor == "openai" else None
         if refused is not None:
             error = self.error_body(400, refused[0], "invalid_parameter", "invalid_request_error")
@@ -176,16 +184,12 @@ class FakeOpenAI(JsonHttpFake):
         for tool in body.get("tools") or []:
             if tool.get("type") != "function" or not tool.get("function", {}).get("name"):
                 return "tools: each tool must be a function with a name"
-        open_calls: set[str] = set()
         for m in messages:
             role = m.get("role")
             if role not in ("system", "developer", "user", "assistant", "tool"):
                 return f"invalid role {role}"
             for tc in m.get("tool_calls") or []:
-                open_calls.add(tc.get("id", ""))
                 json.loads(tc["function"]["arguments"])
-            if role == "tool" and m.get("tool_call_id") not in open_calls:
-                return "messages with role 'tool' must be a response to a preceding message with 'tool_calls'"
         return None
 
     def _cache(self, body: dict[str, Any], prompt: int) -> int:

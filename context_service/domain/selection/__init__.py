@@ -10,10 +10,12 @@ Typical use (``context_service.building.builder`` does exactly this)::
     selection = select(records, inputs, policy)           # budgets, units
     if selection.pending:                                  # overflow COMPRESS
         selection = finish_compression(selection, await compressor(...), keys)
-    accounting = account(selection, RequestParts(...), policy)  # envelope
+    selection, parts = pair_calls(selection, RequestParts(...))  # calls answered
+    accounting = account(selection, parts, policy)         # envelope
 """
 
 from context_service.domain.selection.envelope import Accounting, RequestParts, Section, account
+from context_service.domain.selection.pairing import NOT_ANSWERED, pair_calls
 from context_service.domain.selection.policy import DEFAULT_POLICY, effective_policy, secret_keys
 from context_service.domain.selection.records import (
     ContentRecord,
@@ -34,8 +36,28 @@ from context_service.domain.selection.select import (
 )
 
 __all__ = [
-    "DEFAULT_POLICY", "DEFAULT_SECRET_KEYS", "Accounting", "CompressionRequest", "Compressor", "ContentRecord",
-    "EventRecord", "RequestParts", "SecretKeys", "Section", "Selection", "account", "content_record",
-    "effective_policy", "event_record", "finish_compression", "latest_compaction", "prune", "prune_content",
-    "secret_keys", "select", "summary_content",
+    "DEFAULT_POLICY",
+    "DEFAULT_SECRET_KEYS",
+    "NOT_ANSWERED",
+    "Accounting",
+    "CompressionRequest",
+    "Compressor",
+    "ContentRecord",
+    "EventRecord",
+    "RequestParts",
+    "SecretKeys",
+    "Section",
+    "Selection",
+    "account",
+    "content_record",
+    "effective_policy",
+    "event_record",
+    "finish_compression",
+    "latest_compaction",
+    "pair_calls",
+    "prune",
+    "prune_content",
+    "secret_keys",
+    "select",
+    "summary_content",
 ]

@@ -156,10 +156,17 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
 
     g = selection.grouping
     assert g is not None, "selections come from select()"
+    paired = selection.paired
     opening = [c.canonical for c in parts.memory]
-    if selection.summary is not None:
+    if paired is not None:
+        # Pairing changed the history: its records, not the grouping's layout.
+        opening += [c.canonical for c in paired]
+    elif selection.summary is not None:
         opening.append(selection.summary.canonical)
-    n_contents = len(opening) + len(selection.events) + len(parts.inputs)
+    n_history = len(paired) if paired is not None else len(selection.events)
+    n_contents = len(parts.memory) + n_history + len(parts.inputs)
+    if paired is None and selection.summary is not None:
+        n_contents += 1
     si = parts.system_instruction
     sizes = {
         "instructions": si.size if si is not None else 0,
@@ -185,10 +192,18 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
             max_tokens=policy.max_request_tokens,
             bytes_per_token=bpt,
         )
-    pruned = sum(c.secrets_pruned for c in (*parts.memory, *parts.inputs)) + g.pruned_from(selection.first_event)
-    pruned += selection.summary.secrets_pruned if selection.summary is not None else 0
+    pruned = sum(c.secrets_pruned for c in (*parts.memory, *parts.inputs))
+    if paired is not None:
+        pruned += sum(c.secrets_pruned for c in paired)
+        history_bytes: memoryview | bytes = b""
+        fingerprint = selection_fingerprint(paired)
+    else:
+        pruned += g.pruned_from(selection.first_event)
+        pruned += selection.summary.secrets_pruned if selection.summary is not None else 0
+        history_bytes = g.joined_from(selection.first_event)
+        fingerprint = _selection_fingerprint(selection, g)
     # One join of the contents serves both fingerprints.
-    before_bytes = _join([b for b in (*opening, g.joined_from(selection.first_event)) if b])
+    before_bytes = _join([b for b in (*opening, history_bytes) if b])
     contents_bytes = _join([b for b in (before_bytes, *(c.canonical for c in parts.inputs)) if b])
     return Accounting(
         events_seen=selection.events_seen,
@@ -201,7 +216,7 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
         bytes_per_token=bpt,
         calibrated=selection.calibrated,
         prefix_fingerprint=_sha256(_prefix_chunks(parts, before_bytes)),
-        selection_fingerprint=_selection_fingerprint(selection, g),
+        selection_fingerprint=fingerprint,
         envelope_fingerprint=_sha256(_envelope_chunks(parts, contents_bytes)),
         compaction_sequence=selection.compaction_sequence,
         last_sequence=selection.last_sequence,

@@ -86,10 +86,18 @@ class Selection:
     # bytes of the selection are a suffix of the grouping's layout.
     grouping: Grouping | None = field(default=None, repr=False)
     first_event: int = 0
+    # The history as sent when pairing changed it (``pairing.pair_calls``:
+    # synthesized, moved or dropped function responses), summary first.
+    paired: Sequence[ContentRecord] | None = field(default=None, repr=False)
+    calls_synthesized: int = 0
+    responses_moved: int = 0
+    responses_dropped: int = 0
 
     @property
     def history(self) -> list[ContentRecord]:
         """Selected history contents in order, summary first."""
+        if self.paired is not None:
+            return list(self.paired)
         bodies = [r.body for r in self.events if r.body is not None]
         return [self.summary, *bodies] if self.summary is not None else bodies
 

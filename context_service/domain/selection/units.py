@@ -8,7 +8,8 @@ between (parallel calls, interleaved text, chained calls). Contiguity makes
 never leaves a gap and never splits a unit. One pass, linear time.
 
 Decisions:
-- An orphan call (no response anywhere) is sent; it is its own unit.
+- An orphan call (no response anywhere) is its own unit; ``pairing``
+  answers it in the built request.
 - An orphan response (no call before it in the filtered history) is NOT
   sent when it holds nothing but tool results: providers reject a
   functionResponse without its call. Mixed events are kept as they are.
