@@ -5,13 +5,17 @@
 - ``AgentCtxLlm`` with ``AgentCtxPlugin``: model calls made by the context
   service (through the cache tier, with the provider key on the service
   side), from the session's stored events.
+- ``AgentCtxArtifactService`` and ``AgentCtxMemoryService``: ADK's
+  artifact and memory services on the same context service.
 - ``register`` and ``service_for_uri``: the ``agentctx://`` scheme for
   ``adk web`` and ``adk api_server``'s ``--session_service_uri``.
 """
 
+from agentctx_adk._artifact_service import AgentCtxArtifactService
 from agentctx_adk._llm import CACHE_METADATA_KEY, AgentCtxLlm, AgentCtxPlugin
+from agentctx_adk._memory_service import AgentCtxMemoryService
 from agentctx_adk._services import register, service_for_uri
 from agentctx_adk._session_service import AgentCtxSessionService
 
-__all__ = ["CACHE_METADATA_KEY", "AgentCtxLlm", "AgentCtxPlugin", "AgentCtxSessionService", "register",
-           "service_for_uri"]
+__all__ = ["CACHE_METADATA_KEY", "AgentCtxArtifactService", "AgentCtxLlm", "AgentCtxMemoryService",
+           "AgentCtxPlugin", "AgentCtxSessionService", "register", "service_for_uri"]
