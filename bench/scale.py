@@ -37,14 +37,17 @@ import tempfile
 import time
 from typing import Any
 
+import grpc
+
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2
+from agentctx_common.tls import channel_credentials
 from bench.build_context import APP, bench_settings, request, session_events
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
 from context_service.mapping.convert import event_to_proto
 from context_service.storage.sql_store import open_store
-from tests.support.servers import secure_channel, start_context
+from tests.support.servers import start_context
 
 SIZES = (100, 1_000, 10_000, 100_000)
 # A budget that selects a few hundred events of this mix.
@@ -54,6 +57,7 @@ AIM_APPEND_GROWTH = 1.5
 CHUNK = 1_000
 # Extra events kept for the after-append rounds.
 SPARE = 400
+MAX_MESSAGE = 512 * 1024 * 1024
 
 
 def label(n: int) -> str:
@@ -84,6 +88,13 @@ async def populate(db_url: str, sizes: tuple[int, ...]) -> float:
     return time.perf_counter() - started
 
 
+def channel_to(port: int, certs: pathlib.Path) -> grpc.aio.Channel:
+    creds = channel_credentials(certs / "ca.pem", certs / "agent-client.pem", certs / "agent-client.key")
+    return grpc.aio.secure_channel(f"127.0.0.1:{port}", creds, options=[
+        ("grpc.ssl_target_name_override", "localhost"), ("grpc.max_receive_message_length", MAX_MESSAGE),
+    ])
+
+
 async def timed(call: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     reply = await call
@@ -99,6 +110,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {"sizes": list(sizes), "bounded_max_tokens": BOUNDED_TOKENS}
     with tempfile.TemporaryDirectory() as tmp_name:
         certs, settings = bench_settings(pathlib.Path(tmp_name))
+        # A full build of 100k events is about 150 MB.
+        settings = settings.model_copy(update={"max_message_bytes": MAX_MESSAGE})
         figures["populate_s"] = round(await populate(settings.resolved_database_url, sizes), 1)
         cold: dict[tuple[int, bool], list[float]] = {(n, b): [] for n in sizes for b in (True, False)}
         selected: dict[tuple[int, bool], int] = {}
@@ -106,7 +119,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.cold_rounds):
             for bounded in (True, False):
                 server = await start_context(settings)
-                channel = secure_channel(server.port, certs)
+                channel = channel_to(server.port, certs)
                 try:
                     stub = context_service_pb2_grpc.ContextServiceStub(channel)
                     for n in sizes:
@@ -120,7 +133,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         after: dict[tuple[int, bool], list[float]] = {k: [] for k in cold}
         append: dict[int, list[float]] = {n: [] for n in sizes}
         server = await start_context(settings)
-        channel = secure_channel(server.port, certs)
+        channel = channel_to(server.port, certs)
         try:
             stub = context_service_pb2_grpc.ContextServiceStub(channel)
             for n in sizes:

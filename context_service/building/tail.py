@@ -182,7 +182,7 @@ class TailReader:
                 if selection is not None and (entry.complete or _exact(view, inputs, policy, selection)):
                     break
                 await self._older_page(session, entry)
-            if selection.grouping is not None and not entry.complete:
+            if selection.grouping is not None:
                 self._trim(entry, selection, policy)
             if slots.holds(slot, entry):
                 slots.size += entry.size - before
@@ -266,8 +266,12 @@ class TailReader:
             cut = min(cut, at) if found == CALIBRATION_REPLIES else start
             if cut - start <= max(self.page, (len(records) - cut)):
                 return
-        head = entry.records[:start]
-        entry.set_records([*head, *entry.records[cut:]], entry.head)
+        # The latest compaction record stays (as the head) when it is cut.
+        ci = entry.compaction_index
+        if ci is not None and ci < cut:
+            entry.set_records([records[ci], *records[cut:]], True)
+        else:
+            entry.set_records(records[cut:], False)
 
 
 def _exact(

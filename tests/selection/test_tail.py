@@ -126,34 +126,44 @@ def _reraise(value: Any) -> Any:
 
 
 @PROPERTY_SETTINGS
-@given(history=histories(), policy=truncating, split=st.integers(0, 30), data=st.data())
-def test_appends_after_a_bounded_build_keep_it_equal_to_the_full_read(
-    history: tuple[list[m.Event], list[m.Content]], policy: SelectionPolicy, split: int, data: st.DataObject
+@given(history=histories(), policy=truncating, split=st.integers(0, 30), page=st.integers(1, 3), data=st.data())
+def test_builds_between_appends_stay_equal_to_the_full_read(
+    history: tuple[list[m.Event], list[m.Content]], policy: SelectionPolicy, split: int, page: int,
+    data: st.DataObject,
 ) -> None:
-    """A reader that saw a prefix, then takes the rest as appends (this
-    process's, or read from the store), selects what a full read does."""
+    """A reader that saw a prefix, then takes the rest a few events at a
+    time (this process's appends, or read from the store), with a build
+    after each step (suffixes extended and trimmed), selects what a full
+    read does every time."""
     events, current = history
     events = with_usage(events, data)
     p = effective_policy(None, policy)
     keys = secret_keys(p)
     inputs = [content_record(c, keys) for c in current]
-    split = min(split, len(events))
-    source = Pages(events[:split])
-    reader = TailReader(source, lambda c: None, page=2)  # type: ignore[arg-type,return-value]
-    try:
-        asyncio.run(reader.select(head(events[:split]), keys, inputs, p))
-    except ResourceExhausted:
-        pass
-    source.events = events
-    if data.draw(st.booleans()):
-        reader.appended(KEY, events[split:])
-    records = [event_record(e, keys) for e in events]
-    full = outcome(lambda: select(records, inputs, p))
-    try:
-        got: Any = asyncio.run(reader.select(head(events), keys, inputs, p))[0]
-    except ResourceExhausted as exc:
-        got = exc
-    assert outcome(lambda: _reraise(got)) == full
+    at = min(split, len(events))
+    source = Pages(events[:at])
+    reader = TailReader(source, lambda c: None, page=page)  # type: ignore[arg-type,return-value]
+
+    async def steps() -> None:
+        nonlocal at
+        while True:
+            seen = events[:at]
+            records = [event_record(e, keys) for e in seen]
+            full = outcome(lambda records=records: select(records, inputs, p))
+            try:
+                got: Any = (await reader.select(head(seen), keys, inputs, p))[0]
+            except ResourceExhausted as exc:
+                got = exc
+            assert outcome(lambda got=got: _reraise(got)) == full
+            if at >= len(events):
+                return
+            step = data.draw(st.integers(1, 4))
+            new, at = events[at:at + step], min(len(events), at + step)
+            source.events = events[:at]
+            if data.draw(st.booleans()):
+                reader.appended(KEY, new)
+
+    asyncio.run(steps())
 
 
 def long_history(n: int) -> list[m.Event]:
