@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,7 @@ from context_service.domain.session_records import SessionHead
 from context_service.ports import EventPages
 
 PAGE = 256
+_NONE: frozenset[tuple[int, str]] = frozenset()
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
 # Appends past an entry's last sequence read in one query before the entry
 # is dropped and read again newest first (another replica appended a lot).
@@ -81,6 +82,13 @@ class _Entry:
     size: int = 0
     memo: dict[Any, Any] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Per event filter: (sequence, call id) of responses that answer no call
+    # of the whole window (found while the suffix was the window), and the
+    # last sequence looked at. They stay orphans while the window stays
+    # (calls come first), so they do not make a later suffix read to the
+    # window's start again; a new compaction forgets them.
+    orphans: dict[EventFilter | None, set[tuple[int, str]]] = field(default_factory=dict)
+    orphans_upto: dict[EventFilter | None, int] = field(default_factory=dict)
 
     @property
     def floor(self) -> int:
@@ -114,6 +122,10 @@ class _Entry:
             start = bisect.bisect_left(merged, merged[ci].kept_from, key=lambda r: r.sequence)
             kept = merged[min(start, ci):]
             self.set_records(kept, False)
+            # A compaction may keep older events than the last one did:
+            # orphans of the old window may find their calls.
+            self.orphans.clear()
+            self.orphans_upto.clear()
             return
         self.records.extend(records)
         self.size += sum(record_size(r) for r in records)
@@ -173,15 +185,20 @@ class TailReader:
                 view = HistoryView(entry.records, entry.compaction_index, entry.memo)
                 if exclude_events:
                     view = without(view, exclude_events)
+                known = entry.orphans.get(policy.filter, _NONE)
                 try:
                     selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)
                 except ResourceExhausted:
-                    if entry.complete or _exact(view, inputs, policy, None):
+                    if entry.complete or _exact(view, inputs, policy, None, known):
                         raise
                     selection = None
-                if selection is not None and (entry.complete or _exact(view, inputs, policy, selection)):
+                if selection is not None and (entry.complete or _exact(view, inputs, policy, selection, known)):
                     break
                 await self._older_page(session, entry)
+            if entry.complete and entry.orphans_upto.get(policy.filter, -1) < entry.last_sequence:
+                whole = _scan(HistoryView(entry.records, entry.compaction_index), policy, _NONE)
+                entry.orphans.setdefault(policy.filter, set()).update(whole.unanswered)
+                entry.orphans_upto[policy.filter] = entry.last_sequence
             if selection.grouping is not None:
                 self._trim(entry, selection, policy)
             if slots.holds(slot, entry):
@@ -275,7 +292,8 @@ class TailReader:
 
 
 def _exact(
-    view: HistoryView, inputs: Sequence[sel.ContentRecord], policy: SelectionPolicy, selection: sel.Selection | None
+    view: HistoryView, inputs: Sequence[sel.ContentRecord], policy: SelectionPolicy, selection: sel.Selection | None,
+    known: Set[tuple[int, str]],
 ) -> bool:
     """``_check``, remembered in the view's memo while its records do not
     change (a warm build repeats it for nothing)."""
@@ -283,25 +301,30 @@ def _exact(
     slot = ("exact", len(view.records), policy, input_ids, None if selection is None else selection.first_event)
     hit: bool | None = view.memo.get(slot)
     if hit is None:
-        hit = view.memo[slot] = _check(view, input_ids, policy, selection)
+        hit = view.memo[slot] = _check(view, input_ids, policy, selection, known)
     return hit
 
 
-def _check(
-    view: HistoryView, input_ids: tuple[str, ...], policy: SelectionPolicy, selection: sel.Selection | None
-) -> bool:
-    """True when ``selection`` over the suffix ``view`` is the whole
-    window's (``selection`` None: the build failed on the current input
-    alone; True when that failure is the whole window's too)."""
+@dataclass(slots=True)
+class _Scan:
+    start: int  # the window's first position in the view
+    called: set[str]
+    # Visible responses answering no call of the view (and not known
+    # orphans), and the newest one's sequence.
+    unanswered: list[tuple[int, str]]
+    crossing: int
+    replies: int  # replies with usage that calibration may read
+
+
+def _scan(view: HistoryView, policy: SelectionPolicy, known: Set[tuple[int, str]]) -> _Scan:
     records = view.records
     ci = view.compaction_index
     start = 0
     if ci is not None:
         start = bisect.bisect_left(records, records[ci].kept_from, key=lambda r: r.sequence)
     keep = _keep(policy.filter)
-    # The newest visible event answering a call the suffix does not hold.
     called: set[str] = set()
-    crossing = 0
+    unanswered: list[tuple[int, str]] = []
     replies = 0
     calibration_from = max(start, ci + 1) if ci is not None else start
     for i in range(start, len(records)):
@@ -314,8 +337,21 @@ def _check(
         if body is None or not keep(r):
             continue
         if body.response_ids and not called.issuperset(body.response_ids):
-            crossing = r.sequence
+            unanswered += [(r.sequence, c) for c in body.response_ids if c not in called and (r.sequence, c) not in known]
         called.update(body.call_ids)
+    return _Scan(start, called, unanswered, unanswered[-1][0] if unanswered else 0, replies)
+
+
+def _check(
+    view: HistoryView, input_ids: tuple[str, ...], policy: SelectionPolicy, selection: sel.Selection | None,
+    known: Set[tuple[int, str]],
+) -> bool:
+    """True when ``selection`` over the suffix ``view`` is the whole
+    window's (``selection`` None: the build failed on the current input
+    alone; True when that failure is the whole window's too)."""
+    records = view.records
+    scan = _scan(view, policy, known)
+    start, called, crossing, replies = scan.start, scan.called, scan.crossing, scan.replies
     if not policy.disable_calibration and replies < CALIBRATION_REPLIES:
         return False
     if not called.issuperset(input_ids):

@@ -202,3 +202,26 @@ async def test_a_bounded_build_of_a_long_history_reads_a_bounded_number_of_event
     assert source.rows == 0
     full = select([event_record(e, keys) for e in events], [], policy)
     assert [r.event_id for r in selection.events] == [r.event_id for r in full.events]
+
+
+async def test_an_orphan_response_among_the_newest_events_is_read_past_once() -> None:
+    """A response whose call is nowhere makes the first build read to the
+    window's start (its call could be older); later builds remember it."""
+    every = long_history(3_000)
+    orphan = event(0, response(("ghost", "f", {"r": 1})))
+    events = [dataclasses.replace(e, sequence=i + 1) for i, e in enumerate([*every[:1_990], orphan, *every[1_990:2_000]])]
+    source = Pages(events)
+    reader = TailReader(source, lambda c: None)  # type: ignore[arg-type,return-value]
+    policy = effective_policy(None, SelectionPolicy(max_bytes=20_000, overflow=OverflowMode.TRUNCATE))
+    keys = secret_keys(policy)
+    await reader.select(head(events), keys, [], policy)
+    assert source.rows >= len(events)  # read to the start once
+    source.rows = 0
+    for i in range(200):
+        new = dataclasses.replace(every[2_000 + i], sequence=len(events) + 1)
+        events.append(new)
+        reader.appended(KEY, [new])
+        selection, _ = await reader.select(head(events), keys, [], policy)
+    assert source.rows == 0
+    full = select([event_record(e, keys) for e in events], [], policy)
+    assert [r.event_id for r in selection.events] == [r.event_id for r in full.events]
