@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentctx_common.errors import ResourceExhausted
@@ -125,7 +125,7 @@ def _reraise(value: Any) -> Any:
     return value
 
 
-@PROPERTY_SETTINGS
+@settings(PROPERTY_SETTINGS, max_examples=60)
 @given(history=histories(), policy=truncating, split=st.integers(0, 30), page=st.integers(1, 3), data=st.data())
 def test_builds_between_appends_stay_equal_to_the_full_read(
     history: tuple[list[m.Event], list[m.Content]], policy: SelectionPolicy, split: int, page: int,
