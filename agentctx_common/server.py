@@ -112,7 +112,14 @@ def new_server(
         # takes calls up slowly. A waiting call ends instead at its own
         # deadline or when admission control serves or refuses it.
         ("grpc.server_max_unrequested_time_in_server", settings.max_unrequested_time_s),
+        # Bound what the transport reads ahead of admission: a fixed stream
+        # window (no BDP probing to grow it), so many large requests wait in
+        # their clients' buffers instead of this process's.
+        ("grpc.http2.bdp_probe", 1 if settings.http2_bdp_probe else 0),
+        ("grpc.http2.lookahead_bytes", settings.http2_stream_window_bytes),
     ]
+    if settings.max_streams_per_connection:
+        options.append(("grpc.max_concurrent_streams", settings.max_streams_per_connection))
     tune_malloc()
     admission = AdmissionInterceptor(limits_from(settings))
     server = grpc.aio.server(

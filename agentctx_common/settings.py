@@ -143,6 +143,23 @@ class ServerSettings(BaseSettings):
         64 * 1024 * 1024, ge=0,
         description="Return free heap to the system once this many request bytes were released (0: never).",
     )
+    # What the transport may hold before admission sees a request: without
+    # these bounds gRPC reads whole messages of every connection (200
+    # connections of 8 MiB each peaked at 2 GB whatever the in-flight bound).
+    http2_stream_window_bytes: int = Field(
+        64 * 1024, ge=16 * 1024,
+        description="HTTP/2 flow-control window of one stream: how far gRPC reads a request ahead of the application.",
+    )
+    http2_bdp_probe: bool = Field(
+        False,
+        description="Let gRPC grow stream windows by bandwidth-delay probing (faster bulk transfer on long links, "
+        "unbounded buffering under many large requests).",
+    )
+    max_streams_per_connection: int = Field(
+        0, ge=0,
+        description="Concurrent RPCs one connection may open (HTTP/2 max_concurrent_streams; 0: no bound). gRPC "
+        "clients do not queue past it: the streams over it fail UNAVAILABLE instead of SERVER_OVERLOADED.",
+    )
     max_unrequested_time_s: int = Field(
         3600, ge=1,
         description="How long a call may wait for the server to take it up before gRPC cancels it (its default, 30 s, "

@@ -52,6 +52,7 @@ from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import SessionKey
 from context_service.mapping.convert import event_to_proto
+from context_service.settings import ContextSettings
 from context_service.storage.sql_store import open_store
 from tests.adk.conftest import run_adk
 from tests.adk.venv import ROOT, adk_python
@@ -206,13 +207,19 @@ async def adk_peer(made: dict[int, list[m.Event]], samples: dict[int, int] | Non
     return {n: result[str(n)]["p50_s"] for n in made}
 
 
+def bench_settings(tmp: pathlib.Path) -> tuple[pathlib.Path, ContextSettings]:
+    """Dev certificates under ``tmp`` and the context service's settings:
+    mTLS, SQLite in ``tmp``, the sample agent granted ``APP``."""
+    certs = tmp / "certs"
+    init_dev_certs(certs)
+    settings = context_settings(certs, tmp, app_grants={SAMPLE_AGENT_ID: [APP]}, require_client_cert=True,
+                                log_level="WARNING")
+    return certs, settings
+
+
 async def main() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = pathlib.Path(tmp_name)
-        certs = tmp / "certs"
-        init_dev_certs(certs)
-        settings = context_settings(certs, tmp, app_grants={SAMPLE_AGENT_ID: [APP]}, require_client_cert=True,
-                                    log_level="WARNING")
+        certs, settings = bench_settings(pathlib.Path(tmp_name))
         made = await populate(settings.resolved_database_url)
         server = await start_context(settings)
         channel = secure_channel(server.port, certs)

@@ -42,6 +42,22 @@ class EventSource(Protocol):
     ) -> list[Event]: ...
 
 
+class EventPages(Protocol):
+    """Newest-first reads of a session's events (``building.tail``): a
+    bounded build reads only the pages its budget can take."""
+
+    async def list_events_before(self, key: SessionKey, *, before_sequence: int, limit: int) -> list[Event]:
+        """The ``limit`` newest events below ``before_sequence`` (0: no
+        bound), in sequence order."""
+        ...
+
+    async def latest_compaction(self, key: SessionKey) -> Event | None: ...
+
+    async def list_events(
+        self, key: SessionKey, *, after_sequence: int = 0, limit: int | None = None, include_compactions: bool = True
+    ) -> list[Event]: ...
+
+
 class SessionStore(Protocol):
     async def create_session(self, key: SessionKey, *, state: JsonObject, config: ContextConfig,
                              app_state: JsonObject | None = None, user_state: JsonObject | None = None) -> SessionRecord:
@@ -101,6 +117,15 @@ class SessionStore(Protocol):
         ...
 
     async def get_event(self, key: SessionKey, event_id: str) -> Event | None: ...
+
+    async def list_events_before(self, key: SessionKey, *, before_sequence: int, limit: int) -> list[Event]:
+        """The ``limit`` newest events below ``before_sequence`` (0: no
+        bound), in sequence order."""
+        ...
+
+    async def latest_compaction(self, key: SessionKey) -> Event | None:
+        """The newest COMPACTION event, if any."""
+        ...
 
     async def list_events(
         self,

@@ -30,6 +30,7 @@ from context_service.app import ContextApp, limits_of, session_defaults
 from context_service.building.appends import ObservedSessions
 from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
+from context_service.building.tail import TailReader
 from context_service.cache_client import CacheClient
 from context_service.compaction.runtime import CompactionRuntime, start_compaction
 from context_service.domain.config import overlay
@@ -92,8 +93,9 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         defaults=defaults, cache=cache,
     )
     history = HistoryCache(backend.sessions, render)
-    # Appends through the application extend the history cache (no read after).
-    sessions = ObservedSessions(backend.sessions, history)
+    tail = TailReader(backend.sessions, render)
+    # Appends through the application extend the history caches (no read after).
+    sessions = ObservedSessions(backend.sessions, history, tail)
     builder = ContextBuilder(
         heads=backend.heads,
         history=history,
@@ -101,6 +103,7 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         limits=limits_of(settings),
         effective_config=functools.partial(overlay, defaults),
         compressors=compaction.service,
+        tail=tail,
     )
     turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache)
     app = ContextApp(

@@ -13,15 +13,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from context_service.building.history import HistoryCache
+from context_service.building.tail import TailReader
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.session_records import AppendResult, StateDelta
 from context_service.ports import SessionStore
 
 
 class ObservedSessions:
-    def __init__(self, store: SessionStore, history: HistoryCache) -> None:
+    def __init__(self, store: SessionStore, history: HistoryCache, tail: TailReader | None = None) -> None:
         self._store = store
         self._history = history
+        self._tail = tail
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -32,6 +34,8 @@ class ObservedSessions:
         result = await self._store.append_event(key, event, expected_etag=expected_etag, state_delta=state_delta)
         if not result.deduplicated:
             self._history.appended(key, (result.event,))
+            if self._tail is not None:
+                self._tail.appended(key, (result.event,))
         return result
 
     async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
@@ -39,4 +43,6 @@ class ObservedSessions:
         stored = sorted((r.event for r in results if not r.deduplicated), key=lambda e: e.sequence)
         if stored:
             self._history.appended(key, stored)
+            if self._tail is not None:
+                self._tail.appended(key, stored)
         return results

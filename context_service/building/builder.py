@@ -20,7 +20,8 @@ from typing import Any
 
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
-from context_service.building.history import HistoryCache, HistoryView
+from context_service.building.history import HistoryCache, without
+from context_service.building.tail import TailReader, bounded
 from context_service.building.types import BuildRequest, BuiltContext, RequestContent
 from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig, SelectionPolicy
@@ -47,26 +48,11 @@ class _Effective:
     keys: sel.SecretKeys
 
 
-def _without(view: HistoryView, exclude: frozenset[str]) -> HistoryView:
-    """``view`` without the events ``exclude`` names. A turn's input events
-    are the newest records (unless another writer appended after them): the
-    prefix before them shares the view's memo, whose grouped states serve
-    prefixes too. Anywhere else, a filtered list with a memo of its own."""
-    records = view.records
-    end = len(records)
-    while end and records[end - 1].event_id in exclude:
-        end -= 1
-    if not any(r.event_id in exclude for r in records[:end]):
-        ci = view.compaction_index
-        return HistoryView(records[:end], ci if ci is None or ci < end else sel.latest_compaction(records[:end]), view.memo)
-    kept = [r for r in records if r.event_id not in exclude]
-    return HistoryView(kept, sel.latest_compaction(kept))
-
-
 class ContextBuilder:
     """``effective_config``: a session's stored config over the server's
     defaults. ``compressors``: overflow COMPRESS (None: COMPRESS is
-    UNIMPLEMENTED COMPRESS_NOT_AVAILABLE)."""
+    UNIMPLEMENTED COMPRESS_NOT_AVAILABLE). ``tail``: bounded TRUNCATE builds
+    read only the newest events (None: every build reads ``history``)."""
 
     def __init__(
         self,
@@ -77,9 +63,11 @@ class ContextBuilder:
         limits: Limits,
         effective_config: Callable[[ContextConfig], ContextConfig],
         compressors: Compressors | None = None,
+        tail: TailReader | None = None,
     ) -> None:
         self.heads = heads
         self.history = history
+        self.tail = tail
         self.compressors = compressors
         self._render = render
         self._limits = limits
@@ -107,12 +95,18 @@ class ContextBuilder:
         config, policy, keys = self._effective(session.config, request.policy)
         inputs, memory = self._contents(request, keys)
         instruction = self._instruction(request.system_instruction, keys)
-        view = await self.history.load(session, keys)
-        if exclude_events:
-            view = _without(view, exclude_events)
+        tail = self.tail
+        if tail is None or not bounded(policy):
+            view = await self.history.load(session, keys)
+            if exclude_events:
+                view = without(view, exclude_events)
 
         with telemetry.build_span(policy) as build_span:
-            selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)
+            if tail is not None and bounded(policy):
+                # Only the newest events the budget can take are read (``building.tail``).
+                selection, view = await tail.select(session, keys, inputs, policy, exclude_events)
+            else:
+                selection = sel.select(view.records, inputs, policy, compaction_index=view.compaction_index, memo=view.memo)
             if selection.pending is not None:
                 if self.compressors is None:
                     raise compress_not_available()

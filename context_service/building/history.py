@@ -35,10 +35,10 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from context_service.domain.model import Event, SessionKey
-from context_service.domain.selection import EventRecord, SecretKeys, event_record
+from context_service.domain.selection import EventRecord, SecretKeys, event_record, latest_compaction
 from context_service.domain.selection.grouping import carried
 from context_service.domain.selection.records import Render
 from context_service.domain.session_records import SessionHead
@@ -90,7 +90,7 @@ class _Entry:
                 self.compaction_index = len(self.records)
                 compacted = True
             self.records.append(record)
-            added += _record_size(record)
+            added += record_size(record)
         if not added:
             return 0
         self.size += added
@@ -111,7 +111,7 @@ class _Entry:
         if start == 0:
             self.memo = {}
             return 0
-        freed = sum(_record_size(r) for r in self.records[:start])
+        freed = sum(record_size(r) for r in self.records[:start])
         self.records = self.records[start:]
         self.compaction_index = ci - start
         self.memo = {}
@@ -119,55 +119,113 @@ class _Entry:
         return -freed
 
 
-def _record_size(record: EventRecord) -> int:
+def record_size(record: EventRecord) -> int:
     return _RECORD_OVERHEAD + (3 * record.body.size if record.body is not None else 0)
+
+
+class _Sized(Protocol):
+    size: int
+
+
+E = TypeVar("E", bound=_Sized)
+
+
+class Slots(Generic[E]):
+    """Entries per (session, key-set fingerprint), least recently used
+    first, bounded by an estimate of their bytes (each entry's ``size``;
+    whoever changes an entry's size adds the change to ``size`` here)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[tuple[SessionKey, str], E] = OrderedDict()
+        self.size = 0
+        # The key sets each session has entries under.
+        self.fingerprints: dict[SessionKey, set[str]] = {}
+
+    def put(self, slot: tuple[SessionKey, str], entry: E) -> None:
+        self.entries[slot] = entry
+        self.size += entry.size
+        self.fingerprints.setdefault(slot[0], set()).add(slot[1])
+
+    def of(self, key: SessionKey) -> list[E]:
+        return [self.entries[(key, f)] for f in self.fingerprints.get(key, ())]
+
+    def holds(self, slot: tuple[SessionKey, str], entry: E) -> bool:
+        return self.entries.get(slot) is entry
+
+    def forget(self, key: SessionKey) -> None:
+        for fingerprint in list(self.fingerprints.get(key, ())):
+            self.drop((key, fingerprint))
+
+    def drop(self, slot: tuple[SessionKey, str]) -> None:
+        entry = self.entries.pop(slot, None)
+        if entry is not None:
+            self.size -= entry.size
+            fingerprints = self.fingerprints.get(slot[0])
+            if fingerprints is not None:
+                fingerprints.discard(slot[1])
+                if not fingerprints:
+                    del self.fingerprints[slot[0]]
+
+    def used(self, slot: tuple[SessionKey, str], entry: E) -> None:
+        """``entry`` at ``slot`` was just used: newest, then evict over the
+        bound (an entry too big to keep alone goes without flushing the
+        rest)."""
+        if self.entries.get(slot) is not entry:
+            return
+        self.entries.move_to_end(slot)
+        if entry.size > self.max_bytes:
+            self.drop(slot)
+        self.shrink()
+
+    def shrink(self) -> None:
+        while self.size > self.max_bytes and self.entries:
+            self.drop(next(iter(self.entries)))
 
 
 class HistoryCache:
     def __init__(self, source: EventSource, render: Render, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._source = source
         self._render = render
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[SessionKey, str], _Entry] = OrderedDict()
-        self._size = 0
-        # The key sets each session has entries under (``appended``).
-        self._fingerprints: dict[SessionKey, set[str]] = {}
+        self._slots: Slots[_Entry] = Slots(max_bytes)
         self.hits = 0
         self.misses = 0
 
     @property
+    def max_bytes(self) -> int:
+        return self._slots.max_bytes
+
+    @property
     def size(self) -> int:
-        return self._size
+        return self._slots.size
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._slots.entries)
 
     async def load(self, session: SessionHead, keys: SecretKeys) -> HistoryView:
         """The records of ``session`` up to at least its last_sequence."""
+        slots = self._slots
         slot = (session.key, keys.fingerprint)
-        entry = self._entries.get(slot)
+        entry = slots.entries.get(slot)
         if entry is not None and (
             entry.incarnation != session.incarnation or entry.last_sequence > session.last_sequence
         ):
-            self._drop(slot)
+            slots.drop(slot)
             entry = None
         if entry is None:
             entry = _Entry(session.incarnation, keys)
-            self._entries[slot] = entry
-            self._fingerprints.setdefault(session.key, set()).add(keys.fingerprint)
+            slots.put(slot, entry)
         if entry.last_sequence < session.last_sequence:
             self.misses += 1
             async with entry.lock:
                 if entry.last_sequence < session.last_sequence:
                     events = await self._source.list_events(session.key, after_sequence=entry.last_sequence)
                     added = entry.add(events, self._render)
-                    if self._entries.get(slot) is entry:
-                        self._size += added
+                    if slots.holds(slot, entry):
+                        slots.size += added
         else:
             self.hits += 1
-        if self._entries.get(slot) is entry:
-            self._entries.move_to_end(slot)
-            self._evict()
+        slots.used(slot, entry)
         return HistoryView(entry.records, entry.compaction_index, entry.memo)
 
     def appended(self, key: SessionKey, events: Sequence[Event]) -> None:
@@ -177,32 +235,28 @@ class HistoryCache:
         next ``load``, which reads from the last cached sequence."""
         if not events or any(b.sequence != a.sequence + 1 for a, b in itertools.pairwise(events)):
             return
-        for fingerprint in self._fingerprints.get(key, ()):
-            entry = self._entries[(key, fingerprint)]
+        for entry in self._slots.of(key):
             if events[0].sequence != entry.last_sequence + 1 or entry.lock.locked():
                 continue  # a gap, or a read under way that will add them
-            self._size += entry.add(events, self._render)
-        while self._size > self.max_bytes and self._entries:
-            self._drop(next(iter(self._entries)))
+            self._slots.size += entry.add(events, self._render)
+        self._slots.shrink()
 
     def forget(self, key: SessionKey) -> None:
         """Drops every entry of ``key`` (for example after a delete)."""
-        for fingerprint in list(self._fingerprints.get(key, ())):
-            self._drop((key, fingerprint))
+        self._slots.forget(key)
 
-    def _drop(self, slot: tuple[SessionKey, str]) -> None:
-        entry = self._entries.pop(slot, None)
-        if entry is not None:
-            self._size -= entry.size
-            fingerprints = self._fingerprints.get(slot[0])
-            if fingerprints is not None:
-                fingerprints.discard(slot[1])
-                if not fingerprints:
-                    del self._fingerprints[slot[0]]
 
-    def _evict(self) -> None:
-        newest_slot, newest = next(reversed(self._entries.items()))
-        if newest.size > self.max_bytes:  # too big to keep: do not flush the rest for it
-            self._drop(newest_slot)
-        while self._size > self.max_bytes and self._entries:
-            self._drop(next(iter(self._entries)))
+def without(view: HistoryView, exclude: frozenset[str]) -> HistoryView:
+    """``view`` without the events ``exclude`` names. A turn's input events
+    are the newest records (unless another writer appended after them): the
+    prefix before them shares the view's memo, whose grouped states serve
+    prefixes too. Anywhere else, a filtered list with a memo of its own."""
+    records = view.records
+    end = len(records)
+    while end and records[end - 1].event_id in exclude:
+        end -= 1
+    if not any(r.event_id in exclude for r in records[:end]):
+        ci = view.compaction_index
+        return HistoryView(records[:end], ci if ci is None or ci < end else latest_compaction(records[:end]), view.memo)
+    kept = [r for r in records if r.event_id not in exclude]
+    return HistoryView(kept, latest_compaction(kept))

@@ -382,6 +382,35 @@ class SqlSessionStore:
                 await self._require_session(conn, key)
         return [codec.event_from_row(r) for r in rows]
 
+    async def list_events_before(self, key: SessionKey, *, before_sequence: int, limit: int) -> list[Event]:
+        """The ``limit`` newest events with a sequence below
+        ``before_sequence`` (0: no bound), in sequence order: one page of a
+        newest-first read, on the events' primary key."""
+        stmt = sa.select(events).join(sessions, events.c.session_pk == sessions.c.pk).where(key_clause(key))
+        if before_sequence > 0:
+            stmt = stmt.where(events.c.sequence < before_sequence)
+        stmt = stmt.order_by(events.c.sequence.desc()).limit(limit)
+        async with self.read_connection() as conn:
+            rows = (await conn.execute(stmt)).all()
+            if not rows:
+                await self._require_session(conn, key)
+        return [codec.event_from_row(r) for r in reversed(rows)]
+
+    async def latest_compaction(self, key: SessionKey) -> Event | None:
+        """The session's newest COMPACTION event, if any (one indexed read)."""
+        stmt = (
+            sa.select(events)
+            .join(sessions, events.c.session_pk == sessions.c.pk)
+            .where(key_clause(key), events.c.kind == EventKind.COMPACTION.value)
+            .order_by(events.c.sequence.desc())
+            .limit(1)
+        )
+        async with self.read_connection() as conn:
+            row = (await conn.execute(stmt)).first()
+            if row is None:
+                await self._require_session(conn, key)
+        return None if row is None else codec.event_from_row(row)
+
     async def _require_session(self, conn: AsyncConnection, key: SessionKey) -> None:
         if (await conn.execute(sa.select(sessions.c.pk).where(key_clause(key)))).first() is None:
             raise session_not_found(key)

@@ -146,6 +146,22 @@ async def test_request_bytes_over_the_bound_are_refused_and_a_lone_large_request
     assert await _hold(channel, b"w" * 1_500_000) == b"done:1500000"
 
 
+async def test_requests_far_larger_than_the_stream_window_arrive_whole(serve) -> None:
+    held, channel = await serve(http2_stream_window_bytes=16 * 1024, max_inflight_rpcs=8)
+    calls = [_hold(channel, bytes([65 + i]) * 300_000) for i in range(5)]
+    await held.until_running(5)
+    held.release.set()
+    assert [await c for c in calls] == [b"done:300000"] * 5
+
+
+async def test_a_stream_bound_per_connection_is_an_option(serve) -> None:
+    held, channel = await serve(max_streams_per_connection=4)
+    call = _hold(channel, b"a")
+    await held.until_running(1)
+    held.release.set()
+    assert await call == b"done:1"
+
+
 async def test_a_call_whose_deadline_leaves_no_time_is_not_started(serve) -> None:
     held, channel = await serve(min_deadline_remaining_s=3600)
     err = await _refused(_hold(channel, b"a"))
