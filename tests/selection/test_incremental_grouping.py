@@ -157,8 +157,8 @@ def test_a_call_and_its_result_in_separate_appends_stay_one_unit() -> None:
 
 
 def test_a_turns_input_at_the_end_is_left_out_as_a_prefix_sharing_the_memo() -> None:
-    from context_service.building.history import without as _without
     from context_service.building.history import HistoryView
+    from context_service.building.history import without as _without
     from tests.selection.builders import text
 
     records = [event_record(event(i, text("user", f"m{i}")), DEFAULT_SECRET_KEYS) for i in range(1, 6)]
