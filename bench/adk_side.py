@@ -204,7 +204,7 @@ async def conversation(args: argparse.Namespace) -> dict[str, Any]:
             args.app, ContentsLlm(shadow.client, model=adk_agent.MODEL), AgentCtxPlugin(shadow), theirs),
             shadow=shadow)
         for side in sides.values():  # warm-up: tables, channels, imports
-            await side.conversation(args.app, min(3, args.turns), 0, count=False)
+            await side.conversation(args.app, min(args.warmup_turns, args.turns), 0, count=False)
         order = ["agentctx", "adk", "agentctx_uncached"]
         rounds = []
         for r in range(args.rounds):
@@ -285,6 +285,7 @@ def main() -> None:
     conv.add_argument("--app", default="trips")
     conv.add_argument("--turns", type=int, default=30)
     conv.add_argument("--rounds", type=int, default=4)
+    conv.add_argument("--warmup-turns", type=int, default=3)
     cont = sub.add_parser("contents")
     cont.add_argument("--events", required=True, help="JSON: {size: [events, samples]}")
     serve = sub.add_parser("contents-serve")
