@@ -16,7 +16,8 @@ Per kind of call, ``<kind>_cpu_ms`` (both services' CPU per call),
 - ``build_100``, ``build_1k``: BuildContext on sessions of 100 and 1,000
   events (bench.build_context's realistic mix, tool results of ~3 KB).
 - ``generate_cached``: a short Generate turn with caching on (the lease
-  hits or grows the cached prefix; the input and the reply are stored).
+  hits or grows the cached prefix; the input and the reply are stored);
+  ``generate_cached_share``: the cached share of those turns' prompts.
 - ``lease_hit``: AcquireLease that hits, with its ReleaseLease, straight
   on the cache service (two RPCs; compare with twice ``empty_cache``).
 
@@ -69,8 +70,10 @@ def _build(session: str) -> pb.BuildContextRequest:
                                   system_instruction=SYSTEM, tools=TOOLS)
 
 
-async def _calls(stub: Any, cache: Any, health: Any, cache_health: Any) -> dict[str, Call]:
-    """Each kind of call, ready: ``call(i)`` makes the i-th one."""
+async def _calls(stub: Any, cache: Any, health: Any, cache_health: Any,
+                 tokens: dict[str, int]) -> dict[str, Call]:
+    """Each kind of call, ready: ``call(i)`` makes the i-th one. ``tokens``
+    sums the Generate turns' prompt and cached prompt tokens."""
     ping = health_pb2.HealthCheckRequest()
     appends = (await create_session(stub, user="append", cache=False)).name
     builds = {n: _build(await _session_of(stub, f"build-{n}", n)) for n in (100, 1_000)}
@@ -85,8 +88,11 @@ async def _calls(stub: Any, cache: Any, health: Any, cache_health: Any) -> dict[
 
     async def generate(i: int) -> None:
         n = next(counter)
-        await stub.Generate(pb.GenerateRequest(session=turns, input=[user_text(f"g-{n}", f"Turn {n}: and then?")],
-                                               system_instruction=SYSTEM, tools=TOOLS), timeout=60)
+        reply = await stub.Generate(pb.GenerateRequest(
+            session=turns, input=[user_text(f"g-{n}", f"Turn {n}: and then?")], system_instruction=SYSTEM,
+            tools=TOOLS), timeout=60)
+        tokens["prompt"] += reply.reply.usage.prompt_tokens
+        tokens["cached"] += reply.reply.usage.cached_prompt_tokens
 
     async def lease_hit(i: int) -> None:
         reply = await cache.AcquireLease(lease)
@@ -104,12 +110,13 @@ async def _calls(stub: Any, cache: Any, health: Any, cache_health: Any) -> dict[
 
 
 async def _drive(context_port: int, cache_port: int, certs: pathlib.Path, pids: list[int],
-                 calls: int, rounds: int) -> dict[str, list[dict[str, float]]]:
+                 calls: int, rounds: int, tokens: dict[str, int]) -> dict[str, list[dict[str, float]]]:
     async with secure_channel(context_port, certs) as channel, \
             secure_channel(cache_port, certs, client="context-client") as cache_channel:
         stub = context_service_pb2_grpc.ContextServiceStub(channel)
         cache = cache_service_pb2_grpc.CacheServiceStub(cache_channel)
-        kinds = await _calls(stub, cache, health_pb2_grpc.HealthStub(channel), health_pb2_grpc.HealthStub(cache_channel))
+        kinds = await _calls(stub, cache, health_pb2_grpc.HealthStub(channel), health_pb2_grpc.HealthStub(cache_channel),
+                             tokens)
         for call in kinds.values():  # warm-up: channels, caches, the cached prefix
             for i in range(5):
                 await call(i)
@@ -137,11 +144,14 @@ def run(calls: int, rounds: int) -> dict[str, Any]:
             wait_healthy(cache_port, certs, "context-client", procs[0], timeout=120)
             procs.append(spawn("context", config, tmp / "context.log"))
             wait_healthy(context_port, certs, "agent-client", procs[1], timeout=120)
-            samples = asyncio.run(_drive(context_port, cache_port, certs, [p.pid for p in procs], calls, rounds))
+            tokens = {"prompt": 0, "cached": 0}
+            samples = asyncio.run(_drive(context_port, cache_port, certs, [p.pid for p in procs], calls, rounds,
+                                         tokens))
         finally:
             for proc in reversed(procs):
                 stop(proc)
-    figures: dict[str, Any] = {"calls_per_block": calls, "rounds": rounds}
+    figures: dict[str, Any] = {"calls_per_block": calls, "rounds": rounds,
+                               "generate_cached_share": round(tokens["cached"] / max(tokens["prompt"], 1), 3)}
     for kind, blocks in samples.items():
         cpu = [b["servers_cpu_ms"] for b in blocks]
         figures[f"{kind}_cpu_ms"] = round(statistics.median(cpu), 4)
