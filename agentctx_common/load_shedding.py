@@ -139,7 +139,7 @@ class Admission:
 
 def jittered(delay_s: float, spread: float = 0.5) -> float:
     """``delay_s`` times a uniform factor in [1 - spread, 1 + spread]."""
-    return delay_s * random.uniform(1.0 - spread, 1.0 + spread)  # noqa: S311 - spreading retries, not a secret
+    return delay_s * random.uniform(1.0 - spread, 1.0 + spread)
 
 
 class _Undecodable:
