@@ -3,7 +3,10 @@ no work started for a caller whose deadline has passed.
 
 Over a bound, a call ends at once with RESOURCE_EXHAUSTED, reason
 SERVER_OVERLOADED and RetryInfo; nothing of it was done, so a retry is
-safe. A call with less than ``min_deadline_s`` left ends with
+safe. The RetryInfo delay is the configured one jittered by +-50%: callers
+shed in the same burst that all waited the same delay came back together,
+as a new burst that was shed again, which made the tail of a bounded server
+worse than an unbounded one's (bench.overload). A call with less than ``min_deadline_s`` left ends with
 DEADLINE_EXCEEDED, reason DEADLINE_TOO_SHORT. Health checks and reflection
 are never counted or refused.
 
@@ -24,6 +27,7 @@ not taken up yet, and a busy event loop takes calls up one at a time.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -118,7 +122,7 @@ class Admission:
         return ResourceExhausted(
             f"the server is at its bound of {bound.replace('_', ' ')} in flight; retry after the delay",
             reason=Reason.SERVER_OVERLOADED, metadata={"bound": bound, "limit": limit},
-            retry_after=self.limits.retry_after_s,
+            retry_after=jittered(self.limits.retry_after_s),
         )
 
     def too_late(self, remaining: float | None) -> DeadlineExceeded | None:
@@ -131,6 +135,11 @@ class Admission:
             "the call's deadline leaves no time to serve it; nothing was done",
             reason=Reason.DEADLINE_TOO_SHORT, metadata={"remaining_ms": int(max(remaining, 0) * 1000)},
         )
+
+
+def jittered(delay_s: float, spread: float = 0.5) -> float:
+    """``delay_s`` times a uniform factor in [1 - spread, 1 + spread]."""
+    return delay_s * random.uniform(1.0 - spread, 1.0 + spread)
 
 
 class _Undecodable:

@@ -48,7 +48,7 @@ def ratios_per_round(rounds: list[dict[str, float]], side: str = "agentctx") -> 
     return [round(r[side] / r["adk"], 3) for r in rounds if r.get("adk")]
 
 
-async def run(turns: int = 30, rounds: int = 4, *, tmp: pathlib.Path) -> dict[str, Any]:
+async def run(turns: int = 30, rounds: int = 4, *, tmp: pathlib.Path, warmup_turns: int = 3) -> dict[str, Any]:
     """The figures of ``rounds`` conversations of ``turns`` turns per side."""
     try:
         python = await asyncio.to_thread(adk_python)
@@ -61,7 +61,7 @@ async def run(turns: int = 30, rounds: int = 4, *, tmp: pathlib.Path) -> dict[st
         side = await run_adk(python, [
             "-m", "bench.adk_side", "conversation", "--target", f"127.0.0.1:{pair.context_port}",
             "--ca", str(certs / "ca.pem"), "--sqlite", str(tmp / "adk.sqlite"),
-            "--turns", str(turns), "--rounds", str(rounds)], {}, cwd=ROOT)
+            "--turns", str(turns), "--rounds", str(rounds), "--warmup-turns", str(warmup_turns)], {}, cwd=ROOT)
     finally:
         await pair.close()
     if side.returncode != 0:

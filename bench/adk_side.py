@@ -10,7 +10,9 @@ object.
   Every session-service call is timed.
 - ``contents``: ADK's contents processor (``_get_contents``, what ADK's
   ``_ContentLlmRequestProcessor`` builds ``LlmRequest.contents`` with) over
-  the events bench.build_context builds its sessions from.
+  the events bench.build_context builds its sessions from;
+  ``contents-serve``: the same in batches asked for on stdin, which
+  bench.build_context interleaves with its own batches.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ async def conversation(args: argparse.Namespace) -> dict[str, Any]:
             args.app, ContentsLlm(shadow.client, model=adk_agent.MODEL), AgentCtxPlugin(shadow), theirs),
             shadow=shadow)
         for side in sides.values():  # warm-up: tables, channels, imports
-            await side.conversation(args.app, min(3, args.turns), 0, count=False)
+            await side.conversation(args.app, min(args.warmup_turns, args.turns), 0, count=False)
         order = ["agentctx", "adk", "agentctx_uncached"]
         rounds = []
         for r in range(args.rounds):
@@ -251,6 +253,28 @@ def contents(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+def contents_serve(args: argparse.Namespace) -> None:
+    """ADK's contents processor in batches on request, so that the driver
+    can interleave them with its own (A B B A): one JSON line in
+    (``{"size": n, "count": k}``), one out (``{"samples": [seconds...]}``),
+    after a first ``{"ready": true}`` once the events are loaded."""
+    from google.adk.flows.llm_flows import contents as adk_contents
+
+    spec = json.loads(pathlib.Path(args.events).read_text())
+    events = {size: adk_events(events_spec) for size, (events_spec, _) in spec.items()}
+    for evs in events.values():  # warm-up
+        adk_contents._get_contents(None, evs, "agent")
+    print(json.dumps({"ready": True, "contents": {k: len(v) for k, v in events.items()}}), flush=True)
+    for line in sys.stdin:
+        ask = json.loads(line)
+        chosen, samples = events[str(ask["size"])], []
+        for _ in range(ask["count"]):
+            start = time.perf_counter()
+            adk_contents._get_contents(None, chosen, "agent")
+            samples.append(time.perf_counter() - start)
+        print(json.dumps({"samples": samples}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -261,9 +285,15 @@ def main() -> None:
     conv.add_argument("--app", default="trips")
     conv.add_argument("--turns", type=int, default=30)
     conv.add_argument("--rounds", type=int, default=4)
+    conv.add_argument("--warmup-turns", type=int, default=3)
     cont = sub.add_parser("contents")
     cont.add_argument("--events", required=True, help="JSON: {size: [events, samples]}")
+    serve = sub.add_parser("contents-serve")
+    serve.add_argument("--events", required=True, help="JSON: {size: [events, samples]}")
     args = parser.parse_args()
+    if args.command == "contents-serve":
+        contents_serve(args)
+        return
     result = asyncio.run(conversation(args)) if args.command == "conversation" else contents(args)
     print(json.dumps(result))
 

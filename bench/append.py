@@ -25,6 +25,16 @@ Bar: gRPC rate >= 0.5x the raw rate at concurrency 32 on both backends.
 Measurements alternate in rounds and the medians are reported, so load
 from other processes falls on both sides of each ratio.
 
+CPU per call, which the machine's load moves far less than wall time
+(bench/cputime.py, /proc): ``*_service_cpu_ms`` (user + system of the
+server process and its workers per call), ``*_driver_cpu_ms`` (this
+process's: the raw driver per row, or the gRPC client per call) and
+``*_c1_cpu_ratio`` / ``*_c32_cpu_ratio`` (service CPU per append over the
+raw driver's per row). ``*_spread``: each figure's max over min across
+rounds; ``*_unreliable_ratios`` names the wall-clock ratios one of whose
+sides varied by more than 1.5x (SQLite's per-row disk syncs swing with the
+machine's other I/O): those say more about the machine than the code.
+
 Run: ``.venv/bin/python -m bench.append`` from the repository root
 (``--events-c1 N --events-c32 N --backends sqlite,postgres``; PostgreSQL at
 AGENTCTX_BENCH_PG_ADMIN, default postgresql://postgres@127.0.0.1:5432/test,
@@ -61,6 +71,7 @@ from agentctx.context.v1 import context_service_pb2_grpc
 from agentctx.type.v1 import event_pb2
 from agentctx_common.certs import SAMPLE_AGENT_ID, init_dev_certs
 from agentctx_common.tls import channel_credentials
+from bench import cputime
 from context_service.domain.model import Content, Event, Part
 from context_service.storage import codec, schema
 from context_service.storage.engine import create_engine
@@ -319,28 +330,37 @@ def run_backend(backend: str, tmp: pathlib.Path, certs: pathlib.Path, n1: int, n
         proc, port = start_service(tmp, certs, url)
         procs = [proc]
         samples: dict[str, list[float]] = {}
+        cpu: dict[str, list[tuple[float, float]]] = {}  # per round: (service, driver) CPU ms per call
         try:
             proc2, port2 = start_service(tmp, certs, url, workers=2)
             procs.append(proc2)
             # Interleaved rounds, medians: load from other processes on the
             # machine then falls on both sides of each ratio alike.
+            one, two = [proc.pid], [proc2.pid]
             for _ in range(rounds):
-                for label, measure in (
-                    ("raw_c1", lambda: raw(1, n1)),
-                    ("grpc_c1", lambda: asyncio.run(grpc_rate(port, certs, 1, n1, 1))),
-                    ("grpc_floor_c1", lambda: asyncio.run(floor_rate(port, certs, 1, n1))),
-                    ("raw_c32", lambda: raw(32, n32)),
-                    ("grpc_c32", lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 32))),
-                    ("grpc_c32_one_session", lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 1))),
-                    ("grpc_floor_c32", lambda: asyncio.run(floor_rate(port, certs, 32, n32))),
-                    ("grpc_c32_workers1", lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 32, WORKER_CONNECTIONS))),
-                    ("grpc_c32_workers2", lambda: asyncio.run(grpc_rate(port2, certs, 32, n32, 32, WORKER_CONNECTIONS))),
-                    ("grpc_floor_c32_workers1",
+                for label, pids, calls, measure in (
+                    ("raw_c1", [], n1, lambda: raw(1, n1)),
+                    ("grpc_c1", one, n1, lambda: asyncio.run(grpc_rate(port, certs, 1, n1, 1))),
+                    ("grpc_floor_c1", one, n1, lambda: asyncio.run(floor_rate(port, certs, 1, n1))),
+                    ("raw_c32", [], n32, lambda: raw(32, n32)),
+                    ("grpc_c32", one, n32, lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 32))),
+                    ("grpc_c32_one_session", one, n32, lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 1))),
+                    ("grpc_floor_c32", one, n32, lambda: asyncio.run(floor_rate(port, certs, 32, n32))),
+                    ("grpc_c32_workers1", one, n32,
+                     lambda: asyncio.run(grpc_rate(port, certs, 32, n32, 32, WORKER_CONNECTIONS))),
+                    ("grpc_c32_workers2", two, n32,
+                     lambda: asyncio.run(grpc_rate(port2, certs, 32, n32, 32, WORKER_CONNECTIONS))),
+                    ("grpc_floor_c32_workers1", one, n32,
                      lambda: asyncio.run(floor_rate(port, certs, 32, n32, WORKER_CONNECTIONS))),
-                    ("grpc_floor_c32_workers2",
+                    ("grpc_floor_c32_workers2", two, n32,
                      lambda: asyncio.run(floor_rate(port2, certs, 32, n32, WORKER_CONNECTIONS))),
                 ):
+                    meter = cputime.Meter(pids).start()
                     samples.setdefault(label, []).append(measure())
+                    meter.stop()
+                    # Setup (sessions, warm-up calls) is inside the block: a
+                    # few calls more than counted, on every side alike.
+                    cpu.setdefault(label, []).append((meter.servers_s * 1e3 / calls, meter.driver_s * 1e3 / calls))
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
@@ -363,6 +383,31 @@ def run_backend(backend: str, tmp: pathlib.Path, certs: pathlib.Path, n1: int, n
         figures[f"{backend}_floor_c32_workers2_ratio"] = round(
             figures[f"{backend}_grpc_floor_c32_workers2_eps"] / figures[f"{backend}_grpc_floor_c32_workers1_eps"], 3
         )
+        # CPU per call: the service's (the server process and its workers;
+        # user + system) and the driver's (this process: the raw driver, or
+        # the gRPC client). Database servers' CPU (PostgreSQL) is in neither.
+        for label, per_round in cpu.items():
+            service = statistics.median(r[0] for r in per_round)
+            figures[f"{backend}_{label}_driver_cpu_ms"] = round(statistics.median(r[1] for r in per_round), 4)
+            if not label.startswith("raw"):
+                figures[f"{backend}_{label}_service_cpu_ms"] = round(service, 4)
+        for label in ("c1", "c32"):
+            # Service CPU per append over the raw driver's per row: what a
+            # core does for one durable append, whatever the wall clock did.
+            figures[f"{backend}_{label}_cpu_ratio"] = round(
+                figures[f"{backend}_grpc_{label}_service_cpu_ms"] / figures[f"{backend}_raw_{label}_driver_cpu_ms"], 3)
+        # Each side's spread across rounds (max/min); a ratio whose side
+        # varied past SPREAD_LIMIT says more about the machine than the code.
+        for label, values in samples.items():
+            figures[f"{backend}_{label}_spread"] = cputime.spread(values)
+        unreliable = []
+        for ratio, sides in ((f"{backend}_c1_ratio", ("raw_c1", "grpc_c1")),
+                             (f"{backend}_c32_ratio", ("raw_c32", "grpc_c32")),
+                             (f"{backend}_c32_one_session_ratio", ("raw_c32", "grpc_c32_one_session")),
+                             (f"{backend}_c32_workers2_ratio", ("grpc_c32_workers1", "grpc_c32_workers2"))):
+            if not cputime.meaningful(*(figures[f"{backend}_{side}_spread"] for side in sides)):
+                unreliable.append(ratio)
+        figures[f"{backend}_unreliable_ratios"] = unreliable
         # Against the better raw rate at either concurrency (SQLite's 32
         # per-row writers mostly wait on each other's lock).
         best_raw = max(figures[f"{backend}_raw_c1_eps"], figures[f"{backend}_raw_c32_eps"])
@@ -410,6 +455,14 @@ def main() -> None:
                 raw = result[f"{backend}_raw_{'c1' if c == 'c1' else 'c32'}_eps"]
                 print(f"{backend} {c:>16}: gRPC {result[f'{backend}_grpc_{c}_eps']:8.0f}/s  "
                       f"raw per-row {raw:8.0f}/s  ratio {result[f'{backend}_{c}_ratio']:.2f}")
+            for c in ("c1", "c32"):
+                print(f"{backend} {c:>16}: CPU ms per append: service "
+                      f"{result[f'{backend}_grpc_{c}_service_cpu_ms']:.3f}, client "
+                      f"{result[f'{backend}_grpc_{c}_driver_cpu_ms']:.3f}; raw driver per row "
+                      f"{result[f'{backend}_raw_{c}_driver_cpu_ms']:.3f}")
+            if result[f"{backend}_unreliable_ratios"]:
+                print(f"{backend}: a side varied more than {cputime.SPREAD_LIMIT}x across rounds, so these ratios "
+                      f"are not meaningful in this run: {', '.join(result[f'{backend}_unreliable_ratios'])}")
     figures["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     for backend in ("sqlite", "postgres"):
         if f"{backend}_c32_ratio" in figures:

@@ -12,7 +12,18 @@ Figures per mode: p50/p99 latency of the calls that completed, how many
 completed, were shed (RESOURCE_EXHAUSTED with RetryInfo), ran out of
 deadline on the client (DEADLINE_EXCEEDED), or failed otherwise; and
 ``late_replies``: turns the service completed (their reply is stored) after
-the caller had given up on them.
+the caller had given up on them. Both modes' services run side by side and
+are driven in alternating rounds (``--rounds``, AB BA ...);
+``p99_ms_per_round`` and ``p99_spread`` (max over min) show how much the
+tail moves between rounds, and ``bounded_over_unbounded_p99`` is the median
+of the per-round ratios.
+
+Why the bounded tail was once worse than the unbounded one: every shed call
+got the same RetryInfo delay, so the agents shed in one burst all came back
+together after it as a new burst: the calls admitted from a burst all ran
+at once and the last of them waited for all the others, while without
+shedding the closed loop of agents spreads the calls out over time. The server now jitters
+the delay by +-50% (agentctx_common/load_shedding.py).
 
 Run: ``.venv/bin/python -m bench.overload`` from the repository root.
 Loopback only; bounded by ``--duration-s``. The last line is one JSON object
@@ -38,6 +49,7 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc
 from agentctx_common.certs import init_dev_certs
 from agentctx_common.status import error_from_rpc
+from bench import cputime
 from tests.support.processes import free_port, spawn, stop, wait_healthy, write_config
 from tests.support.servers import secure_channel
 from tests.turns.builders import SYSTEM, TOOLS, create_session, user_text
@@ -110,17 +122,33 @@ async def _drive(port: int, certs: pathlib.Path, args: argparse.Namespace, tag: 
         ))
         await asyncio.sleep(2.0)  # let turns the callers gave up on finish, if they still run
         late = await _late_replies(stub, gave_up)
+    return {"tally": tally, "latencies": latencies, "late_replies": late}
+
+
+def _figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One mode's figures over its rounds: latencies pooled, counts summed,
+    and each round's p99 with their spread (max over min)."""
+    tally: collections.Counter[str] = collections.Counter()
+    latencies: list[float] = []
+    for r in rounds:
+        tally.update(r["tally"])
+        latencies += r["latencies"]
+    p99s = [_pct(r["latencies"], 0.99) for r in rounds]
     return {
         "completed": tally.pop("OK", 0), "shed": tally.pop("shed", 0),
         "client_deadline_exceeded": sum(v for k, v in tally.items() if k.startswith("DEADLINE_EXCEEDED")),
-        "other_codes": dict(tally), "late_replies": late,
+        "other_codes": {k: v for k, v in tally.items() if not k.startswith("DEADLINE_EXCEEDED")},
+        "late_replies": sum(r["late_replies"] for r in rounds),
         "p50_ms": _pct(latencies, 0.5), "p99_ms": _pct(latencies, 0.99),
         "mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else 0.0,
+        "p99_ms_per_round": p99s, "p99_ms_median_of_rounds": statistics.median(p99s) if p99s else 0.0,
+        "p99_spread": cputime.spread(p99s),
     }
 
 
-def _mode(root: pathlib.Path, certs: pathlib.Path, args: argparse.Namespace, tag: str,
-          bounds: dict[str, Any]) -> dict[str, Any]:
+def _start(root: pathlib.Path, certs: pathlib.Path, tag: str, bounds: dict[str, Any]) -> tuple[list[Any], int]:
+    """Both services of one mode, healthy: their processes (context first)
+    and the context service's port."""
     context_port, cache_port = free_port(), free_port()
     tmp = root / tag
     tmp.mkdir()
@@ -129,34 +157,54 @@ def _mode(root: pathlib.Path, certs: pathlib.Path, args: argparse.Namespace, tag
         context={"log_level": "WARNING", **bounds},
         cache={"log_level": "WARNING", "local_min_cache_tokens": 64, "min_prefix_tokens": 64, **bounds},
     )
-    cache = spawn("cache", config, tmp / "cache.log")
-    context = None
+    procs = [spawn("cache", config, tmp / "cache.log")]
     try:
-        wait_healthy(cache_port, certs, "context-client", cache)
-        context = spawn("context", config, tmp / "context.log")
-        wait_healthy(context_port, certs, "agent-client", context)
-        return {"settings": bounds or "defaults", **asyncio.run(_drive(context_port, certs, args, tag))}
-    finally:
-        for proc in (context, cache):
-            if proc is not None:
-                stop(proc)
+        wait_healthy(cache_port, certs, "context-client", procs[0], timeout=120)
+        procs.insert(0, spawn("context", config, tmp / "context.log"))
+        wait_healthy(context_port, certs, "agent-client", procs[0], timeout=120)
+    except BaseException:
+        for proc in procs:
+            stop(proc)
+        raise
+    return procs, context_port
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=64)
-    parser.add_argument("--duration-s", type=float, default=20.0)
+    parser.add_argument("--duration-s", type=float, default=20.0, help="per mode and round")
     parser.add_argument("--deadline-s", type=float, default=1.5)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per mode, alternating AB BA ...")
     args = parser.parse_args()
-    figures: dict[str, Any] = {"agents": args.agents, "duration_s": args.duration_s, "deadline_s": args.deadline_s}
+    figures: dict[str, Any] = {"agents": args.agents, "duration_s": args.duration_s, "deadline_s": args.deadline_s,
+                               "rounds": args.rounds}
+    modes = {"unbounded": UNBOUNDED, "bounded": {}}
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
         certs = root / "certs"
         certs.mkdir()
         init_dev_certs(certs)
-        figures["unbounded"] = _mode(root, certs, args, "unbounded", UNBOUNDED)
-        figures["bounded"] = _mode(root, certs, args, "bounded", {})
-    for mode in ("unbounded", "bounded"):
+        started: dict[str, tuple[list[Any], int]] = {}
+        rounds: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+        try:
+            for mode, bounds in modes.items():
+                started[mode] = _start(root, certs, mode, bounds)
+            for r in range(args.rounds):
+                # AB BA ...: the machine's other load falls on both modes alike.
+                for mode in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
+                    rounds[mode].append(asyncio.run(_drive(started[mode][1], certs, args, f"{mode}-{r}")))
+        finally:
+            for procs, _ in started.values():
+                for proc in procs:
+                    stop(proc)
+        for mode, bounds in modes.items():
+            figures[mode] = {"settings": bounds or "defaults", **_figures(rounds[mode])}
+    per_round = [round(b / u, 3) if u else 0.0 for b, u in
+                 zip(figures["bounded"]["p99_ms_per_round"], figures["unbounded"]["p99_ms_per_round"], strict=True)]
+    figures["bounded_over_unbounded_p99_per_round"] = per_round
+    figures["bounded_over_unbounded_p99"] = round(statistics.median(per_round), 3) if per_round else 0.0
+    figures["bounded_over_unbounded_p99_spread"] = cputime.spread(per_round)
+    for mode in modes:
         for key, value in figures[mode].items():
             print(f"{mode:>9} {key:>24}: {value}", file=sys.stderr)
     print(json.dumps(figures))

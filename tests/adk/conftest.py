@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.adk.venv import ROOT, adk_python
+from tests.adk.venv import ROOT, adk_python, adk_venv_ready
 from tests.support.pair import ServicePair, start_pair
+from tests.support.venvs import VENV_BUILD_TIMEOUT_S
 
 # Small enough that a short conversation is worth caching.
 PROTO_DIFF = pathlib.Path(__file__).parents[1] / "support" / "proto_diff.py"
@@ -26,6 +27,18 @@ class AdkRun:
     returncode: int
     stdout: str
     stderr: str
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """While the ADK venv is not built (or its clients not reinstalled from
+    the current sources), whichever ADK test comes first builds it, which
+    takes minutes on a busy machine: every test of this folder then gets
+    the build's timeout instead of the suite's."""
+    here = pathlib.Path(__file__).parent
+    mine = [item for item in items if here in item.path.parents]
+    if mine and not adk_venv_ready():
+        for item in mine:
+            item.add_marker(pytest.mark.timeout(VENV_BUILD_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")

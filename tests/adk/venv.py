@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pathlib
 
-from tests.support.venvs import cached_venv
+from tests.support.venvs import cached_venv, venv_ready
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ADK = ROOT / "clients" / "adk"
@@ -18,10 +18,19 @@ CONSTRAINTS = ADK / "constraints.txt"
 VENVS = ROOT / ".venv-adk"
 
 
+KEY_FILES = [ADK / "pyproject.toml", CONSTRAINTS]
+PACKAGES = [CLIENT, ADK]
+
+
+def adk_venv_ready() -> bool:
+    """Whether ``adk_python()`` would return at once."""
+    return venv_ready(VENVS, key_files=KEY_FILES, packages=PACKAGES)
+
+
 def adk_python() -> pathlib.Path:
     """The python of the ADK venv, built or refreshed as needed."""
-    return cached_venv(VENVS, key_files=[ADK / "pyproject.toml", CONSTRAINTS], constraints=CONSTRAINTS,
-                       install=[str(CLIENT), f"{ADK}[test,lint]"], packages=[CLIENT, ADK])
+    return cached_venv(VENVS, key_files=KEY_FILES, constraints=CONSTRAINTS,
+                       install=[str(CLIENT), f"{ADK}[test,lint]"], packages=PACKAGES)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentctx_common.errors import AgentCtxError
-from agentctx_common.load_shedding import Admission, AdmissionLimits
+from agentctx_common.load_shedding import Admission, AdmissionLimits, jittered
 from agentctx_common.reasons import Reason
 from agentctx_common.server import GrpcServer, new_server
 from agentctx_common.settings import ServerSettings
@@ -120,7 +122,7 @@ async def test_calls_over_the_rpc_bound_are_refused_unread_with_retry_info(serve
     # A refused call was never read, and its handler never ran.
     assert held.decoded == 2 and held.started == 2
     err = await _refused(_hold(channel))
-    assert err.retry_after == pytest.approx(0.25)
+    assert 0.125 <= err.retry_after <= 0.375  # 0.25 jittered by +-50%
     assert err.metadata["limit"] == "2"
 
     # Probes are never shed, even at the bound.
@@ -206,3 +208,9 @@ def test_admission_counts() -> None:
     assert admission.too_late(None) is None and admission.too_late(0.5) is None
     late = admission.too_late(0.1)
     assert late is not None and late.reason is Reason.DEADLINE_TOO_SHORT and late.metadata == {"remaining_ms": "100"}
+
+
+@given(st.floats(min_value=0.001, max_value=3600), st.floats(min_value=0, max_value=1))
+def test_a_jittered_retry_delay_stays_within_its_spread(delay: float, spread: float) -> None:
+    # Callers shed together must not all come back together: the delay varies, within its bounds.
+    assert delay * (1 - spread) * (1 - 1e-9) <= jittered(delay, spread) <= delay * (1 + spread) * (1 + 1e-9)

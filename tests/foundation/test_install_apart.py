@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from tests.support.processes import free_port, stop, wait_healthy, write_config
-from tests.support.venvs import cached_venv
+from tests.support.venvs import VENV_BUILD_TIMEOUT_S, cached_venv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VENVS = ROOT / ".venv-apart"
@@ -39,6 +39,7 @@ def _importable(python: pathlib.Path, module: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(VENV_BUILD_TIMEOUT_S)  # builds its venv the first time
 @pytest.mark.parametrize(("service", "client"), [("context", "agent-client"), ("cache", "context-client")])
 def test_a_service_installs_and_serves_alone(service: str, client: str, certs_dir: pathlib.Path,
                                              tmp_path: pathlib.Path) -> None:
@@ -56,7 +57,7 @@ def test_a_service_installs_and_serves_alone(service: str, client: str, certs_di
             env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
         )
     try:
-        wait_healthy(port, certs_dir, client, proc, timeout=60)
+        wait_healthy(port, certs_dir, client, proc)
     finally:
         code = stop(proc)
     assert code == 0, (tmp_path / "service.log").read_text()[-3000:]

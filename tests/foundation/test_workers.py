@@ -98,7 +98,7 @@ def test_two_workers_serve_one_port_and_stop_together(tmp_path: pathlib.Path, ce
         )
     channels: list[grpc.Channel] = []
     try:
-        wait_healthy(port, certs_dir, "agent-client", supervisor, timeout=60)
+        wait_healthy(port, certs_dir, "agent-client", supervisor)
         deadline = time.monotonic() + 60
         # The workers are the children listening on the port (a helper process
         # of the interpreter may come and go beside them). Both listening

@@ -44,6 +44,20 @@ def pip_install(python: pathlib.Path, *args: str) -> None:
                    check=True, env=env, timeout=900, capture_output=True)
 
 
+# How long building a venv may take on a loaded machine (pip resolves and
+# installs tens of packages): the per-test timeout of a test that may build one.
+VENV_BUILD_TIMEOUT_S = 2400
+
+
+def venv_ready(root: pathlib.Path, *, key_files: Sequence[pathlib.Path], packages: Sequence[pathlib.Path]) -> bool:
+    """Whether ``cached_venv`` with these arguments would return at once
+    (built, and its packages installed from the current sources)."""
+    venv = root / digest(*(path.read_bytes() for path in key_files))
+    stamp = venv / ".sources"
+    return ((venv / ".deps-installed").exists() and stamp.exists()
+            and stamp.read_text() == sources_digest(packages, root.parent))
+
+
 def cached_venv(
     root: pathlib.Path,
     *,
