@@ -19,7 +19,7 @@ from cache_service.domain.capabilities import RoutingKeys
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.generation import Generator
 from cache_service.domain.policy import PolicySettings
-from cache_service.domain.ports import Clock, Journal, Provider
+from cache_service.domain.ports import Clock, Journal, Provider, RegistryUnavailable
 from cache_service.domain.registry import Registry
 from cache_service.domain.registry_settings import RegistrySettings
 from cache_service.ports_factory import build_ports
@@ -131,9 +131,14 @@ class CacheApp:
             self._recovered.set()
 
     async def _sweep_forever(self) -> None:
+        pause = self.settings.sweep_interval_s
         while True:
-            await asyncio.sleep(self.settings.sweep_interval_s)
+            await asyncio.sleep(pause)
+            pause = self.settings.sweep_interval_s
             try:
                 await self.registry.sweep()
+            except RegistryUnavailable:
+                # Logged once per outage by the registry's guard; try again after its retry interval.
+                pause = max(pause, self.settings.registry_retry_s)
             except Exception as exc:  # noqa: BLE001 - the sweeper must keep running
                 log.error("sweep failed", extra={"error_type": type(exc).__name__})

@@ -149,6 +149,18 @@ class CacheSettings(ServerSettings, ProviderFields):
         6.0, gt=0, description="A replica whose heartbeat is this old is dead: its caches are adopted or deleted.",
     )
     tier_sweep_interval_s: float = Field(2.0, gt=0, description="How often dead replicas are looked for.")
+    registry_timeout_s: float = Field(
+        2.0, gt=0, description="Deadline of one Redis step of the registry; past it (or on a connection error) "
+        "Redis counts as unreachable: turns go uncached (failure_mode bypass) or fail UNAVAILABLE "
+        "REGISTRY_UNAVAILABLE (error) until it answers.",
+    )
+    registry_retry_s: float = Field(
+        1.0, gt=0, description="After Redis failed, how long steps fail at once before one tries it again.",
+    )
+    flight_claim_s: float = Field(
+        2.0, gt=0, description="Lease of a replica's claim on a create, renewed every third of it while the "
+        "create runs: a replica killed mid-create holds the key no longer than this.",
+    )
 
     # --- routing by model (cache_service/providers/routes.py) --------------------
     routes: list[RouteEntry] = Field(

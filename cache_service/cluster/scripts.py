@@ -252,3 +252,15 @@ redis.call('ZREM', KEYS[2], KEYS[1])
 redis.call('PUBLISH', ARGV[4], ARGV[2])
 return 1
 """
+
+# The claim's heartbeat: its holder extends the lock (and its slot) while the
+# create runs; 0 when the lock is no longer this holder's.
+# KEYS: lock, flights. ARGV: token, lease ms
+RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[2]), KEYS[1])
+return 1
+"""
