@@ -5,7 +5,6 @@ start-up recovery."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -109,11 +108,13 @@ class CacheApp:
         return self.recovery
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        pending = set(self._tasks)
+        while pending:
+            # Cancelled again until done: a cancellation that lands inside a
+            # Redis client's own timeout handling can be swallowed there.
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
         await self.registry.close()
         await self.janitor.close(self.settings.delete_timeout_s)
         for provider in self.providers.values():

@@ -96,5 +96,6 @@ def build_registry_backend(settings: CacheSettings, cluster: Cluster | None = No
                          cluster.guard)
     # The claim is renewed while its create runs, so only a dead holder loses it.
     flights = RedisSingleFlight(cluster.client, cluster.names, max_entries=settings.max_entries,
-                                claim_s=settings.flight_claim_s, guard=cluster.guard)
+                                claim_s=settings.flight_claim_s, slot_s=settings.create_timeout_s + 2.0,
+                                guard=cluster.guard)
     return RegistryBackend(store, flights, signer, cluster)

@@ -150,9 +150,10 @@ class CacheSettings(ServerSettings, ProviderFields):
     )
     tier_sweep_interval_s: float = Field(2.0, gt=0, description="How often dead replicas are looked for.")
     registry_timeout_s: float = Field(
-        2.0, gt=0, description="Deadline of one Redis step of the registry; past it (or on a connection error) "
-        "Redis counts as unreachable: turns go uncached (failure_mode bypass) or fail UNAVAILABLE "
-        "REGISTRY_UNAVAILABLE (error) until it answers.",
+        5.0, gt=0, description="Deadline of one Redis step of the registry (the wait for a pooled connection "
+        "included); past it the turn goes uncached (failure_mode bypass) or fails UNAVAILABLE "
+        "REGISTRY_UNAVAILABLE (error), and after a connection error, or when no step succeeded for this long, "
+        "every step does so at once until Redis answers again.",
     )
     registry_retry_s: float = Field(
         1.0, gt=0, description="After Redis failed, how long steps fail at once before one tries it again.",

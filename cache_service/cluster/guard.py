@@ -3,14 +3,18 @@ failure (see docs/ARCHITECTURE.md, "Cache service").
 
 ``RegistryGuard.run`` gives a step ``timeout_s``; a step that times out or
 meets a connection-level error (refused, reset, loading, read-only after a
-failover) raises ``RegistryUnavailable`` and trips the guard for
-``retry_s``: meanwhile every step fails at once (cause "tripped") instead of
-each waiting out its own deadline, and when the interval is over a single
-step probes Redis (the others keep failing fast until it answers). The
-outage is logged once when it starts and once when Redis answers again,
-without content. On a trip the client's pool is disconnected, so no stale
-pooled connection outlives the outage. Other Redis errors (a script's
-own error, a wrong type) are bugs and pass through unchanged.
+failover) raises ``RegistryUnavailable``. A connection error trips the
+guard for ``retry_s``, and so does a timeout when no step succeeded for
+``timeout_s`` (one slow step in a burst that others get through is a slow
+step, not an outage): meanwhile every step fails at once (cause "tripped")
+instead of each waiting out its own deadline, and when the interval is over
+a single step probes Redis (the others keep failing fast until it answers).
+The outage is logged once when it starts and once when Redis answers again,
+without content. On a trip and on the way back the pool's idle
+connections are closed, so no stale pooled connection outlives the outage
+(the pool also health-checks a connection idle for a second:
+registry_backend.redis_client). Other Redis errors (a script's own error, a
+wrong type) are bugs and pass through unchanged.
 
 ``GuardedStore`` is the RegistryStore on Redis with every method run
 through the guard.
@@ -63,6 +67,7 @@ class RegistryGuard:
         self._monotonic = monotonic
         self._down_since: float | None = None
         self._retry_at = 0.0
+        self._last_ok = monotonic()
         self._probing = False
         self.outages = 0  # how many times it tripped from up to down
 
@@ -89,6 +94,8 @@ class RegistryGuard:
             cause = outage_cause(exc)
             if cause is None or isinstance(exc, RegistryUnavailable):
                 raise
+            if cause == "timeout" and not self.down and self._monotonic() - self._last_ok < self.timeout_s:
+                raise RegistryUnavailable(cause, self.retry_s) from None
             raise self.failed(exc) from None
         finally:
             if probe:
@@ -111,6 +118,7 @@ class RegistryGuard:
         return RegistryUnavailable(cause, self.retry_s)
 
     def succeeded(self) -> None:
+        self._last_ok = self._monotonic()
         if self._down_since is not None:
             log.warning("registry reachable again", extra={"down_s": round(self._monotonic() - self._down_since, 3)})
             self._down_since = None
@@ -128,7 +136,8 @@ class RegistryGuard:
     async def _disconnect(self) -> None:
         assert self._client is not None
         with contextlib.suppress(Exception):
-            await self._client.connection_pool.disconnect()
+            # Idle ones only: a connection in use belongs to a step that fails or succeeds on its own.
+            await self._client.connection_pool.disconnect(inuse_connections=False)
 
 
 _background: set[asyncio.Task[None]] = set()

@@ -5,7 +5,8 @@ create of a key is claimed with a lock ``f:<scope>:<key>`` (SET NX PX, in
 one script with the slot reservation, cluster.scripts.CLAIM) with a short
 lease, ``claim_s``, that its holder renews every third of it while the
 create runs (cluster.scripts.RENEW): a replica that dies mid-create blocks
-the key no longer than ``claim_s``, then one waiter elsewhere claims the
+the key no longer than ``claim_s`` (its slot toward ``max_entries`` stays
+reserved for ``slot_s``, the create's deadline), then one waiter elsewhere claims the
 key and runs the create, and the others wait for it. ``end`` releases the
 lock, leaves the outcome in ``<lock>:r`` for a short while and publishes it
 on ``done:<key>``. Every Redis step runs under the registry's guard
@@ -44,11 +45,12 @@ _RESULT_TTL_MS = 10_000
 
 class RedisSingleFlight:
     def __init__(self, client: aioredis.Redis, names: Names, *, max_entries: int, claim_s: float,
-                 poll_s: float = 0.25, guard: RegistryGuard | None = None) -> None:
+                 slot_s: float | None = None, poll_s: float = 0.25, guard: RegistryGuard | None = None) -> None:
         self._r = client
         self._n = names
         self._max_entries = max_entries
         self._lock_ms = int(claim_s * 1000)
+        self._slot_ms = int((slot_s if slot_s is not None else claim_s) * 1000)
         self._renew_s = claim_s / 3
         self._poll_s = poll_s
         self._g = guard or RegistryGuard(client, timeout_s=5.0, retry_s=1.0)
@@ -83,7 +85,7 @@ class RedisSingleFlight:
                 token = secrets.token_hex(8)
                 claim = Claim(text(await self._g.run(lambda: self._claim(
                     keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
-                    args=[token, self._lock_ms, self._max_entries]))))
+                    args=[token, self._lock_ms, self._max_entries, self._slot_ms]))))
                 if claim is Claim.WON:
                     self._local.add(flight)
                     self._tokens[id(flight)] = token
@@ -120,8 +122,7 @@ class RedisSingleFlight:
         while True:
             await asyncio.sleep(self._renew_s)
             try:
-                held = await self._g.run(lambda: self._renew(keys=[lock, self._n.flights],
-                                                             args=[token, self._lock_ms]))
+                held = await self._g.run(lambda: self._renew(keys=[lock], args=[token, self._lock_ms]))
             except RegistryUnavailable:
                 continue  # tried again next beat; the create goes on
             except RedisError as exc:
