@@ -124,3 +124,23 @@ def outage_settings(redis: PrivateRedis, **overrides: Any) -> dict[str, Any]:
     provider does), short deadlines."""
     return {"redis_url": redis.url, "local_state_url": REDIS_URL, "registry_timeout_s": 1.0,
             "registry_retry_s": 0.2, **overrides}
+
+
+def sim(app: Any) -> Any:
+    """The replica's shared provider simulator (a SharedLocalProvider)."""
+    from cache_service.providers.local import SharedLocalProvider
+
+    provider = app.providers["local"]
+    assert isinstance(provider, SharedLocalProvider)
+    return provider
+
+
+async def until(check: Any, attempts: int = 400) -> None:
+    """Polls the coroutine function ``check`` every 50 ms until it is true."""
+    import asyncio
+
+    for _ in range(attempts):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition never held")

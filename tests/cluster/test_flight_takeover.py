@@ -15,27 +15,15 @@ import sys
 
 import pytest
 
-from cache_service.app import CacheApp
 from cache_service.domain.model import CacheState
-from cache_service.providers.local import SharedLocalProvider
 from tests.cache.support import scope, view
 from tests.cluster import support
 
 pytestmark = pytest.mark.redis
 
 
-def _sim(app: CacheApp) -> SharedLocalProvider:
-    provider = app.providers["local"]
-    assert isinstance(provider, SharedLocalProvider)
-    return provider
-
-
-async def _until(check, attempts: int = 400) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(attempts):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition never held")
+_sim = support.sim
+_until = support.until
 
 
 async def test_a_create_longer_than_the_claim_lease_keeps_its_claim(replicas) -> None:

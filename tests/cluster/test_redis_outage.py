@@ -17,10 +17,8 @@ import pytest
 from agentctx.type.v1 import cache_pb2
 from agentctx_common.errors import Unavailable
 from agentctx_common.status import error_from_rpc
-from cache_service.app import CacheApp
 from cache_service.domain.model import BypassReason, CacheSpec, CacheState
 from cache_service.domain.ports import RegistryUnavailable
-from cache_service.providers.local import SharedLocalProvider
 from tests.cache.support import MODEL, scope, view
 from tests.cluster import support
 from tests.support.pair import pair_maker
@@ -29,18 +27,8 @@ from tests.turns.builders import Agent, create_session
 pytestmark = pytest.mark.redis
 
 
-def _sim(app: CacheApp) -> SharedLocalProvider:
-    provider = app.providers["local"]
-    assert isinstance(provider, SharedLocalProvider)
-    return provider
-
-
-async def _until(check, attempts: int = 400) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(attempts):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition never held")
+_sim = support.sim
+_until = support.until
 
 
 async def test_acquires_bypass_while_redis_is_down_and_cache_again_after(
