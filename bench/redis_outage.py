@@ -17,8 +17,15 @@ after 20 s. Figures for each kill:
 - ``first_cached_after_s``: from Redis answering again to the first turn
   that used a cache (CREATED, HIT or GROWN).
 
-``orphans``: caches left at the provider once every TTL and the tier's
-windows have passed (0).
+- ``unknown_live_after_restart``: 3 s after Redis answers again, the live
+  (unexpired) caches at the provider that no registry entry names (the
+  epoch reconcile and the spill reconcile delete them; aim 0).
+
+``orphans_live``: once every TTL and the tier's windows have passed, the
+unexpired caches at the provider (0). ``expired_rows_unknown``: the
+simulator's rows left expired and never deleted: caches whose entries
+went with the restarted Redis's data and which ended at their TTL (a real
+provider drops those itself).
 
 Run: ``.venv/bin/python -m bench.redis_outage`` from the repository root.
 The last line is one JSON object with every figure.
@@ -107,9 +114,11 @@ async def main() -> dict[str, Any]:
             sessions = [(await create_session(stub, cache=True, user=f"agent-{i}")).name for i in range(AGENTS)]
             for outage in OUTAGES_S:
                 figures.update({f"{k}_{int(outage)}s": v for k, v in (await _through_a_kill(
-                    stub, sessions, private, outage)).items()})
+                    stub, sessions, private, outage, shared, (sim_prefix, prefix))).items()})
             await asyncio.sleep(CACHE_TTL_S + 4.0)
-            figures["orphans"] = int(shared.hlen(f"{sim_prefix}caches"))
+            live, _ = _provider_rows(shared, private, sim_prefix, prefix)
+            figures["orphans_live"] = live
+            figures["expired_rows_unknown"] = int(shared.hlen(f"{sim_prefix}caches")) - live
             figures["provider_creates"] = int(shared.hget(f"{sim_prefix}stats", "create") or 0)
         finally:
             if channel is not None:
@@ -125,8 +134,26 @@ async def main() -> dict[str, Any]:
     return figures
 
 
-async def _through_a_kill(stub: Any, sessions: list[str], private: PrivateRedis, outage_s: float) -> dict[str, Any]:
+def _provider_rows(shared: redis.Redis, private: PrivateRedis, sim_prefix: str, prefix: str) -> tuple[int, int]:
+    """(live caches at the provider, those of them no registry entry names)."""
+    registry = redis.Redis.from_url(private.url)
+    now = time.time()
+    live = unknown = 0
+    for raw in shared.hvals(f"{sim_prefix}caches"):
+        row = json.loads(raw)
+        if row["expire"] <= now:
+            continue
+        live += 1
+        entry_id = row["spec"]["display_name"].removeprefix("agentctx-")
+        unknown += not registry.exists(f"{prefix}e:{entry_id}")
+    registry.close()
+    return live, unknown
+
+
+async def _through_a_kill(stub: Any, sessions: list[str], private: PrivateRedis, outage_s: float,
+                          shared: redis.Redis, prefixes: tuple[str, str]) -> dict[str, Any]:
     tally = Tally()
+    unknown: list[int] = []
     stop = asyncio.Event()
     counter = iter(range(10**9))
 
@@ -144,12 +171,14 @@ async def _through_a_kill(stub: Any, sessions: list[str], private: PrivateRedis,
         await asyncio.sleep(outage_s)
         await asyncio.to_thread(private.start)
         tally.since = time.monotonic()
-        await asyncio.sleep(SETTLE_S)
+        await asyncio.sleep(3.0)
+        unknown.append((await asyncio.to_thread(_provider_rows, shared, private, *prefixes))[1])
+        await asyncio.sleep(SETTLE_S - 3.0)
         stop.set()
 
     await asyncio.gather(killer(), *(agent(s) for s in sessions))
     return {"turns": tally.turns, "turns_failed": tally.failed, "turns_internal_or_unknown": tally.internal,
-            "turns_bypassed_registry": tally.bypassed,
+            "turns_bypassed_registry": tally.bypassed, "unknown_live_after_restart": unknown[0],
             "first_cached_after_s": round(tally.first_cached_after, 3) if tally.first_cached_after else None}
 
 
