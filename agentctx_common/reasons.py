@@ -183,6 +183,11 @@ class Reason(str, enum.Enum):
     # UNAVAILABLE: the provider no longer holds the cache, after output was
     # streamed.
     CACHE_MISSING = "CACHE_MISSING"
+    # UNAVAILABLE: the cache service's shared registry (Redis) did not answer in
+    # time (with failure_mode "error"; the call goes uncached otherwise). Retry
+    # after the RetryInfo delay. cause: timeout, connection or tripped (a recent
+    # failure, not retried yet).
+    REGISTRY_UNAVAILABLE = "REGISTRY_UNAVAILABLE"
     # FAILED_PRECONDITION: the scope names a provider this service lacks.
     PROVIDER_NOT_CONFIGURED = "PROVIDER_NOT_CONFIGURED"
     # INVALID_ARGUMENT: the provider refused the request.
@@ -276,6 +281,7 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.CACHE_DEADLINE_EXCEEDED: ('prefix_tokens',),
     Reason.CACHE_CAPACITY: ('prefix_tokens',),
     Reason.CACHE_INVALIDATED: ('prefix_tokens',),
+    Reason.REGISTRY_UNAVAILABLE: ('cause',),
     Reason.PROVIDER_NOT_CONFIGURED: ('provider',),
     Reason.PROVIDER_INVALID_REQUEST: ('provider_status',),
     Reason.PROVIDER_UNAVAILABLE: ('prefix_tokens',),

@@ -5,7 +5,6 @@ start-up recovery."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -19,7 +18,7 @@ from cache_service.domain.capabilities import RoutingKeys
 from cache_service.domain.cleanup import Janitor
 from cache_service.domain.generation import Generator
 from cache_service.domain.policy import PolicySettings
-from cache_service.domain.ports import Clock, Journal, Provider
+from cache_service.domain.ports import Clock, Journal, Provider, RegistryUnavailable
 from cache_service.domain.registry import Registry
 from cache_service.domain.registry_settings import RegistrySettings
 from cache_service.ports_factory import build_ports
@@ -109,11 +108,13 @@ class CacheApp:
         return self.recovery
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        pending = set(self._tasks)
+        while pending:
+            # Cancelled again until done: a cancellation that lands inside a
+            # Redis client's own timeout handling can be swallowed there.
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
         await self.registry.close()
         await self.janitor.close(self.settings.delete_timeout_s)
         for provider in self.providers.values():
@@ -131,9 +132,14 @@ class CacheApp:
             self._recovered.set()
 
     async def _sweep_forever(self) -> None:
+        pause = self.settings.sweep_interval_s
         while True:
-            await asyncio.sleep(self.settings.sweep_interval_s)
+            await asyncio.sleep(pause)
+            pause = self.settings.sweep_interval_s
             try:
                 await self.registry.sweep()
+            except RegistryUnavailable:
+                # Logged once per outage by the registry's guard; try again after its retry interval.
+                pause = max(pause, self.settings.registry_retry_s)
             except Exception as exc:  # noqa: BLE001 - the sweeper must keep running
                 log.error("sweep failed", extra={"error_type": type(exc).__name__})

@@ -36,21 +36,24 @@ _COMPACT_EVERY = 512
 
 
 class FileJournal:
-    def __init__(self, data_dir: pathlib.Path) -> None:
-        self.path = pathlib.Path(data_dir) / FILE_NAME
+    def __init__(self, data_dir: pathlib.Path, file_name: str = FILE_NAME) -> None:
+        self.path = pathlib.Path(data_dir) / file_name
         self._records: dict[str, JournalRecord] = {}
         self._lock = asyncio.Lock()
         self._appends = 0
         self._file: int | None = None
 
     @classmethod
-    async def open(cls, data_dir: pathlib.Path) -> FileJournal:
-        journal = cls(data_dir)
+    async def open(cls, data_dir: pathlib.Path, file_name: str = FILE_NAME) -> FileJournal:
+        journal = cls(data_dir, file_name)
         await asyncio.to_thread(journal._load_and_compact)
         return journal
 
     def pending(self) -> list[JournalRecord]:
         return list(self._records.values())
+
+    def holds(self, entry_id: str) -> bool:
+        return entry_id in self._records
 
     async def intent(self, entry_id: str, provider: str, display_name: str, expire_time: float) -> None:
         self._records[entry_id] = JournalRecord(entry_id, provider, display_name, expire_time)

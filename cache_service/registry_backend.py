@@ -16,8 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError
 
 from cache_service.cluster.cipher import NameCipher
+from cache_service.cluster.guard import GuardedStore, RegistryGuard
 from cache_service.cluster.names import Names
 from cache_service.cluster.single_flight import RedisSingleFlight
 from cache_service.cluster.store import RedisRegistryStore
@@ -33,6 +37,7 @@ class Cluster:
     client: aioredis.Redis
     names: Names
     cipher: NameCipher
+    guard: RegistryGuard
 
 
 @dataclass(frozen=True)
@@ -59,9 +64,16 @@ def lease_signer(settings: CacheSettings) -> LeaseSigner:
 
 def redis_client(url: str, max_connections: int = 64) -> aioredis.Redis:
     """A client whose pool makes callers wait for a connection (a burst of
-    acquires queues instead of failing)."""
+    acquires queues instead of failing). A pooled connection idle for a
+    second is checked before use, and a command that meets a dropped
+    connection is sent once more on a new one, so connections from before a
+    Redis restart are not reused (cluster.guard also empties the pool when
+    Redis fails)."""
     pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=5.0,
-                                                    socket_connect_timeout=2.0, socket_timeout=5.0)
+                                                    socket_connect_timeout=2.0, socket_timeout=5.0,
+                                                    health_check_interval=1,
+                                                    retry=Retry(NoBackoff(), 1),
+                                                    retry_on_error=[ConnectionError])
     return aioredis.Redis(connection_pool=pool)
 
 
@@ -69,7 +81,8 @@ def connect(settings: CacheSettings) -> Cluster:
     assert settings.redis_url is not None and settings.redis_encryption_key is not None  # checked by CacheSettings
     client = redis_client(settings.redis_url.get_secret_value())
     return Cluster(client, Names(settings.redis_key_prefix),
-                   NameCipher.from_base64(settings.redis_encryption_key.get_secret_value()))
+                   NameCipher.from_base64(settings.redis_encryption_key.get_secret_value()),
+                   RegistryGuard(client, timeout_s=settings.registry_timeout_s, retry_s=settings.registry_retry_s))
 
 
 def build_registry_backend(settings: CacheSettings, cluster: Cluster | None = None) -> RegistryBackend:
@@ -77,9 +90,12 @@ def build_registry_backend(settings: CacheSettings, cluster: Cluster | None = No
     if settings.redis_url is None:
         return RegistryBackend(MemoryRegistryStore(max_sightings=settings.max_sightings), LocalSingleFlight(), signer)
     cluster = cluster or connect(settings)
-    store = RedisRegistryStore(cluster.client, cluster.names, cluster.cipher, max_sightings=settings.max_sightings,
-                               tombstone_ttl_s=int(max(3600.0, 2 * settings.lease_ttl_s)))
-    # The lock outlives the create's deadline, so only a dead holder loses it.
+    store = GuardedStore(RedisRegistryStore(cluster.client, cluster.names, cluster.cipher,
+                                            max_sightings=settings.max_sightings,
+                                            tombstone_ttl_s=int(max(3600.0, 2 * settings.lease_ttl_s))),
+                         cluster.guard)
+    # The claim is renewed while its create runs, so only a dead holder loses it.
     flights = RedisSingleFlight(cluster.client, cluster.names, max_entries=settings.max_entries,
-                                lock_s=settings.create_timeout_s + 2.0)
+                                claim_s=settings.flight_claim_s, slot_s=settings.create_timeout_s + 2.0,
+                                guard=cluster.guard)
     return RegistryBackend(store, flights, signer, cluster)

@@ -149,6 +149,19 @@ class CacheSettings(ServerSettings, ProviderFields):
         6.0, gt=0, description="A replica whose heartbeat is this old is dead: its caches are adopted or deleted.",
     )
     tier_sweep_interval_s: float = Field(2.0, gt=0, description="How often dead replicas are looked for.")
+    registry_timeout_s: float = Field(
+        5.0, gt=0, description="Deadline of one Redis step of the registry (the wait for a pooled connection "
+        "included); past it the turn goes uncached (failure_mode bypass) or fails UNAVAILABLE "
+        "REGISTRY_UNAVAILABLE (error), and after a connection error, or when no step succeeded for this long, "
+        "every step does so at once until Redis answers again.",
+    )
+    registry_retry_s: float = Field(
+        1.0, gt=0, description="After Redis failed, how long steps fail at once before one tries it again.",
+    )
+    flight_claim_s: float = Field(
+        2.0, gt=0, description="Lease of a replica's claim on a create, renewed every third of it while the "
+        "create runs: a replica killed mid-create holds the key no longer than this.",
+    )
 
     # --- routing by model (cache_service/providers/routes.py) --------------------
     routes: list[RouteEntry] = Field(

@@ -227,7 +227,9 @@ if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) en
 return 1
 """
 
-# KEYS: lock, flights, all, result. ARGV: token, lease ms, max entries
+# KEYS: lock, flights, all, result. ARGV: token, lease ms, max entries[, slot ms]
+# (the slot is held for ``slot ms``, else the lease: a create's deadline, so a
+# dead holder's slot is freed by then and a live one's never early)
 # Reserves the slot and takes the lock in one step: entries plus live
 # creates of every replica stay within max_entries.
 CLAIM = """
@@ -237,7 +239,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 'FULL' end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), KEYS[1])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4] or ARGV[2]), KEYS[1])
 redis.call('DEL', KEYS[4])
 return 'WON'
 """
@@ -250,5 +252,15 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 redis.call('ZREM', KEYS[2], KEYS[1])
 redis.call('PUBLISH', ARGV[4], ARGV[2])
+return 1
+"""
+
+# The claim's heartbeat: its holder extends the lock while the create runs
+# (its slot in flights is reserved for the create's whole deadline at the
+# claim); 0 when the lock is no longer this holder's.
+# KEYS: lock. ARGV: token, lease ms
+RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """

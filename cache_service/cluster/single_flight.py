@@ -2,10 +2,15 @@
 
 This process's flights and their waiters stay in a LocalSingleFlight; the
 create of a key is claimed with a lock ``f:<scope>:<key>`` (SET NX PX, in
-one script with the slot reservation, cluster.scripts.CLAIM) whose lease
-outlives the create's deadline: a replica that dies mid-create blocks the
-key no longer than that. ``end`` releases the lock, leaves the outcome in
-``<lock>:r`` for a short while and publishes it on ``done:<key>``.
+one script with the slot reservation, cluster.scripts.CLAIM) with a short
+lease, ``claim_s``, that its holder renews every third of it while the
+create runs (cluster.scripts.RENEW): a replica that dies mid-create blocks
+the key no longer than ``claim_s`` (its slot toward ``max_entries`` stays
+reserved for ``slot_s``, the create's deadline), then one waiter elsewhere claims the
+key and runs the create, and the others wait for it. ``end`` releases the
+lock, leaves the outcome in ``<lock>:r`` for a short while and publishes it
+on ``done:<key>``. Every Redis step runs under the registry's guard
+(cluster.guard): an unreachable Redis raises RegistryUnavailable.
 
 Waiters on other replicas listen on that channel (one pattern
 subscription per process) and re-read the lock at most every
@@ -27,9 +32,11 @@ from redis.exceptions import RedisError
 
 from cache_service.cluster import scripts
 from cache_service.cluster.codec import text
+from cache_service.cluster.guard import RegistryGuard, outage_cause
 from cache_service.cluster.names import Names
 from cache_service.domain.entry import EntryKey
 from cache_service.domain.flight import Claim, Flight
+from cache_service.domain.ports import RegistryUnavailable
 from cache_service.domain.single_flight import LocalSingleFlight
 
 log = logging.getLogger("agentctx.cache.cluster")
@@ -37,17 +44,22 @@ _RESULT_TTL_MS = 10_000
 
 
 class RedisSingleFlight:
-    def __init__(self, client: aioredis.Redis, names: Names, *, max_entries: int, lock_s: float,
-                 poll_s: float = 0.25) -> None:
+    def __init__(self, client: aioredis.Redis, names: Names, *, max_entries: int, claim_s: float,
+                 slot_s: float | None = None, poll_s: float = 0.25, guard: RegistryGuard | None = None) -> None:
         self._r = client
         self._n = names
         self._max_entries = max_entries
-        self._lock_ms = int(lock_s * 1000)
+        self._lock_ms = int(claim_s * 1000)
+        self._slot_ms = int((slot_s if slot_s is not None else claim_s) * 1000)
+        self._renew_s = claim_s / 3
         self._poll_s = poll_s
+        self._g = guard or RegistryGuard(client, timeout_s=5.0, retry_s=1.0)
         self._local = LocalSingleFlight()
         self._tokens: dict[int, str] = {}  # id(flight) -> its lock token
+        self._renewals: dict[int, asyncio.Task[None]] = {}  # id(flight) -> its claim's heartbeat
         self._claim = client.register_script(scripts.CLAIM)
         self._release = client.register_script(scripts.RELEASE)
+        self._renew = client.register_script(scripts.RENEW)
         self._claiming: dict[str, asyncio.Lock] = {}  # lock -> this process's claim in progress
         self._woken: dict[str, asyncio.Event] = {}  # lock -> set when its done message arrives
         self._cancel: Callable[[str], Awaitable[None]] | None = None
@@ -71,11 +83,14 @@ class RedisSingleFlight:
                 if self._local.find(flight.scope_fp, flight.key) is not None:
                     return Claim.TAKEN
                 token = secrets.token_hex(8)
-                claim = Claim(text(await self._claim(keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
-                                                     args=[token, self._lock_ms, self._max_entries])))
+                claim = Claim(text(await self._g.run(lambda: self._claim(
+                    keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
+                    args=[token, self._lock_ms, self._max_entries, self._slot_ms]))))
                 if claim is Claim.WON:
                     self._local.add(flight)
                     self._tokens[id(flight)] = token
+                    self._renewals[id(flight)] = asyncio.create_task(self._heartbeat(lock, token),
+                                                                     name="cache-flight-claim")
                 return claim
         finally:
             if not guard.locked():
@@ -87,15 +102,34 @@ class RedisSingleFlight:
             return
         self._local.discard(flight)
         token = self._tokens.pop(id(flight), None)
+        renewal = self._renewals.pop(id(flight), None)
+        if renewal is not None:
+            renewal.cancel()
         if token is None:
             return
         lock = self._n.lock(flight.scope_fp, flight.key)
         try:
-            await self._release(keys=[lock, self._n.flights, self._n.result(lock)],
-                                args=[token, flight.outcome, _RESULT_TTL_MS, self._n.done_channel(lock)])
+            await self._g.run(lambda: self._release(
+                keys=[lock, self._n.flights, self._n.result(lock)],
+                args=[token, flight.outcome, _RESULT_TTL_MS, self._n.done_channel(lock)]))
+        except RegistryUnavailable:
+            pass  # the claim's lease frees the key (the guard logged the outage); waiters elsewhere poll it
         except RedisError as exc:
-            # The lock's lease frees the key; waiters elsewhere poll it.
             log.warning("flight release failed", extra={"error_type": type(exc).__name__})
+
+    async def _heartbeat(self, lock: str, token: str) -> None:
+        """Renews the claim while this process runs its create."""
+        while True:
+            await asyncio.sleep(self._renew_s)
+            try:
+                held = await self._g.run(lambda: self._renew(keys=[lock], args=[token, self._lock_ms]))
+            except RegistryUnavailable:
+                continue  # tried again next beat; the create goes on
+            except RedisError as exc:
+                log.warning("flight claim renewal failed", extra={"error_type": type(exc).__name__})
+                continue
+            if not held:
+                return  # lost (it outlived its lease): the key is another's now
 
     async def wait_remote(self, scope_fp: str, key: EntryKey, timeout_s: float) -> str | None:
         await self._listen()
@@ -104,10 +138,7 @@ class RedisSingleFlight:
         until = loop.time() + timeout_s
         while True:
             woken = self._woken.setdefault(lock, asyncio.Event())
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.get(self._n.result(lock))
-                pipe.exists(lock)
-                result, held = await pipe.execute()
+            result, held = await self._g.run(lambda: self._probe(lock))
             if result is not None:
                 return text(result)
             if not held:
@@ -118,8 +149,14 @@ class RedisSingleFlight:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), min(left, self._poll_s))
 
+    async def _probe(self, lock: str) -> list[object]:
+        async with self._r.pipeline(transaction=True) as pipe:
+            pipe.get(self._n.result(lock))
+            pipe.exists(lock)
+            return list(await pipe.execute())
+
     async def invalidated(self, scope_fp: str) -> None:
-        await self._r.publish(self._n.invalidations, scope_fp)
+        await self._g.run(lambda: self._r.publish(self._n.invalidations, scope_fp))
 
     def on_invalidated(self, cancel: Callable[[str], Awaitable[None]]) -> None:
         self._cancel = cancel
@@ -152,9 +189,12 @@ class RedisSingleFlight:
                 self._subscribed.set()
                 async for message in pubsub.listen():
                     await self._on_message(message, done_prefix)
-            except RedisError as exc:
-                log.warning("flight listener reconnecting", extra={"error_type": type(exc).__name__})
-                await asyncio.sleep(self._poll_s)
+            except (RedisError, OSError) as exc:
+                if outage_cause(exc) is not None:
+                    self._g.failed(exc)  # logged once per outage
+                else:
+                    log.warning("flight listener reconnecting", extra={"error_type": type(exc).__name__})
+                await asyncio.sleep(max(self._poll_s, self._g.retry_s if self._g.down else 0.0))
             finally:
                 with contextlib.suppress(RedisError):
                     await pubsub.aclose()
@@ -174,6 +214,9 @@ class RedisSingleFlight:
                 await self._cancel(data.decode())
 
     async def close(self) -> None:
+        for renewal in self._renewals.values():
+            renewal.cancel()
+        self._renewals.clear()
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -11,6 +11,12 @@ record
   searched for its display name; a match is deleted, and the record is kept
   until its expiry so a create that lands late is still found.
 
+Every pass first moves the records this replica spilled to its local file
+while Redis was down into Redis (cluster.journal ``reconcile_spill``),
+deleting the caches no entry knows. While Redis is unreachable both loops
+skip their passes until the guard (cluster.guard) lets a step try it
+again; the outage is logged once, by the guard.
+
 Redis restarted empty (``epoch`` is gone): the replica that sets a new
 epoch reconciles against the provider's list, deleting every cache whose
 display name this service gives (``agentctx-<entry id>``) that no entry,
@@ -30,9 +36,10 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from cache_service.cluster.codec import text
+from cache_service.cluster.guard import RegistryGuard, outage_cause
 from cache_service.cluster.journal import RedisJournal
 from cache_service.cluster.names import Names
-from cache_service.domain.ports import Cleanup, Clock, JournalRecord, Provider, ProviderError
+from cache_service.domain.ports import Cleanup, Clock, JournalRecord, Provider, ProviderError, RegistryUnavailable
 
 log = logging.getLogger("agentctx.cache.tier")
 DISPLAY_NAME = re.compile(r"agentctx-([0-9a-f]{16})")
@@ -43,12 +50,15 @@ class TierReport:
     adopted: int = 0
     deleted: int = 0
     reconciled: int = 0
+    spilled: int = 0  # spilled journal records moved into Redis
 
 
 class TierKeeper:
     def __init__(self, client: aioredis.Redis, names: Names, journal: RedisJournal, providers: Mapping[str, Provider],
-                 cleanup: Cleanup, clock: Clock, *, heartbeat_s: float, dead_after_s: float, sweep_s: float) -> None:
+                 cleanup: Cleanup, clock: Clock, *, heartbeat_s: float, dead_after_s: float, sweep_s: float,
+                 guard: RegistryGuard | None = None) -> None:
         self._r = client
+        self._g = guard or RegistryGuard(client, timeout_s=5.0, retry_s=1.0)
         self._n = names
         self._journal = journal
         self._providers = providers
@@ -70,7 +80,9 @@ class TierKeeper:
     async def heartbeat_forever(self) -> None:
         while True:
             try:
-                await self.beat()
+                await self._g.run(self.beat)
+            except RegistryUnavailable:
+                pass  # the guard logged the outage; beat again when it lets a step through
             except RedisError as exc:
                 log.warning("heartbeat failed", extra={"error_type": type(exc).__name__})
             await asyncio.sleep(self._heartbeat_s)
@@ -78,13 +90,20 @@ class TierKeeper:
     async def sweep_forever(self) -> None:
         while True:
             try:
+                self._g.check()
                 await self.sweep()
+            except RegistryUnavailable:
+                pass
             except (RedisError, ProviderError, OSError) as exc:
-                log.warning("tier sweep failed", extra={"error_type": type(exc).__name__})
+                if outage_cause(exc) is not None and not isinstance(exc, ProviderError):
+                    self._g.failed(exc)  # logged once per outage
+                else:
+                    log.warning("tier sweep failed", extra={"error_type": type(exc).__name__})
             await asyncio.sleep(self._sweep_s)
 
     async def sweep(self) -> TierReport:
-        """One pass: a lost epoch, dead owners, intents still looked for."""
+        """One pass: spilled records, a lost epoch, dead owners, intents still looked for."""
+        self.report.spilled += await self._journal.reconcile_spill(self._registered, self._cleanup)
         await self._check_epoch()
         me = self._journal.owner
         for raw in await self._r.smembers(self._n.owners):
@@ -99,6 +118,9 @@ class TierKeeper:
         if self._intents:
             await self._look_for_intents()
         return self.report
+
+    async def _registered(self, entry_id: str) -> bool:
+        return bool(await self._g.run(lambda: self._r.exists(self._n.entry(entry_id))))
 
     async def _settle(self, record: JournalRecord) -> None:
         if await self._r.exists(self._n.entry(record.entry_id)):

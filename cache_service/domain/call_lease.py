@@ -14,11 +14,15 @@ The record is what a caller would have made of the three answers:
 - the acquire's bypass, when none was issued;
 - a BYPASS with the call sent uncached, when the lease was refused
   between acquire and call (an invalidation in between): INVALIDATED, or
-  CACHE_MISSING for any other invalid reason.
+  CACHE_MISSING for any other invalid reason; REGISTRY_UNAVAILABLE when the
+  shared registry stopped answering in between (with failure_mode "error",
+  that error). A release the registry cannot take is left to the lease's
+  expiry.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
@@ -27,6 +31,7 @@ from agentctx_common.reasons import Reason
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import Prefix, PrefixView, Scope
 from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
+from cache_service.domain.ports import RegistryUnavailable
 from cache_service.domain.registry import Registry
 
 
@@ -60,10 +65,14 @@ class CallLeases:
                 if err.reason is not Reason.LEASE_INVALID:
                     raise
                 record = _refused(acquired.info, err)
+            except RegistryUnavailable:
+                if self._registry.settings.failure_mode == "error":
+                    raise
+                record = _unregistered(acquired.info)
             reply, _ = await self._generator.generate(scope, call, "", self._left(timeout_s, started))
             return reply, record
         finally:
-            await self._registry.release_issued(acquired.lease)
+            await self._release(acquired.lease)
 
     async def stream(self, scope: Scope, call: ModelCall, spec: CallLease,
                      timeout_s: float | None) -> AsyncIterator[tuple[ModelReply, CacheInfo | None]]:
@@ -85,11 +94,19 @@ class CallLeases:
                     if produced or err.reason is not Reason.LEASE_INVALID:
                         raise
                     record = _refused(acquired.info, err)
+                except RegistryUnavailable:
+                    if produced or self._registry.settings.failure_mode == "error":
+                        raise
+                    record = _unregistered(acquired.info)
             async for chunk, info in self._generator.stream(scope, call, "", self._left(timeout_s, started)):
                 yield chunk, (record if info is not None else None)
         finally:
             if acquired.lease:
-                await self._registry.release_issued(acquired.lease)
+                await self._release(acquired.lease)
+
+    async def _release(self, lease: str) -> None:
+        with contextlib.suppress(RegistryUnavailable):  # the lease expires on its own
+            await self._registry.release_issued(lease)
 
     async def _acquire(self, scope: Scope, call: ModelCall, spec: CallLease, timeout_s: float | None) -> AcquireResult:
         prefix = Prefix.of_call(call, len(call.contents) - spec.suffix)
@@ -107,3 +124,8 @@ def _refused(acquired: CacheInfo, err: FailedPrecondition) -> CacheInfo:
     invalidated = err.metadata.get("invalid_reason") == "INVALIDATED"
     reason = BypassReason.INVALIDATED if invalidated else BypassReason.CACHE_MISSING
     return replace(acquired, state=CacheState.BYPASS, bypass_reason=reason, expire_time=None, uses=0)
+
+
+def _unregistered(acquired: CacheInfo) -> CacheInfo:
+    return replace(acquired, state=CacheState.BYPASS, bypass_reason=BypassReason.REGISTRY_UNAVAILABLE,
+                   expire_time=None, uses=0)

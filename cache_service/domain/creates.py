@@ -18,6 +18,14 @@ runs under ``create_timeout_s``. When it finishes:
 With ``grow_in_background`` a grow's caller leases the cache it has and the
 grow runs without waiters.
 
+A shared registry that stops answering (RegistryUnavailable) fails the
+create's waiters at once with REGISTRY_UNAVAILABLE (BYPASS, or the error
+under ``failure_mode = "error"``) instead of leaving them to their
+deadline; a cache created but not installed is deleted through the cleanup
+path (its journal record, spilled to the local file if need be, covers a
+crash meanwhile). Any other unexpected failure of the create task is
+logged and fails its waiters with CREATE_FAILED.
+
 A MARKED or AUTOMATIC provider has nothing to create: the entry is
 installed at once, expiring at the provider's TTL for the prefix, and its
 first leased call writes the prefix (domain.capabilities).
@@ -26,6 +34,7 @@ first leased call writes the prefix (domain.capabilities).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,7 +50,15 @@ from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.lease_issuer import LeaseIssuer
 from cache_service.domain.lifecycle import Lifecycle
 from cache_service.domain.model import BypassReason, CacheHandle, CacheInfo, CacheSpec, CacheState
-from cache_service.domain.ports import Cleanup, Clock, Journal, Provider, RegistryStore, SingleFlight
+from cache_service.domain.ports import (
+    Cleanup,
+    Clock,
+    Journal,
+    Provider,
+    RegistryStore,
+    RegistryUnavailable,
+    SingleFlight,
+)
 from cache_service.domain.registry_settings import RegistrySettings
 
 log = logging.getLogger("agentctx.cache.registry")
@@ -99,10 +116,14 @@ class Creator:
             elif claim is Claim.FULL:
                 return await self._fallback(match, base)
             else:
-                installed = await self._installed_meanwhile(flight)
+                try:
+                    installed = await self._installed_meanwhile(flight)
+                except RegistryUnavailable as exc:
+                    await self._abandon(flight, BypassReason.REGISTRY_UNAVAILABLE, exc.retry_after)
+                    raise
                 if installed is not None:
                     return installed
-                self._spawn(self._run(flight))
+                self._spawn(self._run_safely(flight))
         if match is not None and flight.background:
             return await self._issuer.issue(match, CacheState.HIT)
         if flight.live_waiters() >= self._settings.max_waiters:
@@ -167,6 +188,25 @@ class Creator:
 
     # --- the create -----------------------------------------------------------------
 
+    async def _run_safely(self, flight: Flight) -> None:
+        """The create task: whatever fails, its waiters are answered now."""
+        try:
+            await self._run(flight)
+        except RegistryUnavailable as exc:
+            await self._abandon(flight, BypassReason.REGISTRY_UNAVAILABLE, exc.retry_after)
+        except Exception as exc:  # noqa: BLE001 - a create task must answer its waiters whatever happened
+            log.error("create task failed", extra={"error_type": type(exc).__name__})
+            await self._abandon(flight, BypassReason.CREATE_FAILED)
+
+    async def _abandon(self, flight: Flight, reason: BypassReason, retry_after: float | None = None) -> None:
+        """Ends the flight without touching the store and answers every
+        waiter still waiting with ``reason``."""
+        flight.outcome = reason.value
+        with contextlib.suppress(RegistryUnavailable):
+            await self._flights.end(flight)
+        base = flight.info()
+        single_flight.hand_over(flight, lambda: self._failure(reason, base, retry_after))
+
     async def _run(self, flight: Flight) -> None:
         provider = self._providers[flight.scope.provider]
         entry_id = secrets.token_hex(8)
@@ -201,7 +241,9 @@ class Creator:
                 log.info("cache create failed", extra={"entry": entry_id, "reason": failed.reason.value,
                                                         "error_type": type(exc).__name__})
                 if failed.learned_floor is not None:
-                    await self._store.learn_floor(flight.scope.provider, flight.scope.model, failed.learned_floor)
+                    with contextlib.suppress(RegistryUnavailable):  # learned again at the next refusal
+                        await self._store.learn_floor(flight.scope.provider, flight.scope.model,
+                                                      failed.learned_floor)
                 if failed.definite:
                     # The provider refused: nothing was created.
                     await _quietly(self._journal.deleted(entry_id))
@@ -238,12 +280,19 @@ class Creator:
             self._cleanup.delete(flight.scope.provider, entry_id, handle.name, "orphan")
             return
         view = flight.view
-        entry = Entry(
-            id=entry_id, generation=await self._store.next_generation(), scope=flight.scope, scope_fp=flight.scope_fp,
-            ttl_s=flight.ttl_s, prefix_fp=view.fingerprint, history_len=view.history_len, digest=view.digest,
-            tokens=handle.tokens or view.tokens, size_bytes=view.size_bytes, handle=handle, last_used=now,
-        )
-        await self._store.put(entry)
+        try:
+            entry = Entry(
+                id=entry_id, generation=await self._store.next_generation(), scope=flight.scope,
+                scope_fp=flight.scope_fp, ttl_s=flight.ttl_s, prefix_fp=view.fingerprint,
+                history_len=view.history_len, digest=view.digest, tokens=handle.tokens or view.tokens,
+                size_bytes=view.size_bytes, handle=handle, last_used=now,
+            )
+            await self._store.put(entry)
+        except RegistryUnavailable:
+            # Not installed: no registry entry will ever name it.
+            if self._providers[flight.scope.provider].named_caches is not None:
+                self._cleanup.delete(flight.scope.provider, entry_id, handle.name, "unregistered")
+            raise
         old = await self._store.get(flight.replaces.id) if flight.replaces is not None else None
         # A cache of the head alone is the scope's, read by its every
         # conversation: it stays for its TTL. A conversation's is replaced.
@@ -266,7 +315,10 @@ class Creator:
         for waiter in flight.waiters:
             if waiter.future.done():
                 continue
-            old = await self._store.get(replaces.id) if replaces is not None else None
+            old = None
+            if replaces is not None:
+                with contextlib.suppress(RegistryUnavailable):
+                    old = await self._store.get(replaces.id)
             if old is not None and not old.retiring and self._lifecycle.usable(old):
                 # A failed grow keeps serving the cache it meant to replace.
                 waiter.future.set_result(await self._issuer.issue(old, CacheState.HIT))

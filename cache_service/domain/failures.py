@@ -33,6 +33,7 @@ from cache_service.domain.ports import (
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
+    RegistryUnavailable,
 )
 
 log = logging.getLogger("agentctx.cache.registry")
@@ -83,6 +84,8 @@ def bypass(base: CacheInfo, reason: BypassReason) -> AcquireResult:
 def failure(failure_mode: str, reason: BypassReason, base: CacheInfo, retry_after: float | None = None) -> Outcome:
     if failure_mode != "error":
         return bypass(base, reason)
+    if reason is BypassReason.REGISTRY_UNAVAILABLE:
+        return RegistryUnavailable("connection", retry_after if retry_after is not None else 1.0)
     cls, error_reason = _FAILURE_ERRORS[reason]
     hint = retry_after if retry_after is not None else (1.0 if cls in (Unavailable, ResourceExhausted) else None)
     return cls(f"prefix cache unavailable: {reason.value.lower().replace('_', ' ')}", reason=error_reason,

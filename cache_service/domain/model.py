@@ -72,6 +72,7 @@ class BypassReason(enum.Enum):
     INVALIDATED = "INVALIDATED"
     UNAVAILABLE = "UNAVAILABLE"
     UNSUPPORTED = "UNSUPPORTED"
+    REGISTRY_UNAVAILABLE = "REGISTRY_UNAVAILABLE"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ are chosen in one place, cache_service.ports_factory.
   order, generations, tombstones, sightings, learned floors
   (domain.memory_store).
 - ``SingleFlight``: who runs the one create of a key (domain.single_flight).
+- ``RegistryUnavailable``: what a store or coordinator shared by replicas
+  raises when it cannot answer in time (cluster.guard); the registry turns
+  it into BYPASS REGISTRY_UNAVAILABLE, or the error under
+  ``failure_mode = "error"``.
 - ``KeySource`` and ``LeaseCodec``: lease signing keys and the lease token
   format (domain.leases).
 
@@ -32,6 +36,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from agentctx_common.errors import Unavailable
+from agentctx_common.reasons import Reason
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.flight import Claim, Flight
 from cache_service.domain.model import (
@@ -263,6 +269,18 @@ class Cleanup(Protocol):
 
 
 # --- registry state --------------------------------------------------------------------
+
+
+class RegistryUnavailable(Unavailable):
+    """The shared registry did not answer in time. ``cause``: "timeout",
+    "connection" (refused, reset, loading, read-only) or "tripped" (it failed
+    within the last ``retry_after`` seconds and is not tried again yet).
+    Content-free, retryable."""
+
+    def __init__(self, cause: str, retry_after: float) -> None:
+        super().__init__("the cache registry is unreachable; retry", reason=Reason.REGISTRY_UNAVAILABLE,
+                         metadata={"cause": cause}, retry_after=retry_after)
+        self.cause = cause
 
 
 @dataclass(frozen=True)

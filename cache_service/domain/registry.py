@@ -19,11 +19,16 @@ Bounds: ``max_entries`` live caches (in-flight creates reserve a slot),
 deadline, default and max TTL. ``failure_mode``: "bypass" turns cache
 failures (create refused or failed, rate limits, capacity, deadlines,
 invalidation) into BYPASS results; "error" raises them. Policy bypasses
-(first sighting, small or empty prefix) are never errors.
+(first sighting, small or empty prefix) are never errors. A shared store
+that cannot answer (RegistryUnavailable) makes the acquire BYPASS
+REGISTRY_UNAVAILABLE, or raises it (UNAVAILABLE with RetryInfo) under
+"error": the turn never waits on a dead Redis for more than one step's
+deadline, nor fails INTERNAL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -42,7 +47,16 @@ from cache_service.domain.leases import LeaseSigner
 from cache_service.domain.lifecycle import Lifecycle
 from cache_service.domain.memory_store import MemoryRegistryStore
 from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ScopeStatus
-from cache_service.domain.ports import Cleanup, Clock, Journal, LeaseCodec, Provider, RegistryStore, SingleFlight
+from cache_service.domain.ports import (
+    Cleanup,
+    Clock,
+    Journal,
+    LeaseCodec,
+    Provider,
+    RegistryStore,
+    RegistryUnavailable,
+    SingleFlight,
+)
 from cache_service.domain.registry_settings import RegistrySettings
 
 log = logging.getLogger("agentctx.cache.registry")
@@ -152,7 +166,11 @@ class Registry:
             "cache.provider": scope.provider, "cache.prefix_tokens": view.tokens,
             "cache.prefix_bytes": view.size_bytes, "cache.scope_fingerprint": sfp[:16],
         }) as span:
-            outcome = await self._acquire(scope, provider, view, ttls, deadline, base)
+            try:
+                outcome = await self._acquire(scope, provider, view, ttls, deadline, base)
+            except RegistryUnavailable as exc:
+                outcome = exc if self.settings.failure_mode == "error" else bypass(
+                    base, BypassReason.REGISTRY_UNAVAILABLE)
             info = outcome.info if isinstance(outcome, AcquireResult) else None
             state = info.state.value if info else "ERROR"
             reason = info.bypass_reason.value if info else str(getattr(outcome, "reason", ""))
@@ -161,7 +179,8 @@ class Registry:
             _acquires.add(1, {"provider": scope.provider, "state": state, "reason": reason})
         if isinstance(outcome, AgentCtxError):
             raise outcome
-        await self.lifecycle.follow(sfp, holder, view, outcome.entry_id)
+        with contextlib.suppress(RegistryUnavailable):  # holders are followed again at their next acquire
+            await self.lifecycle.follow(sfp, holder, view, outcome.entry_id)
         return outcome
 
     async def _acquire(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],

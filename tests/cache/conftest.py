@@ -117,7 +117,7 @@ def _redis_state(prefix: str, settings: RegistrySettings, clients: list[Any]) ->
     client = redis_client(support.REDIS_URL)
     names = Names(prefix)
     flights = RedisSingleFlight(client, names, max_entries=settings.max_entries,
-                                lock_s=settings.create_timeout_s + 2.0)
+                                claim_s=2.0, slot_s=settings.create_timeout_s + 2.0)
     clients.append((flights, client))
     store = RedisRegistryStore(client, names, NameCipher.from_base64(support.ENCRYPTION_KEY),
                                max_sightings=settings.max_sightings)

@@ -30,6 +30,15 @@ def redis_prefix() -> Iterator[str]:
 
 
 @pytest.fixture
+def private_redis(redis_prefix: str) -> Iterator[support.PrivateRedis]:
+    """A redis-server of this test's own, started; to kill and restart."""
+    server = support.PrivateRedis()
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
 async def replicas(certs_dir: pathlib.Path, tmp_path: pathlib.Path,
                    redis_prefix: str) -> AsyncIterator[Callable[..., Any]]:
     """``await replicas(n, **settings)``: n started CacheApps sharing the prefix."""

@@ -8,6 +8,9 @@ import base64
 import os
 import pathlib
 import secrets
+import signal
+import subprocess
+import time
 from typing import Any
 
 import redis
@@ -80,3 +83,64 @@ def sim_prefix(prefix: str) -> str:
 
 def sync_client() -> redis.Redis:
     return redis.Redis.from_url(REDIS_URL)
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a free port (no persistence), to
+    kill and start again; the shared Redis is never touched."""
+
+    def __init__(self) -> None:
+        from tests.support.processes import free_port
+
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self._proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
+        for _ in range(200):
+            try:
+                if client.ping():
+                    client.close()
+                    return
+            except redis.RedisError:
+                time.sleep(0.025)
+        raise RuntimeError("the private redis-server did not start")
+
+    def kill(self) -> None:
+        """kill -9: every connection drops at once."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+
+
+def outage_settings(redis: PrivateRedis, **overrides: Any) -> dict[str, Any]:
+    """Overrides for replica_settings: the registry on ``redis``, the
+    simulated provider's state on the shared Redis (it stays up, as a real
+    provider does), short deadlines."""
+    return {"redis_url": redis.url, "local_state_url": REDIS_URL, "registry_timeout_s": 1.0,
+            "registry_retry_s": 0.2, **overrides}
+
+
+def sim(app: Any) -> Any:
+    """The replica's shared provider simulator (a SharedLocalProvider)."""
+    from cache_service.providers.local import SharedLocalProvider
+
+    provider = app.providers["local"]
+    assert isinstance(provider, SharedLocalProvider)
+    return provider
+
+
+async def until(check: Any, attempts: int = 400) -> None:
+    """Polls the coroutine function ``check`` every 50 ms until it is true."""
+    import asyncio
+
+    for _ in range(attempts):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition never held")

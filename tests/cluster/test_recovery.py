@@ -16,26 +16,14 @@ import sys
 
 import pytest
 
-from cache_service.app import CacheApp
-from cache_service.providers.local import SharedLocalProvider
 from tests.cache.support import scope, view
 from tests.cluster import support
 
 pytestmark = pytest.mark.redis
 
 
-def _sim(app: CacheApp) -> SharedLocalProvider:
-    provider = app.providers["local"]
-    assert isinstance(provider, SharedLocalProvider)
-    return provider
-
-
-async def _until(check, attempts: int = 400) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(attempts):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition never held")
+_sim = support.sim
+_until = support.until
 
 
 async def test_a_replica_killed_mid_create_leaves_no_cache(replicas, certs_dir: pathlib.Path,

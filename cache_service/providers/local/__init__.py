@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from cache_service.domain.ports import Provider
 from cache_service.providers.local.adapter import SHAPES, LocalProvider
 from cache_service.providers.local.settings import LocalFields, LocalRoute
@@ -34,6 +36,9 @@ class LocalPlugin(ProviderPlugin):
             name=name, kind=shape_kind, pricing=pricing, clock=env.clock, min_cache_tokens=s.local_min_cache_tokens,
             context_window=s.local_context_window, bytes_per_token=env.bytes_per_token,
         )
+        if route is None and name == "local" and s.local_shared_state and s.local_state_url is not None:
+            return SharedLocalProvider(aioredis.Redis.from_url(s.local_state_url), s.local_state_prefix,
+                                       owns_client=True, **options)
         if route is None and name == "local" and s.local_shared_state and env.redis is not None:
             return SharedLocalProvider(env.redis, s.local_state_prefix, **options)
         return LocalProvider(**options)

@@ -17,6 +17,10 @@ class LocalFields(BaseModel):
         False, description="Simulator: keep its caches in Redis (redis_url, under local_state_prefix) so "
         "every replica sees the same provider, as with a real one.",
     )
+    local_state_url: str | None = Field(
+        None, description="Simulator: keep its shared state in this Redis instead of redis_url (a provider that "
+        "stays up while the registry's Redis is down, as a real one does; for fault tests).",
+    )
     local_state_prefix: str = Field("agentctx-sim:", min_length=1, max_length=64,
                                     description="Simulator: key prefix of its shared state (its own namespace).")
 

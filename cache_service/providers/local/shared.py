@@ -29,11 +29,16 @@ from cache_service.providers.local.adapter import LocalProvider, _SimCache
 
 
 class SharedLocalProvider(LocalProvider):
-    def __init__(self, client: aioredis.Redis, prefix: str, **kwargs: Any) -> None:
+    def __init__(self, client: aioredis.Redis, prefix: str, *, owns_client: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._r = client
+        self._owns_client = owns_client
         self._key = f"{prefix}caches"
         self._stats = f"{prefix}stats"
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self._r.aclose()
 
     async def create_cache(self, spec: CacheSpec) -> CacheHandle:
         await self._enter("create")

@@ -85,6 +85,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CACHE_CAPACITY: _ClassVar[ErrorReason]
     CACHE_INVALIDATED: _ClassVar[ErrorReason]
     CACHE_MISSING: _ClassVar[ErrorReason]
+    REGISTRY_UNAVAILABLE: _ClassVar[ErrorReason]
     PROVIDER_NOT_CONFIGURED: _ClassVar[ErrorReason]
     PROVIDER_INVALID_REQUEST: _ClassVar[ErrorReason]
     PROVIDER_PERMISSION_DENIED: _ClassVar[ErrorReason]
@@ -181,6 +182,7 @@ CACHE_DEADLINE_EXCEEDED: ErrorReason
 CACHE_CAPACITY: ErrorReason
 CACHE_INVALIDATED: ErrorReason
 CACHE_MISSING: ErrorReason
+REGISTRY_UNAVAILABLE: ErrorReason
 PROVIDER_NOT_CONFIGURED: ErrorReason
 PROVIDER_INVALID_REQUEST: ErrorReason
 PROVIDER_PERMISSION_DENIED: ErrorReason

@@ -32,6 +32,7 @@ class CacheBypassReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CACHE_BYPASS_REASON_INVALIDATED: _ClassVar[CacheBypassReason]
     CACHE_BYPASS_REASON_UNAVAILABLE: _ClassVar[CacheBypassReason]
     CACHE_BYPASS_REASON_UNSUPPORTED: _ClassVar[CacheBypassReason]
+    CACHE_BYPASS_REASON_REGISTRY_UNAVAILABLE: _ClassVar[CacheBypassReason]
 CACHE_STATE_UNSPECIFIED: CacheState
 CACHE_STATE_CREATED: CacheState
 CACHE_STATE_HIT: CacheState
@@ -50,6 +51,7 @@ CACHE_BYPASS_REASON_CACHE_MISSING: CacheBypassReason
 CACHE_BYPASS_REASON_INVALIDATED: CacheBypassReason
 CACHE_BYPASS_REASON_UNAVAILABLE: CacheBypassReason
 CACHE_BYPASS_REASON_UNSUPPORTED: CacheBypassReason
+CACHE_BYPASS_REASON_REGISTRY_UNAVAILABLE: CacheBypassReason
 
 class CacheMetadata(_message.Message):
     __slots__ = ("state", "bypass_reason", "prefix_fingerprint", "prefix_tokens", "expire_time", "scope_fingerprint", "uses")
