@@ -156,6 +156,8 @@ VALID: dict[str, dict[str, Any]] = {
     "DeleteSession": {"name": "apps/fuzz/users/u1/sessions/doomed"},
     "AppendEvent": {"parent": SESSION, "event": {"author": "agent", "content": CALL, "invocation_id": "i1"},
                     "state_delta": {"session": {"k": 1}, "user": {"u": "x"}, "app": {"a": [1]}}},
+    "BatchAppendEvents": {"parent": SESSION, "events": [
+        {"author": "agent", "content": CALL, "invocation_id": "i2"}, {"author": "user", "content": TEXT}]},
     "ListEvents": {"parent": SESSION, "page_size": 5, "include_compactions": True, "most_recent": 3,
                    "after_time": "2020-01-01T00:00:00Z"},
     "GetSharedState": {"parent": "apps/fuzz/users/u1"},
