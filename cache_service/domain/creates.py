@@ -299,13 +299,22 @@ class Creator:
         if old is not None and not old.retiring and old.history_len > 0:
             await self._lifecycle.retire(old)
         flight.outcome = INSTALLED
-        await self._flights.end(flight)
-        first = CacheState.GROWN if flight.replaces is not None else CacheState.CREATED
-        waiting = [w for w in flight.waiters if w.live]
-        for i, waiter in enumerate(waiting):
-            waiter.future.set_result(await self._issuer.issue(entry, first if i == 0 else CacheState.HIT))
+        state = CacheState.GROWN if flight.replaces is not None else CacheState.CREATED
+        leased = 0
+        try:
+            # Leased before the flight ends: until then its slot counts toward
+            # max_entries, after it the leases keep a claim that found the
+            # tier FULL from evicting the new entry as idle. Callers joining
+            # meanwhile are leased too; ``end`` takes the flight out of reach
+            # before its first await.
+            while waiting := [w for w in flight.waiters if w.live and not w.future.done()]:
+                for waiter in waiting:
+                    waiter.future.set_result(await self._issuer.issue(entry, state))
+                    state, leased = CacheState.HIT, leased + 1
+        finally:
+            await self._flights.end(flight)
         log.info("cache created", extra={"entry": entry_id, "scope": flight.scope_fp[:16], "tokens": entry.tokens,
-                                         "waiters": len(waiting), "grown": flight.replaces is not None})
+                                         "waiters": leased, "grown": flight.replaces is not None})
 
     async def _fail(self, flight: Flight, reason: BypassReason, retry_after: float | None = None) -> None:
         flight.outcome = reason.value
