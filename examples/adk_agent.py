@@ -1,8 +1,10 @@
 """An ADK agent on agentctx: an LlmAgent with two tools, run by ADK's
 Runner on AgentCtxSessionService (sessions and events in the context
-service) and AgentCtxLlm (model calls made by the context service through
-the cache tier, the provider key on the service side). Prints the cache
-state of every model call.
+service), AgentCtxArtifactService and AgentCtxMemoryService (its artifacts
+and memory there too) and AgentCtxLlm (model calls made by the context
+service through the cache tier, the provider key on the service side).
+Prints the cache state of every model call, the artifact a tool saved and
+what memory finds of the conversation.
 
 Run it in the ADK venv against the pair ``make up`` starts, with its
 defaults (the local simulator model; its system prompt is the size real
@@ -20,10 +22,18 @@ import asyncio
 import pathlib
 import uuid
 
-from agentctx_adk import CACHE_METADATA_KEY, AgentCtxLlm, AgentCtxPlugin, AgentCtxSessionService
+from agentctx_adk import (
+    CACHE_METADATA_KEY,
+    AgentCtxArtifactService,
+    AgentCtxLlm,
+    AgentCtxMemoryService,
+    AgentCtxPlugin,
+    AgentCtxSessionService,
+)
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.runners import Runner
+from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from agentctx.context.v1 import policy_pb2
@@ -105,9 +115,11 @@ def get_weather(city: str = "") -> dict[str, str]:
     return {"city": city or "Paris", "forecast": "sunny", "high_c": "24"}
 
 
-def lookup(q: str = "") -> dict[str, str]:
-    """Looks a fact up."""
-    return {"query": q, "answer": "The Louvre and the Musee d'Orsay."}
+async def lookup(tool_context: ToolContext, q: str = "") -> dict[str, str]:
+    """Looks a fact up (and keeps the answer as an artifact of the session)."""
+    answer = "The Louvre and the Musee d'Orsay."
+    version = await tool_context.save_artifact("museums.md", types.Part(text=answer))
+    return {"query": q, "answer": answer, "saved_as": f"museums.md v{version}"}
 
 
 def tls_config(certs: pathlib.Path) -> TlsConfig:
@@ -125,8 +137,9 @@ async def run(target: str, certs: pathlib.Path, app_name: str) -> list[str]:
     async with AgentCtxSessionService.connect(target, tls=tls_config(certs), config=config) as sessions:
         agent = LlmAgent(name="travel_agent", model=AgentCtxLlm.for_sessions(sessions, model=MODEL),
                          instruction=INSTRUCTION, tools=[get_weather, lookup])
+        artifacts, memory = AgentCtxArtifactService(sessions), AgentCtxMemoryService(sessions)
         runner = Runner(app=App(name=app_name, root_agent=agent, plugins=[AgentCtxPlugin(sessions)]),
-                        session_service=sessions)
+                        session_service=sessions, artifact_service=artifacts, memory_service=memory)
         session = await sessions.create_session(app_name=app_name, user_id="traveller")
         for question in QUESTIONS:
             print(f"user: {question}")
@@ -147,6 +160,13 @@ async def run(target: str, certs: pathlib.Path, app_name: str) -> list[str]:
                 if record is not None and event.content and not event.get_function_calls():
                     text = "".join(p.text or "" for p in event.content.parts or ())
                     print(f"  {event.author}: {text[:160]}")
+        keys = await artifacts.list_artifact_keys(app_name=app_name, user_id="traveller", session_id=session.id)
+        print("artifacts:", " ".join(keys))
+        stored = await sessions.get_session(app_name=app_name, user_id="traveller", session_id=session.id)
+        assert stored is not None
+        await memory.add_session_to_memory(stored)
+        found = await memory.search_memory(app_name=app_name, user_id="traveller", query="museums in Paris")
+        print(f"memory: {len(found.memories)} entries match 'museums in Paris'")
     print("cache states:", " ".join(states))
     return states
 

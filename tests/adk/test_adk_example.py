@@ -30,3 +30,6 @@ async def test_the_adk_example_runs_and_reuses_the_cache(adk_venv_python: pathli
     assert len(states) == 6, run.stdout  # two tool calls with their answers, two plain answers
     assert "CREATED" in states and ("HIT" in states or "GROWN" in states), run.stdout
     assert "BELOW_MIN_TOKENS" not in run.stdout, run.stdout
+    assert "artifacts: museums.md" in run.stdout, run.stdout  # saved by the lookup tool through ToolContext
+    matches = next(line for line in run.stdout.splitlines() if line.startswith("memory:")).split()[1]
+    assert int(matches) >= 1, run.stdout
