@@ -670,3 +670,39 @@ def test_python_client_types_carry_every_field(data: st.DataObject) -> None:
     unexposed = [f"Event.{f.name}" for f in sent.DESCRIPTOR.fields
                  if f.name not in attributes and f"Event.{f.name}" not in CLIENT_EVENT_ALLOWED]
     assert not unexposed, f"Event fields agentctx_client.Event does not expose: {unexposed}"
+
+
+def test_python_client_artifact_and_memory_types_expose_every_field() -> None:
+    """A field added to ArtifactVersion or MemoryEntry is an attribute of the
+    client's type, with the proto's value (timestamps as datetimes)."""
+    from agentctx.context.v1 import artifacts_pb2
+    from agentctx.memory.v1 import memory_service_pb2
+    from agentctx_client import ArtifactVersion, MemoryEntry
+
+    for proto_type, client_type, build in ((artifacts_pb2.ArtifactVersion, ArtifactVersion,
+                                            ArtifactVersion.from_proto),
+                                           (memory_service_pb2.MemoryEntry, MemoryEntry, MemoryEntry.from_proto)):
+        sent = proto_type()
+        for f in proto_type.DESCRIPTOR.fields:
+            if f.message_type is not None and f.message_type.full_name == "google.protobuf.Timestamp":
+                getattr(sent, f.name).seconds = 1_760_000_000
+            elif f.message_type is not None and f.message_type.full_name == "google.protobuf.Struct":
+                getattr(sent, f.name).update({"k": "v"})
+            elif f.message_type is not None:  # a map<string, string>
+                getattr(sent, f.name)["k"] = "v"
+            elif f.type == descriptor.FieldDescriptor.TYPE_BOOL:
+                setattr(sent, f.name, True)
+            elif f.type == descriptor.FieldDescriptor.TYPE_STRING:
+                setattr(sent, f.name, f"{f.name}-value" if f.name != "name" else "apps/a/users/u/memories/m1")
+            else:
+                setattr(sent, f.name, 7)
+        got = build(sent)
+        for f in proto_type.DESCRIPTOR.fields:
+            assert hasattr(got, f.name), f"{proto_type.DESCRIPTOR.name}.{f.name} lost in agentctx_client {client_type.__name__}"
+            value = getattr(got, f.name)
+            if f.message_type is not None and f.message_type.full_name == "google.protobuf.Timestamp":
+                assert value is not None and value.timestamp() == 1_760_000_000, f.name
+            elif f.message_type is not None:
+                assert dict(value) == {"k": "v"}, f.name
+            else:
+                assert value == getattr(sent, f.name), f.name
