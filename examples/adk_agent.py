@@ -118,7 +118,10 @@ def get_weather(city: str = "") -> dict[str, str]:
 async def lookup(tool_context: ToolContext, q: str = "") -> dict[str, str]:
     """Looks a fact up (and keeps the answer as an artifact of the session)."""
     answer = "The Louvre and the Musee d'Orsay."
-    version = await tool_context.save_artifact("museums.md", types.Part(text=answer))
+    try:
+        version = await tool_context.save_artifact("museums.md", types.Part(text=answer))
+    except ValueError:  # a Runner without an artifact service (bench.adk runs these tools on ADK's own)
+        return {"query": q, "answer": answer}
     return {"query": q, "answer": answer, "saved_as": f"museums.md v{version}"}
 
 
