@@ -19,6 +19,9 @@ from cache_service.settings import CacheSettings
 from tests.support.servers import cache_settings
 
 REDIS_URL = os.environ.get("AGENTCTX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+# The local Redis Cluster of scripts/redis_cluster.sh (.ci/run starts it and sets this).
+CLUSTER_URL = os.environ.get("AGENTCTX_REDIS_CLUSTER_URL", "")
+SINGLE, CLUSTER = "single", "cluster"
 ENCRYPTION_KEY = base64.b64encode(b"k" * 32).decode()
 LEASE_KEYS = [{"id": "k1", "secret": "s" * 40}]
 
@@ -30,23 +33,78 @@ def available() -> bool:
         return False
 
 
+def url_of(backend: str) -> str:
+    return CLUSTER_URL if backend == CLUSTER else REDIS_URL
+
+
+def cluster_available() -> bool:
+    if not CLUSTER_URL:
+        return False
+    try:
+        client = cluster_sync_client()
+        ok = bool(client.ping())
+        client.close()
+        return ok
+    except (redis.RedisError, ValueError):
+        return False
+
+
+def require(backend: str) -> None:
+    """Fails (AGENTCTX_REQUIRE_REDIS) or skips the test when ``backend`` is not up."""
+    import pytest
+
+    up = cluster_available() if backend == CLUSTER else available()
+    if up:
+        return
+    where = ("the Redis Cluster (AGENTCTX_REDIS_CLUSTER_URL: scripts/redis_cluster.sh start)" if backend == CLUSTER
+             else "Redis on 127.0.0.1:6379")
+    if os.environ.get("AGENTCTX_REQUIRE_REDIS"):
+        pytest.fail(f"{where} is required (AGENTCTX_REQUIRE_REDIS) but not reachable")
+    pytest.skip(f"{where} is not reachable")
+
+
+def cluster_sync_client() -> redis.RedisCluster:
+    from cache_service.cluster.client import parse
+
+    ends = parse(CLUSTER_URL)
+    return redis.RedisCluster(startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in ends.nodes],
+                              socket_connect_timeout=1)
+
+
+def node_clients(backend: str) -> list[redis.Redis]:
+    """A client per node holding keys (the cluster's masters, or the one Redis)."""
+    if backend != CLUSTER:
+        return [redis.Redis.from_url(REDIS_URL)]
+    cluster = cluster_sync_client()
+    nodes = [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]
+    cluster.close()
+    return nodes
+
+
 def new_prefix() -> str:
     return f"agentctx-test-{secrets.token_hex(4)}:"
 
 
-def delete_prefix(prefix: str) -> int:
+def delete_prefix(prefix: str, backend: str = SINGLE) -> int:
     """Deletes every key under ``prefix`` (SCAN, never FLUSHALL)."""
-    client = redis.Redis.from_url(REDIS_URL)
     deleted = 0
-    for key in client.scan_iter(match=f"{prefix}*", count=500):
-        deleted += client.delete(key)
-    client.close()
+    for client in node_clients(backend):
+        for key in client.scan_iter(match=f"{prefix}*", count=500):
+            deleted += client.delete(key)
+        client.close()
     return deleted
 
 
-def dump_prefix(prefix: str) -> list[bytes]:
+def dump_prefix(prefix: str, backend: str = SINGLE) -> list[bytes]:
     """Every key and value under ``prefix``, as raw bytes."""
-    client = redis.Redis.from_url(REDIS_URL)
+    out: list[bytes] = []
+    for client in node_clients(backend):
+        out += _dump(client, prefix)
+        client.close()
+    return out
+
+
+def _dump(client: redis.Redis, prefix: str) -> list[bytes]:
     out: list[bytes] = []
     for key in client.scan_iter(match=f"{prefix}*", count=500):
         out.append(key)
@@ -62,13 +120,15 @@ def dump_prefix(prefix: str) -> list[bytes]:
             out += [m for m, _ in client.zrange(key, 0, -1, withscores=True)]
         elif kind == b"list":
             out += list(client.lrange(key, 0, -1))
-    client.close()
     return out
 
 
-def replica_settings(certs: pathlib.Path, tmp: pathlib.Path, prefix: str, **overrides: Any) -> CacheSettings:
+def replica_settings(certs: pathlib.Path, tmp: pathlib.Path, prefix: str, backend: str = SINGLE,
+                     **overrides: Any) -> CacheSettings:
+    """A replica on ``backend``; the simulated provider's shared state stays
+    on the single Redis (the provider is not the registry)."""
     values: dict[str, Any] = dict(
-        redis_url=REDIS_URL, redis_key_prefix=prefix, redis_encryption_key=ENCRYPTION_KEY,
+        redis_url=url_of(backend), local_state_url=REDIS_URL, redis_key_prefix=prefix, redis_encryption_key=ENCRYPTION_KEY,
         lease_keys=LEASE_KEYS, active_lease_key_id="k1", local_shared_state=True, local_state_prefix=sim_prefix(prefix),
         sightings_before_create=0, min_prefix_tokens=64, local_min_cache_tokens=64,
         replica_heartbeat_s=0.2, replica_dead_after_s=0.8, tier_sweep_interval_s=0.2, sweep_interval_s=0.2,
@@ -81,8 +141,8 @@ def sim_prefix(prefix: str) -> str:
     return prefix.rstrip(":") + "-sim:"
 
 
-def sync_client() -> redis.Redis:
-    return redis.Redis.from_url(REDIS_URL)
+def sync_client(backend: str = SINGLE) -> redis.Redis | redis.RedisCluster:
+    return cluster_sync_client() if backend == CLUSTER else redis.Redis.from_url(REDIS_URL)
 
 
 class PrivateRedis:
