@@ -204,3 +204,132 @@ async def until(check: Any, attempts: int = 400) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition never held")
+
+
+class SentinelRedis:
+    """A master, its replica and one sentinel of the test's own (no
+    persistence, free loopback ports, config in ``workdir``), for failovers;
+    the shared Redis is never touched."""
+
+    SERVICE = "agentctx-test"
+
+    def __init__(self, workdir: pathlib.Path) -> None:
+        from tests.support.processes import free_port
+
+        self.dir = workdir
+        self.master_port, self.replica_port, self.sentinel_port = free_port(), free_port(), free_port()
+        self.url = f"redis+sentinel://127.0.0.1:{self.sentinel_port}/{self.SERVICE}"
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        base = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.dir)]
+        self._spawn(self.master_port, ["redis-server", "--port", str(self.master_port), *base])
+        self._wait(self.master_port)
+        self._spawn(self.replica_port, ["redis-server", "--port", str(self.replica_port), "--replicaof", "127.0.0.1",
+                                        str(self.master_port), *base])
+        self._wait(self.replica_port)
+        conf = self.dir / "sentinel.conf"
+        conf.write_text(f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                        f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master_port} 1\n"
+                        f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
+                        f"sentinel failover-timeout {self.SERVICE} 4000\n")
+        self._spawn(self.sentinel_port, ["redis-server", str(conf), "--sentinel"])
+        self._wait(self.sentinel_port)
+        # The replica in sync and known to the sentinel: a failover has somewhere to go.
+        replica = redis.Redis(port=self.replica_port)
+        sentinel = redis.Redis(port=self.sentinel_port)
+        for _ in range(800):
+            synced = replica.info("replication").get("master_link_status") == "up"
+            if synced and sentinel.execute_command("SENTINEL", "REPLICAS", self.SERVICE):
+                break
+            time.sleep(0.025)
+        else:
+            raise RuntimeError("the sentinel's replica never came up")
+        replica.close()
+        sentinel.close()
+
+    def master(self) -> int:
+        sentinel = redis.Redis(port=self.sentinel_port)
+        _, port = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.SERVICE)
+        sentinel.close()
+        return int(port)
+
+    def failover(self) -> int:
+        """Has the sentinel promote the replica; returns the new master's port
+        once the sentinel names it and it takes writes."""
+        old = self.master()
+        sentinel = redis.Redis(port=self.sentinel_port)
+        sentinel.execute_command("SENTINEL", "FAILOVER", self.SERVICE)
+        sentinel.close()
+        return self._new_master(old)
+
+    def kill_master(self) -> int:
+        """kill -9 of the master: the sentinel notices (1 s) and promotes the
+        replica; returns its port once it takes writes."""
+        old = self.master()
+        proc = self._procs.pop(old)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return self._new_master(old)
+
+    def _new_master(self, old: int) -> int:
+        for _ in range(800):
+            new = self.master()
+            if new != old:
+                promoted = redis.Redis(port=new)
+                role = promoted.info("replication").get("role")
+                promoted.close()
+                if role == "master":
+                    return new
+            time.sleep(0.025)
+        raise RuntimeError("the sentinel did not fail the master over")
+
+    def stop(self) -> None:
+        for proc in self._procs.values():
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        self._procs.clear()
+
+    def _spawn(self, port: int, argv: list[str]) -> None:
+        self._procs[port] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @staticmethod
+    def _wait(port: int) -> None:
+        client = redis.Redis(port=port, socket_connect_timeout=0.2)
+        for _ in range(200):
+            try:
+                if client.ping():
+                    client.close()
+                    return
+            except redis.RedisError:
+                time.sleep(0.025)
+        raise RuntimeError(f"redis on {port} did not start")
+
+
+def cluster_failover(slot_key: str) -> tuple[str, str]:
+    """A manual ``CLUSTER FAILOVER`` (the replica catches up, then takes
+    over) of the master holding ``slot_key``; returns (old, new) master
+    addresses once the new one serves the slot."""
+    cluster = cluster_sync_client()
+    old = cluster.get_node_from_key(slot_key)
+    replica = None
+    for node in cluster.get_nodes():
+        probe = redis.Redis(host=node.host, port=node.port)
+        info = probe.info("replication")
+        if info.get("role") == "slave" and info.get("master_port") == old.port:
+            replica = probe
+            break
+        probe.close()
+    cluster.close()
+    assert replica is not None, "the master has no replica"
+    replica.execute_command("CLUSTER", "FAILOVER")
+    for _ in range(800):
+        if replica.info("replication").get("role") == "master":
+            break
+        time.sleep(0.025)
+    else:
+        raise RuntimeError("the replica never took over")
+    new = f"{replica.connection_pool.connection_kwargs['host']}:{replica.connection_pool.connection_kwargs['port']}"
+    replica.close()
+    return f"{old.host}:{old.port}", new
