@@ -131,7 +131,8 @@ class CacheSettings(ServerSettings, ProviderFields):
 
     # --- the cache tier on Redis (see cache_service/redis/) -------------------
     redis_url: SecretStr | None = Field(
-        None, description="Redis shared by the cache replicas (registry, single flight, journal); "
+        None, description="Redis shared by the cache replicas (registry, single flight, journal): redis://host:port/db, "
+        "redis+sentinel://host:port[,host:port...]/service or redis+cluster://host:port[,host:port...]; "
         "unset: this process alone (in-memory registry, local journal).",
     )
     redis_key_prefix: str = Field("agentctx:", min_length=1, max_length=64,
@@ -220,6 +221,13 @@ class CacheSettings(ServerSettings, ProviderFields):
             raise ValueError("local_shared_state needs redis_url")
         if self.redis_url is None:
             return
+        if "{" in self.redis_key_prefix or "}" in self.redis_key_prefix:
+            raise ValueError("redis_key_prefix must not hold '{' or '}': the keys' hash tags follow it")
+        url = self.redis_url.get_secret_value()
+        if url.startswith(("redis+cluster://", "redis+sentinel://")):
+            from cache_service.cluster.client import parse
+
+            parse(url)  # a ValueError that names what is wrong, never the URL
         if self.redis_encryption_key is None:
             raise ValueError("redis_url is set but redis_encryption_key is not: resource names would be stored in clear")
         if not encryption_key_ok(self.redis_encryption_key):

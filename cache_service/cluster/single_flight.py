@@ -93,7 +93,8 @@ class RedisSingleFlight:
                 if self._local.find(flight.scope_fp, flight.key) is not None:
                     return Claim.TAKEN
                 token = secrets.token_hex(8)
-                claim = Claim(text(await self._g.run(lambda: self._reserve(flight.scope_fp, lock, token))))
+                async with self._reserving:  # waiting for the turn is not the step's time
+                    claim = Claim(text(await self._g.run(lambda: self._reserve(flight.scope_fp, lock, token))))
                 if claim is Claim.WON:
                     self._local.add(flight)
                     self._tokens[id(flight)] = token
@@ -106,10 +107,9 @@ class RedisSingleFlight:
 
     async def _reserve(self, scope_fp: str, lock: str, token: str) -> object:
         shard = self._n.of_scope(scope_fp)
-        async with self._reserving:
-            others = await self._used(exclude=shard)
-            return await self._scripts("CLAIM", [lock, shard.flights, shard.all, self._n.result(lock)],
-                                       [token, self._lock_ms, self._max_entries, self._slot_ms, others])
+        others = await self._used(exclude=shard)
+        return await self._scripts("CLAIM", [lock, shard.flights, shard.all, self._n.result(lock)],
+                                   [token, self._lock_ms, self._max_entries, self._slot_ms, others])
 
     async def _used(self, exclude: Shard | None = None) -> int:
         """Entries plus live reserved slots of every shard but ``exclude``."""
