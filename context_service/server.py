@@ -28,6 +28,7 @@ from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
 from context_service.app import ContextApp, limits_of, session_defaults
 from context_service.building.appends import ObservedSessions
+from context_service.building.attachments import AttachmentLoader
 from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
 from context_service.building.tail import TailReader
@@ -104,6 +105,7 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         effective_config=functools.partial(overlay, defaults),
         compressors=compaction.service,
         tail=tail,
+        attachments=AttachmentLoader(backend.artifacts, render),
     )
     turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache)
     app = ContextApp(
