@@ -92,6 +92,20 @@ async def test_after_the_tool_results_the_input_opens_with(client: ContextClient
     assert built.request.contents[2].parts[1].text == "what the lookup found"
 
 
+async def test_a_truncated_history_keeps_its_attachments(client: ContextClient) -> None:
+    """A bounded TRUNCATE build reads only the newest events (building.tail):
+    the history budget leaves attachments alone."""
+    s = await _session(client)
+    for i in range(6):
+        await client.append_event(s, f"message number {i} " * 10)
+    await client.save_artifact(s, "long.txt", "y" * 3000)
+    policy = policy_pb2.SelectionPolicy(max_bytes=700, overflow=policy_pb2.OVERFLOW_MODE_TRUNCATE)
+    built = await client.build_context(s, ["latest"], attachments=["long.txt"], policy=policy)
+    assert 0 < built.accounting.events_selected < 6 and built.accounting.units_dropped > 0
+    assert built.contents[-2].parts[1].text == "y" * 3000 and built.contents[-1].text == "latest"
+    assert built.accounting.attachment_bytes > 3000 > built.accounting.proto.history.bytes
+
+
 async def test_a_missing_artifact_or_version_is_not_found_by_name(client: ContextClient) -> None:
     s = await _session(client)
     await client.save_artifact(s, "there.txt", "here")
@@ -219,6 +233,20 @@ async def test_generate_sends_the_attachment_and_stores_none_of_it(agent: Contex
     chunks = [chunk async for chunk in stream]
     assert chunks and stream.result is not None
     assert stream.result.accounting.attachment_bytes > 700
+
+
+async def test_a_runner_driven_turn_attaches_after_the_stored_history(agent: ContextClient) -> None:
+    """TURN_STORAGE_NONE (ADK's Runner stored the user message itself): the
+    attachment follows the stored history, and nothing is appended."""
+    s = await _session(agent, cache=True)
+    await agent.append_event(s, "Please read the attached notes.")
+    await agent.save_artifact(s, "user:notes.txt", "Notes: bring an umbrella. " * 10)
+    turn = await agent.generate(s, storage=pb.TURN_STORAGE_NONE, attachments=["user:notes.txt"])
+    assert turn.accounting.attachment_bytes > 250 and turn.reply.text
+    assert await _stored(agent, s) == ["Please read the attached notes."]
+    built = await agent.build_context(s, attachments=["user:notes.txt"])
+    assert built.contents[0].text == "Please read the attached notes."
+    assert built.contents[-1].parts[1].text == "Notes: bring an umbrella. " * 10
 
 
 async def test_a_missing_attachment_stores_no_input(agent: ContextClient) -> None:
