@@ -230,9 +230,6 @@ class Reason(str, enum.Enum):
     # PERMISSION_DENIED: the call names something outside the token's app, user
     # or session (another user's memory entry, for example).
     TOOL_SCOPE_MISMATCH = "TOOL_SCOPE_MISMATCH"
-    # INVALID_ARGUMENT (with a field violation): a tool declaration names an
-    # unknown capability or a tool twice.
-    TOOL_DECLARATION_INVALID = "TOOL_DECLARATION_INVALID"
     # INVALID_ARGUMENT: a memory request is malformed or over a size limit.
     INVALID_MEMORY_REQUEST = "INVALID_MEMORY_REQUEST"
     # NOT_FOUND: no such memory entry.
@@ -312,7 +309,6 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.ARTIFACT_TOO_LARGE: ('max_artifact_bytes', 'received_bytes',),
     Reason.ARTIFACT_QUOTA_EXCEEDED: ('quota_bytes', 'used_bytes', 'requested_bytes',),
     Reason.TOOL_CAPABILITY_MISSING: ('capability', 'tool',),
-    Reason.TOOL_DECLARATION_INVALID: ('capability',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),

@@ -20,6 +20,7 @@ from context_service.ports import (
     MemoryStore,
     SessionHeads,
     SessionStore,
+    ToolCalls,
 )
 from context_service.settings import ContextSettings
 from context_service.storage.artifacts import SqlArtifactStore
@@ -41,6 +42,7 @@ class Backend:
     jobs: CompactionJobs
     artifacts: ArtifactStore
     memory: MemoryStore
+    tool_calls: ToolCalls
 
     async def close(self) -> None:
         await self.heads.close()
@@ -57,6 +59,7 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
         jobs=SqlJobStore(store),
         artifacts=SqlArtifactStore(store),
         memory=SqlMemoryStore(store),
+        tool_calls=store.tool_calls,
     )
 
 

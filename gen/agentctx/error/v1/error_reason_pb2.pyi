@@ -102,7 +102,6 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOOL_TOKEN_REVOKED: _ClassVar[ErrorReason]
     TOOL_CAPABILITY_MISSING: _ClassVar[ErrorReason]
     TOOL_SCOPE_MISMATCH: _ClassVar[ErrorReason]
-    TOOL_DECLARATION_INVALID: _ClassVar[ErrorReason]
     INVALID_MEMORY_REQUEST: _ClassVar[ErrorReason]
     MEMORY_NOT_FOUND: _ClassVar[ErrorReason]
     MEMORY_ALREADY_EXISTS: _ClassVar[ErrorReason]
@@ -206,7 +205,6 @@ TOOL_TOKEN_EXPIRED: ErrorReason
 TOOL_TOKEN_REVOKED: ErrorReason
 TOOL_CAPABILITY_MISSING: ErrorReason
 TOOL_SCOPE_MISMATCH: ErrorReason
-TOOL_DECLARATION_INVALID: ErrorReason
 INVALID_MEMORY_REQUEST: ErrorReason
 MEMORY_NOT_FOUND: ErrorReason
 MEMORY_ALREADY_EXISTS: ErrorReason

@@ -84,7 +84,8 @@ export type ToolDeclaration = Message<"agentctx.context.v1.ToolDeclaration"> & {
    * Capabilities: identity (always included), state_read, state_write,
    * artifact_put, artifact_get, artifact_list, artifact_list_versions,
    * artifact_delete, artifact_attach, memory_search, memory_add,
-   * memory_delete. Unknown names are INVALID_ARGUMENT.
+   * memory_delete. Unknown names are INVALID_ARGUMENT
+   * INVALID_CONTEXT_CONFIG.
    *
    * @generated from field: repeated string capabilities = 2;
    */
