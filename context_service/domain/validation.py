@@ -21,6 +21,7 @@ from context_service.domain.config import (
     ContextConfig,
     SelectionPolicy,
 )
+from context_service.domain.tool_tokens import declaration_violations
 
 MAX_COMPACTOR_TIMEOUT_S = 300.0
 MAX_TTL_S = 7 * 24 * 3600.0
@@ -150,6 +151,7 @@ def config_violations(c: ContextConfig, path: str = "config") -> list[FieldViola
         selection_violations(c.selection, f"{path}.selection")
         + compaction_violations(c.compaction, f"{path}.compaction")
         + cache_violations(c.cache, f"{path}.cache")
+        + declaration_violations(c.tools, f"{path}.tools")
     )
 
 

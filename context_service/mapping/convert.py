@@ -413,6 +413,7 @@ def config_from_proto(c: policy_pb2.ContextConfig) -> cfg.ContextConfig:
         selection=selection_from_proto(c.selection),
         compaction=compaction_from_proto(c.compaction, enabled_set=c.HasField("compaction")),
         cache=cache_policy_from_proto(c.cache, enabled_set=c.HasField("cache")),
+        tools=tuple(cfg.ToolDeclaration(t.name, tuple(t.capabilities)) for t in c.tools),
     )
 
 
@@ -427,3 +428,5 @@ def config_to_proto(c: cfg.ContextConfig, out: policy_pb2.ContextConfig) -> None
         compaction_to_proto(c.compaction, out.compaction)
     if cfg.to_json(c.cache):
         cache_policy_to_proto(c.cache, out.cache)
+    for tool in c.tools:
+        out.tools.add(name=tool.name, capabilities=tool.capabilities)

@@ -256,7 +256,8 @@ class TurnRunner:
                 if outcome.compacted and outcome.event is not None:
                     boundary.append(outcome.event)
                 background = outcome.background_scheduled
-        return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated)
+        return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated,
+                          tools=built.config.tools)
 
 
 def _require_time(deadline: turn_rules.Deadline) -> None:

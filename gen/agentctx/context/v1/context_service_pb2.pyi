@@ -3,6 +3,7 @@ import datetime
 from agentctx.context.v1 import artifacts_pb2 as _artifacts_pb2
 from agentctx.context.v1 import policy_pb2 as _policy_pb2
 from agentctx.context.v1 import session_pb2 as _session_pb2
+from agentctx.context.v1 import tool_context_pb2 as _tool_context_pb2
 from agentctx.type.v1 import cache_pb2 as _cache_pb2
 from agentctx.type.v1 import content_pb2 as _content_pb2
 from agentctx.type.v1 import event_pb2 as _event_pb2
@@ -308,18 +309,20 @@ class GenerateRequest(_message.Message):
     def __init__(self, session: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., invocation_id: _Optional[str] = ..., reply_event_id: _Optional[str] = ..., system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., generation_config: _Optional[_Union[_generation_pb2.GenerationConfig, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., policy: _Optional[_Union[_policy_pb2.SelectionPolicy, _Mapping]] = ..., model: _Optional[str] = ..., agent: _Optional[str] = ..., storage: _Optional[_Union[TurnStorage, str]] = ..., attachments: _Optional[_Iterable[_Union[_artifacts_pb2.ArtifactRef, _Mapping]]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("reply", "accounting", "compactions", "background_compaction_scheduled", "deduplicated")
+    __slots__ = ("reply", "accounting", "compactions", "background_compaction_scheduled", "deduplicated", "tool_tokens")
     REPLY_FIELD_NUMBER: _ClassVar[int]
     ACCOUNTING_FIELD_NUMBER: _ClassVar[int]
     COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_COMPACTION_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     reply: _event_pb2.Event
     accounting: ContextAccounting
     compactions: _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]
     background_compaction_scheduled: bool
     deduplicated: bool
-    def __init__(self, reply: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., accounting: _Optional[_Union[ContextAccounting, _Mapping]] = ..., compactions: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., background_compaction_scheduled: _Optional[bool] = ..., deduplicated: _Optional[bool] = ...) -> None: ...
+    tool_tokens: _containers.RepeatedCompositeFieldContainer[_tool_context_pb2.ToolToken]
+    def __init__(self, reply: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., accounting: _Optional[_Union[ContextAccounting, _Mapping]] = ..., compactions: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., background_compaction_scheduled: _Optional[bool] = ..., deduplicated: _Optional[bool] = ..., tool_tokens: _Optional[_Iterable[_Union[_tool_context_pb2.ToolToken, _Mapping]]] = ...) -> None: ...
 
 class StreamGenerateRequest(_message.Message):
     __slots__ = ("turn",)

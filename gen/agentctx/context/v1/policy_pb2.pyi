@@ -52,16 +52,26 @@ COMPACTOR_KIND_MODEL: CompactorKind
 COMPACTOR_KIND_REMOTE: CompactorKind
 
 class ContextConfig(_message.Message):
-    __slots__ = ("model", "selection", "compaction", "cache")
+    __slots__ = ("model", "selection", "compaction", "cache", "tools")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SELECTION_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     model: str
     selection: SelectionPolicy
     compaction: CompactionPolicy
     cache: CachePolicy
-    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ...) -> None: ...
+    tools: _containers.RepeatedCompositeFieldContainer[ToolDeclaration]
+    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ToolDeclaration, _Mapping]]] = ...) -> None: ...
+
+class ToolDeclaration(_message.Message):
+    __slots__ = ("name", "capabilities")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    capabilities: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EventFilter(_message.Message):
     __slots__ = ("authors", "exclude_authors", "invocation_ids", "content_types", "start_time", "end_time", "include_partial", "final_only", "branch")
