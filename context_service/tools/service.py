@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry import metrics
 
@@ -29,7 +29,7 @@ _refused = _meter.create_counter("agentctx.tool_token.refused", description="Too
 class MintedToken:
     call_id: str
     tool: str
-    token: str
+    token: str = field(repr=False)
     capabilities: tuple[str, ...]
     expire_time: dt.datetime
 
@@ -55,10 +55,11 @@ class ToolContexts:
         self._ttl_s = ttl_s
         self._clock = clock
 
-    async def mint(self, key: SessionKey, event: Event, tools: Sequence[ToolDeclaration],
-                   answered: frozenset[str] = frozenset()) -> list[MintedToken]:
-        """One token per function call of the stored ``event`` (calls in
-        ``answered`` already have their response: none for them)."""
+    def prepare(self, key: SessionKey, event: Event, tools: Sequence[ToolDeclaration],
+                answered: frozenset[str] = frozenset()) -> list[tuple[MintedToken, OpenCall]]:
+        """A token and its row for each function call of ``event`` (none for
+        the ids in ``answered``): signed here, valid once the rows are stored
+        (with the event: SessionStore.append_event's ``open_calls``)."""
         if event.content is None:
             return []
         calls = [p.function_call for p in event.content.parts
@@ -66,21 +67,25 @@ class ToolContexts:
         if not calls:
             return []
         expires = self._clock() + self._ttl_s
-        expire_time = dt.datetime.fromtimestamp(expires, dt.timezone.utc)
-        minted: list[MintedToken] = []
-        rows: list[OpenCall] = []
+        expire_time = dt.datetime.fromtimestamp(expires, dt.UTC)
+        out: list[tuple[MintedToken, OpenCall]] = []
         for call in calls:
             claims = ToolClaims(
                 key_id="", token_id=self._codec.new_token_id(), app=key.app, user=key.user, session=key.session,
                 event_id=event.id, call_id=call.id, tool=call.name, capabilities=declared_mask(tools, call.name),
                 expires_at=expires,
             )
-            rows.append(OpenCall(claims, expire_time))
-            minted.append(MintedToken(call.id, call.name, self._codec.sign(claims), claims.capability_names,
-                                      expire_time))
-        await self.calls.open(rows)
-        _minted.add(len(minted))
-        return minted
+            token = MintedToken(call.id, call.name, self._codec.sign(claims), claims.capability_names, expire_time)
+            out.append((token, OpenCall(claims, expire_time)))
+        _minted.add(len(out))
+        return out
+
+    async def mint(self, key: SessionKey, event: Event, tools: Sequence[ToolDeclaration],
+                   answered: frozenset[str] = frozenset()) -> list[MintedToken]:
+        """Tokens for the calls of an event already stored (its rows stored now)."""
+        prepared = self.prepare(key, event, tools, answered)
+        await self.calls.open([row for _, row in prepared])
+        return [token for token, _ in prepared]
 
     async def grant(self, token: str | None, capability: str) -> ToolGrant:
         """The grant behind ``token`` for an operation needing ``capability``:
