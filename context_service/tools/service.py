@@ -6,10 +6,13 @@ ToolCalls store."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from opentelemetry import metrics
 
@@ -21,6 +24,7 @@ from context_service.domain.tool_tokens import OpenCall, Staged, ToolClaims, Too
 from context_service.ports import ToolCalls
 
 _meter = metrics.get_meter("agentctx.context.tools")
+T = TypeVar("T")
 _minted = _meter.create_counter("agentctx.tool_token.minted", description="Tool tokens minted.")
 _refused = _meter.create_counter("agentctx.tool_token.refused", description="Tool token uses refused, by reason.")
 
@@ -91,21 +95,53 @@ class ToolContexts:
         """The grant behind ``token`` for an operation needing ``capability``:
         UNAUTHENTICATED for a missing or invalid token, PERMISSION_DENIED
         when expired, revoked or not declared for the capability."""
-        try:
+        claims = self.claims(token, capability)
+        with _counting_refusals():
+            staged = await self.calls.check(claims)
+        return ToolGrant(claims, staged)
+
+    def claims(self, token: str | None, capability: str) -> ToolClaims:
+        """What ``grant`` checks without the store: signature, deadline,
+        capability (the revocation check is ``calls.check``)."""
+        with _counting_refusals():
             if not token:
                 raise Unauthenticated("a tool token is required in the agentctx-tool-token metadata",
                                       reason=Reason.TOOL_TOKEN_MISSING)
             claims = self._codec.verify(token)
             claims.check_live(self._clock())
             claims.require(capability)
-            staged = await self.calls.check(claims)
-        except Exception as exc:
-            reason = getattr(exc, "reason", None)
-            if reason is not None:
-                _refused.add(1, {"reason": str(reason.value)})
-            raise
-        return ToolGrant(claims, staged)
+        return claims
+
+    async def read(self, token: str | None, capability: str,
+                   work: Callable[[ToolClaims], Awaitable[T]]) -> tuple[ToolGrant, T]:
+        """A read under ``token``: ``work`` runs alongside the revocation
+        check (a read's latency is the longer of the two, not their sum),
+        and its result is returned only when the check passes (a revoked
+        token's error wins over the read's own)."""
+        claims = self.claims(token, capability)
+
+        async def run() -> T:
+            return await work(claims)
+
+        checked, result = await asyncio.gather(self.calls.check(claims), run(), return_exceptions=True)
+        if isinstance(checked, BaseException):
+            with _counting_refusals():
+                raise checked
+        if isinstance(result, BaseException):
+            raise result
+        return ToolGrant(claims, checked), result
 
     async def stage(self, grant: ToolGrant, change: Callable[[Staged], None]) -> Staged:
         return await self.calls.stage(grant.claims, change)
 
+
+
+@contextlib.contextmanager
+def _counting_refusals() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        reason = getattr(exc, "reason", None)
+        if reason is not None:
+            _refused.add(1, {"reason": str(reason.value)})
+        raise
