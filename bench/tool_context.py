@@ -39,10 +39,15 @@ import time
 from typing import Any
 
 from agentctx.context.v1 import artifacts_pb2 as apb
-from agentctx.context.v1 import artifacts_pb2_grpc, context_service_pb2_grpc, policy_pb2, session_pb2
+from agentctx.context.v1 import (
+    artifacts_pb2_grpc,
+    context_service_pb2_grpc,
+    policy_pb2,
+    session_pb2,
+    tool_context_pb2_grpc,
+)
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import tool_context_pb2 as tpb
-from agentctx.context.v1 import tool_context_pb2_grpc
 from agentctx.type.v1 import content_pb2, event_pb2
 from agentctx_common.certs import init_dev_certs
 from context_service.domain.config import ToolDeclaration
