@@ -9,6 +9,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -17,13 +18,21 @@ from agentctx_common.errors import PermissionDenied
 from agentctx_common.reasons import Reason
 from context_service.domain.model import Part, SessionKey
 from context_service.domain.session_records import StateDelta
-from context_service.domain.tool_tokens import Staged, merge_delta
+from context_service.domain.tool_tokens import OpenCall, Staged, merge_delta
 from context_service.storage import codec
 from context_service.storage.artifact_release import publish_staged, release_versions, staged_by
 from context_service.storage.tables import tool_calls
 
 OPEN, COLLECTED, DROPPED = "open", "collected", "dropped"
 _T = tool_calls.c
+
+
+def open_row(call: OpenCall, now: dt.datetime) -> dict[str, Any]:
+    """The ``tool_calls`` row of a minted token (TOOL_CALL_COLUMNS)."""
+    c = call.claims
+    return {"token_id": c.token_id, "app": c.app, "user_id": c.user, "session_id": c.session, "call_id": c.call_id,
+            "event_id": c.event_id, "state": OPEN, "expire_time": call.expire_time, "staged_json": "{}",
+            "create_time": now}
 
 
 def staged_from_text(text: str) -> Staged:

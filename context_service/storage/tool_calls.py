@@ -28,6 +28,7 @@ from context_service.storage.tool_call_rows import (
     OPEN,
     any_open,
     drop,
+    open_row,
     revoked,
     staged_from_text,
     staged_to_text,
@@ -48,12 +49,7 @@ class SqlToolCalls:
             return
         now = self._store.now()
         async with self._store.write_transaction() as conn:
-            await conn.execute(sa.insert(tool_calls), [
-                {"token_id": c.claims.token_id, "app": c.claims.app, "user_id": c.claims.user,
-                 "session_id": c.claims.session, "call_id": c.claims.call_id, "event_id": c.claims.event_id,
-                 "state": OPEN, "expire_time": c.expire_time, "staged_json": "{}", "create_time": now}
-                for c in calls
-            ])
+            await conn.execute(sa.insert(tool_calls), [open_row(c, now) for c in calls])
 
     async def check(self, claims: ToolClaims) -> Staged:
         """The call's staged effects; PERMISSION_DENIED TOOL_TOKEN_REVOKED
