@@ -81,7 +81,7 @@ class Shard:
 @dataclass(frozen=True)
 class Names:
     prefix: str
-    shards: tuple[Shard, ...] = field(init=False)
+    shards: tuple[Shard, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if "{" in self.prefix or "}" in self.prefix:

@@ -5,6 +5,7 @@ and cache settings for a replica of the tier."""
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import pathlib
 import secrets
@@ -37,7 +38,10 @@ def url_of(backend: str) -> str:
     return CLUSTER_URL if backend == CLUSTER else REDIS_URL
 
 
+@functools.cache
 def cluster_available() -> bool:
+    """Asked once per session (the cluster is started before the tests, by
+    .ci/run or scripts/redis_cluster.sh; one that dies later fails them)."""
     if not CLUSTER_URL:
         return False
     try:
