@@ -24,17 +24,24 @@ state_ok() {
   redis-cli -h 127.0.0.1 -p "$BASE" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
 }
 
+all_up() {
+  for p in $PORTS; do
+    redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1 || return 1
+  done
+}
+
 start() {
-  if state_ok; then
+  if state_ok && all_up; then
     echo "redis cluster already up on $BASE-$((BASE + 5))"
     return
   fi
+  # A node that is down starts again with its nodes.conf, so it rejoins the
+  # cluster (as a replica, if its replica took over meanwhile).
   for p in $PORTS; do
     if redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
       continue
     fi
     mkdir -p "$DIR/$p"
-    rm -f "$DIR/$p/nodes.conf"
     redis-server --cluster-enabled yes --cluster-config-file "$DIR/$p/nodes.conf" \
       --cluster-node-timeout 2000 --port "$p" --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
       --dir "$DIR/$p" --logfile "$DIR/$p/redis.log" --pidfile "$DIR/$p/redis.pid"
@@ -57,9 +64,14 @@ start() {
     sleep 0.1
   done
   state_ok || { echo "redis cluster did not reach cluster_state:ok" >&2; exit 1; }
-  # Every replica attached, so a failover test finds one per master.
+  # Every replica attached and in sync, so a failover test finds one per master.
   for _ in $(seq 300); do
-    [ "$(redis-cli -h 127.0.0.1 -p "$BASE" cluster nodes | grep -c slave)" -ge 3 ] && break
+    local synced=0
+    for p in $PORTS; do
+      redis-cli -h 127.0.0.1 -p "$p" info replication 2>/dev/null | grep -q '^master_link_status:up' &&
+        synced=$((synced + 1))
+    done
+    [ "$synced" -ge 3 ] && break
     sleep 0.1
   done
   echo "redis cluster up on $BASE-$((BASE + 5))"

@@ -337,3 +337,35 @@ def cluster_failover(slot_key: str) -> tuple[str, str]:
     new = f"{replica.connection_pool.connection_kwargs['host']}:{replica.connection_pool.connection_kwargs['port']}"
     replica.close()
     return f"{old.host}:{old.port}", new
+
+
+def cluster_kill_master(slot_key: str) -> tuple[str, str]:
+    """kill -9 of the master holding ``slot_key``; returns (old, new) master
+    addresses once its replica, elected by the others, serves the slot.
+    ``cluster_restore`` brings the killed node back (as a replica)."""
+    cluster = cluster_sync_client()
+    old = cluster.get_node_from_key(slot_key)
+    cluster.close()
+    victim = redis.Redis(host=old.host, port=old.port)
+    pid = int(victim.info("server")["process_id"])
+    victim.close()
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(1200):  # node timeout (2 s) and the election, well within 30 s
+        try:
+            probe = cluster_sync_client()
+            node = probe.get_node_from_key(slot_key)
+            addr = f"{node.host}:{node.port}"
+            up = addr != f"{old.host}:{old.port}" and redis.Redis(host=node.host, port=node.port).ping()
+            probe.close()
+            if up:
+                return f"{old.host}:{old.port}", addr
+        except redis.RedisError:
+            pass
+        time.sleep(0.025)
+    raise RuntimeError("no replica took over from the killed master")
+
+
+def cluster_restore() -> None:
+    """Starts the cluster's nodes that are down again (scripts/redis_cluster.sh start)."""
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "redis_cluster.sh"
+    subprocess.run([str(script), "start"], check=True, stdout=subprocess.DEVNULL, timeout=120)

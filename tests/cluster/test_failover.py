@@ -4,7 +4,8 @@ the other replica at once. A Sentinel-managed Redis (``SENTINEL FAILOVER``
 on a master, replica and sentinel of the test's own; then the new master
 killed, found dead by the sentinel and replaced) and the local Redis
 Cluster (a manual ``CLUSTER FAILOVER`` of the master holding the
-conversations' first shard). The client follows the new master: no acquire
+conversations' first shard, then that master killed with SIGKILL and
+brought back as a replica). The client follows the new master: no acquire
 fails beyond BYPASS, no lease resolves to another entry's resource, and
 caching goes on after it."""
 
@@ -124,6 +125,20 @@ async def test_a_cluster_master_failover_under_load(replicas, redis_prefix: str)
     shard = Names(redis_prefix).of_scope(scope(user="conv-0").fingerprint)
     moved: list[tuple[str, str]] = []
     load = await _under_load(apps, lambda: moved.append(support.cluster_failover(f"{shard.base}x")))
+    _assert_clean(load)
+    old, new = moved[0]
+    assert old != new
+
+
+@pytest.mark.parametrize("redis_backend", [support.CLUSTER], indirect=True)
+async def test_a_cluster_master_killed_under_load(replicas, redis_prefix: str) -> None:
+    apps = await replicas(2, registry_timeout_s=1.0, registry_retry_s=0.2)
+    shard = Names(redis_prefix).of_scope(scope(user="conv-0").fingerprint)
+    moved: list[tuple[str, str]] = []
+    try:
+        load = await _under_load(apps, lambda: moved.append(support.cluster_kill_master(f"{shard.base}x")))
+    finally:
+        await asyncio.to_thread(support.cluster_restore)  # the killed node rejoins as a replica
     _assert_clean(load)
     old, new = moved[0]
     assert old != new
