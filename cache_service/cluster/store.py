@@ -163,13 +163,12 @@ class RedisRegistryStore:
         n = self._n
         if entry_id and n.of_entry(entry_id) != n.of_scope(scope_fp):
             entry_id = ""  # not an entry of this scope: nothing to record
-        # With no entry the holder's previous one is only read; its keys name one in the scope's shard.
-        named = entry_id or "0" * 16
-        used = n.of_scope(scope_fp).base
-        previous = await self._scripts("SWAP_HOLDER", [
-            n.holder_entries(scope_fp), n.entry_holders(named) if entry_id else f"{used}hu:",
-            n.entry(named) if entry_id else f"{used}e:"],
-            [holder, entry_id, repr(wall), repr(keep_s), MAX_ENTRY_HOLDERS])
+        # With no entry the holder's previous one is only read; the script's
+        # other two keys (untouched) are then named in the scope's shard.
+        shard = n.of_scope(scope_fp).base
+        holders, entry = (n.entry_holders(entry_id), n.entry(entry_id)) if entry_id else (f"{shard}hu:", f"{shard}e:")
+        previous = await self._scripts("SWAP_HOLDER", [n.holder_entries(scope_fp), holders, entry],
+                                       [holder, entry_id, repr(wall), repr(keep_s), MAX_ENTRY_HOLDERS])
         return text(previous)
 
     async def holders(self, entry_id: str) -> EntryHolders:
