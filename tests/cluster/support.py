@@ -149,6 +149,19 @@ def sync_client(backend: str = SINGLE) -> redis.Redis | redis.RedisCluster:
     return cluster_sync_client() if backend == CLUSTER else redis.Redis.from_url(REDIS_URL)
 
 
+def wait_for_redis(port: int) -> None:
+    """Until the redis-server on ``port`` (127.0.0.1) answers, at most 5 s."""
+    client = redis.Redis(port=port, socket_connect_timeout=0.2)
+    for _ in range(200):
+        try:
+            if client.ping():
+                client.close()
+                return
+        except redis.RedisError:
+            time.sleep(0.025)
+    raise RuntimeError(f"the redis-server on {port} did not start")
+
+
 class PrivateRedis:
     """A redis-server of the test's own on a free port (no persistence), to
     kill and start again; the shared Redis is never touched."""
@@ -164,15 +177,7 @@ class PrivateRedis:
         self._proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
-        for _ in range(200):
-            try:
-                if client.ping():
-                    client.close()
-                    return
-            except redis.RedisError:
-                time.sleep(0.025)
-        raise RuntimeError("the private redis-server did not start")
+        wait_for_redis(self.port)
 
     def kill(self) -> None:
         """kill -9: every connection drops at once."""
@@ -229,17 +234,17 @@ class SentinelRedis:
         self.dir.mkdir(parents=True, exist_ok=True)
         base = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.dir)]
         self._spawn(self.master_port, ["redis-server", "--port", str(self.master_port), *base])
-        self._wait(self.master_port)
+        wait_for_redis(self.master_port)
         self._spawn(self.replica_port, ["redis-server", "--port", str(self.replica_port), "--replicaof", "127.0.0.1",
                                         str(self.master_port), *base])
-        self._wait(self.replica_port)
+        wait_for_redis(self.replica_port)
         conf = self.dir / "sentinel.conf"
         conf.write_text(f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {self.dir}\n"
                         f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master_port} 1\n"
                         f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
                         f"sentinel failover-timeout {self.SERVICE} 4000\n")
         self._spawn(self.sentinel_port, ["redis-server", str(conf), "--sentinel"])
-        self._wait(self.sentinel_port)
+        wait_for_redis(self.sentinel_port)
         # The replica in sync and known to the sentinel: a failover has somewhere to go.
         replica = redis.Redis(port=self.replica_port)
         sentinel = redis.Redis(port=self.sentinel_port)
@@ -298,17 +303,6 @@ class SentinelRedis:
     def _spawn(self, port: int, argv: list[str]) -> None:
         self._procs[port] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    @staticmethod
-    def _wait(port: int) -> None:
-        client = redis.Redis(port=port, socket_connect_timeout=0.2)
-        for _ in range(200):
-            try:
-                if client.ping():
-                    client.close()
-                    return
-            except redis.RedisError:
-                time.sleep(0.025)
-        raise RuntimeError(f"redis on {port} did not start")
 
 
 def cluster_failover(slot_key: str) -> tuple[str, str]:
