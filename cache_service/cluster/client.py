@@ -148,6 +148,11 @@ class Subscriber:
         self._turn = 0
         self._own: aioredis.Redis | None = None
 
+    @property
+    def spread(self) -> bool:
+        """A cluster: the node listened on failing is not the registry failing."""
+        return isinstance(self._r, RedisCluster)
+
     async def pubsub(self) -> PubSub:
         if not isinstance(self._r, RedisCluster):
             return self._r.pubsub()

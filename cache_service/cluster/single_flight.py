@@ -212,7 +212,7 @@ class RedisSingleFlight:
                 async for message in pubsub.listen():
                     await self._on_message(message, done_prefix)
             except (RedisError, OSError) as exc:
-                if outage_cause(exc) is not None:
+                if outage_cause(exc) is not None and not self._subscriber.spread:
                     self._g.failed(exc)  # logged once per outage
                 else:
                     log.warning("flight listener reconnecting", extra={"error_type": type(exc).__name__})
