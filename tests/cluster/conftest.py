@@ -3,7 +3,8 @@ cleaned up afterwards, and cache-service replicas (CacheApp) on it.
 
 ``redis_backend``: the single Redis, and for the tests marked
 ``redis_cluster`` the local Redis Cluster too (scripts/redis_cluster.sh,
-AGENTCTX_REDIS_CLUSTER_URL): those run once on each.
+AGENTCTX_REDIS_CLUSTER_URL): those run once on each, but for the heavy ones
+marked ``redis_single`` as well (the CI's time).
 
 Redis (or the cluster) down: the tests skip, or fail with
 AGENTCTX_REQUIRE_REDIS=1 (.ci/run sets it)."""
@@ -21,7 +22,8 @@ from tests.cluster import support
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "redis_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("redis_cluster"):
+    marked = metafunc.definition.get_closest_marker("redis_cluster")
+    if "redis_backend" in metafunc.fixturenames and marked and not metafunc.definition.get_closest_marker("redis_single"):
         metafunc.parametrize("redis_backend", [support.SINGLE, support.CLUSTER], indirect=True)
 
 

@@ -48,6 +48,7 @@ async def test_a_lease_from_one_replica_resolves_and_releases_on_another(replica
     assert await b.registry.release(r.lease)
 
 
+@pytest.mark.redis_single  # heavy (three replicas in one loop): on the cluster, tests/cache/test_registry's 256 misses
 async def test_256_concurrent_misses_over_three_replicas_make_one_create(replicas) -> None:
     # Nothing dies here: claims and heartbeats that a busy loop (256 calls
     # on one event loop, a loaded machine) renews late must not be taken
@@ -57,7 +58,8 @@ async def test_256_concurrent_misses_over_three_replicas_make_one_create(replica
     results = await asyncio.gather(*(_acquire(apps[i % 3], v) for i in range(256)))
     assert (await _sim(apps[0]).stats())["create"] == 1
     states = [r.info.state for r in results]
-    assert states.count(CacheState.CREATED) == 1 and states.count(CacheState.HIT) == 255
+    bypassed = [r.info.bypass_reason.name for r in results if r.info.state is CacheState.BYPASS]
+    assert states.count(CacheState.CREATED) == 1 and states.count(CacheState.HIT) == 255, bypassed[:3]
     leases = {r.lease for r in results}
     assert len(leases) == 256
     for i, lease in enumerate(sorted(leases)[:9]):
