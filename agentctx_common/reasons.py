@@ -218,6 +218,14 @@ class Reason(str, enum.Enum):
     MEMORY_NOT_FOUND = "MEMORY_NOT_FOUND"
     # ALREADY_EXISTS: a memory id was reused with a different entry.
     MEMORY_ALREADY_EXISTS = "MEMORY_ALREADY_EXISTS"
+    # FAILED_PRECONDITION: the provider that serves the model has no embedding
+    # API (Anthropic); use a Gemini, OpenAI or local-sim embedding model.
+    # Nothing was sent.
+    EMBEDDINGS_NOT_SUPPORTED = "EMBEDDINGS_NOT_SUPPORTED"
+    # INVALID_ARGUMENT: an Embed request is malformed (no texts, an empty text,
+    # more texts than the provider takes, bad dimensions); see the field
+    # violations. Nothing was sent.
+    INVALID_EMBED_REQUEST = "INVALID_EMBED_REQUEST"
     # INVALID_ARGUMENT: the request's bytes are not a valid message of the
     # method's request type (not protobuf, invalid UTF-8 in a string field,
     # nesting deeper than the decoder allows). No field violations: nothing
@@ -290,6 +298,7 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.ARTIFACT_NOT_FOUND: ('version',),
     Reason.ARTIFACT_TOO_LARGE: ('max_artifact_bytes', 'received_bytes',),
     Reason.ARTIFACT_QUOTA_EXCEEDED: ('quota_bytes', 'used_bytes', 'requested_bytes',),
+    Reason.EMBEDDINGS_NOT_SUPPORTED: ('provider',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),

@@ -52,16 +52,18 @@ COMPACTOR_KIND_MODEL: CompactorKind
 COMPACTOR_KIND_REMOTE: CompactorKind
 
 class ContextConfig(_message.Message):
-    __slots__ = ("model", "selection", "compaction", "cache")
+    __slots__ = ("model", "selection", "compaction", "cache", "retrieval")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SELECTION_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
     model: str
     selection: SelectionPolicy
     compaction: CompactionPolicy
     cache: CachePolicy
-    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ...) -> None: ...
+    retrieval: MemoryRetrievalPolicy
+    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ..., retrieval: _Optional[_Union[MemoryRetrievalPolicy, _Mapping]] = ...) -> None: ...
 
 class EventFilter(_message.Message):
     __slots__ = ("authors", "exclude_authors", "invocation_ids", "content_types", "start_time", "end_time", "include_partial", "final_only", "branch")
@@ -150,3 +152,13 @@ class CachePolicy(_message.Message):
     ttl: _duration_pb2.Duration
     scope_policy: _struct_pb2.Struct
     def __init__(self, enabled: _Optional[bool] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., scope_policy: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class MemoryRetrievalPolicy(_message.Message):
+    __slots__ = ("enabled", "limit", "min_score")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    limit: int
+    min_score: float
+    def __init__(self, enabled: _Optional[bool] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
