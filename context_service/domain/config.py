@@ -95,11 +95,23 @@ class CachePolicy:
 
 
 @dataclass(frozen=True)
+class RetrievalPolicy:
+    """A turn retrieves memory itself (``building.builder``): the newest
+    user text searches the user's memory; at most ``limit`` matches scoring
+    at least ``min_score`` fill the request's memory section."""
+
+    enabled: bool | None = None
+    limit: int | None = None
+    min_score: float | None = None
+
+
+@dataclass(frozen=True)
 class ContextConfig:
     model: str = ""
     selection: SelectionPolicy = field(default_factory=SelectionPolicy)
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     cache: CachePolicy = field(default_factory=CachePolicy)
+    retrieval: RetrievalPolicy = field(default_factory=RetrievalPolicy)
 
 
 def _is_unset(value: Any) -> bool:
@@ -164,6 +176,7 @@ _NESTED = {
     (ContextConfig, "selection"): SelectionPolicy,
     (ContextConfig, "compaction"): CompactionPolicy,
     (ContextConfig, "cache"): CachePolicy,
+    (ContextConfig, "retrieval"): RetrievalPolicy,
     (SelectionPolicy, "filter"): EventFilter,
 }
 _ENUMS = {

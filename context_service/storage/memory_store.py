@@ -8,11 +8,20 @@ so nothing is read as FTS5 syntax), PostgreSQL's tsvector column with its
 GIN index ranked by ``ts_rank`` (each term through ``plainto_tsquery``,
 a bound parameter). Writes go through the session store's write
 transaction, so on SQLite they queue with appends.
+
+Vectors (semantic mode) are a column of the entry, packed float32 with the
+model that made them; ``vector_search`` reads the owner's vectors of that
+model (metadata filters applied in SQL) and ranks them by cosine here, in
+one pass: no vector extension is needed on either backend, at the cost of
+reading every vector of the user's entries per search (bench.memory_search
+measures it).
 """
 
 from __future__ import annotations
 
+import heapq
 import json
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +39,9 @@ from context_service.domain.memory import (
     MemoryRecord,
     NewMemory,
     fts5_match,
+    normalized,
+    pack_vector,
+    unpack_vector,
 )
 from context_service.storage.engine import is_sqlite
 from context_service.storage.sql_store import SqlSessionStore
@@ -59,6 +71,15 @@ def _record(row: Any) -> MemoryRecord:
 
 def _key_clause(key: MemoryKey) -> sa.ColumnElement[bool]:
     return sa.and_(memories.c.app == key.app, memories.c.user_id == key.user, memories.c.memory_id == key.memory_id)
+
+
+def _filtered(stmt: sa.Select[Any], query: MemoryQuery) -> sa.Select[Any]:
+    """``stmt`` limited to entries whose metadata has every filter's value."""
+    for k, v in sorted(query.metadata_filter.items()):
+        stmt = stmt.where(sa.exists().where(
+            memory_metadata.c.memory_pk == memories.c.pk, memory_metadata.c.key == k, memory_metadata.c.value == v,
+        ))
+    return stmt
 
 
 class SqlMemoryStore:
@@ -114,14 +135,45 @@ class SqlMemoryStore:
                 memories.c.event_id.in_(sorted({e.event_id for e in entries})),
             )
             known = set((await conn.execute(stmt)).scalars())
-            added = 0
+            added: list[NewMemory] = []
             for entry in entries:
                 if entry.event_id in known:
                     continue
                 known.add(entry.event_id)
                 await self._insert(conn, entry)
-                added += 1
-        return AddedFromSession(added, len(entries) - added)
+                added.append(entry)
+        return AddedFromSession(len(added), len(entries) - len(added), tuple(added))
+
+    async def set_vectors(self, model: str, vectors: Sequence[tuple[MemoryKey, Sequence[float]]]) -> int:
+        """Stores each entry's vector (at unit length) made by ``model``;
+        entries deleted meanwhile are skipped. How many were stored."""
+        stored = 0
+        async with self._store.write_transaction() as conn:
+            for key, vector in vectors:
+                done = await conn.execute(sa.update(memories).where(_key_clause(key)).values(
+                    embedding=pack_vector(normalized(vector)), embedding_model=model))
+                stored += done.rowcount
+        return stored
+
+    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int) -> list[MemoryMatch]:
+        """The owner's entries with a vector of ``model`` that pass the
+        metadata filters, by cosine with ``vector``, best first (ties by
+        insertion), at most ``n``."""
+        unit = normalized(vector)
+        stmt = _filtered(sa.select(memories.c.pk, memories.c.embedding).where(
+            memories.c.app == query.app, memories.c.user_id == query.user, memories.c.embedding_model == model,
+            memories.c.embedding.is_not(None),
+        ), query)
+        async with self._store.read_connection() as conn:
+            rows = (await conn.execute(stmt)).all()
+            scored = ((sum(map(operator.mul, unit, unpack_vector(r.embedding))), -r.pk) for r in rows
+                      if len(r.embedding) == 4 * len(unit))
+            best = heapq.nlargest(n, scored)
+            if not best:
+                return []
+            found = {r.pk: r for r in (await conn.execute(
+                sa.select(memories).where(memories.c.pk.in_([-pk for _, pk in best])))).all()}
+        return [MemoryMatch(_record(found[-pk]), score) for score, pk in best if -pk in found]
 
     async def get(self, key: MemoryKey) -> MemoryRecord:
         async with self._store.read_connection() as conn:
@@ -157,11 +209,7 @@ class SqlMemoryStore:
             # labelled set, in about two thirds of the time.
             score = sa.func.ts_rank(_tsv, tsquery)
             stmt = sa.select(memories, score.label("score")).where(_tsv.op("@@")(tsquery))
-        stmt = stmt.where(memories.c.app == query.app, memories.c.user_id == query.user)
-        for k, v in sorted(query.metadata_filter.items()):
-            stmt = stmt.where(sa.exists().where(
-                memory_metadata.c.memory_pk == memories.c.pk, memory_metadata.c.key == k, memory_metadata.c.value == v,
-            ))
+        stmt = _filtered(stmt.where(memories.c.app == query.app, memories.c.user_id == query.user), query)
         stmt = stmt.order_by(sa.desc("score"), memories.c.pk).limit(query.limit)
         async with self._store.read_connection() as conn:
             if not self._sqlite:

@@ -193,6 +193,10 @@ memories = sa.Table(
     sa.Column("event_id", sa.String(128), nullable=False, server_default=""),
     sa.Column("author", sa.String(128), nullable=False, server_default=""),
     sa.Column("create_time", UtcDateTime, nullable=False),
+    # The text's embedding (packed float32, domain.memory.pack_vector) and
+    # the model that made it; NULL and "" for an entry added without one.
+    sa.Column("embedding", sa.LargeBinary, nullable=True),
+    sa.Column("embedding_model", sa.String(128), nullable=False, server_default=""),
     sa.UniqueConstraint("app", "user_id", "memory_id"),
     # One entry per source event: add_session_to_memory is idempotent.
     sa.Index("ix_memories_source", "app", "user_id", "session_id", "event_id", unique=True,
