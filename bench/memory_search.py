@@ -27,9 +27,10 @@ same user's N entries).
 
 Fused (semantic mode): entries are loaded with the local simulator's
 vectors (the store's packed form) while the corpus is at most
-``--fused-max`` entries (default 10k: the store ranks vectors in Python,
-reading every vector of the user per search, so larger corpora are left
-lexical-only and not measured fused). ``fused_recall_at_5`` (and per
+``--fused-max`` entries (default 10k: the store reads every vector of
+the user per search and ranks them with one matrix product, so the cost
+grows with the user's entries; larger corpora are left lexical-only and
+not measured fused). ``fused_recall_at_5`` (and per
 half) on the labelled set, ``fused_recall_at_5_in_N`` inside the corpus,
 and ``fused_store_p50_ms`` / ``fused_over_lexical`` (the same queries,
 through ``MemoryService.search`` with the simulator's embedder in process:

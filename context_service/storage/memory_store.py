@@ -11,20 +11,19 @@ transaction, so on SQLite they queue with appends.
 
 Vectors (semantic mode) are a column of the entry, packed float32 with the
 model that made them; ``vector_search`` reads the owner's vectors of that
-model (metadata filters applied in SQL) and ranks them by cosine here, in
-one pass: no vector extension is needed on either backend, at the cost of
-reading every vector of the user's entries per search (bench.memory_search
-measures it).
+model (metadata filters applied in SQL) and ranks them by cosine here, as
+one matrix product (numpy): no vector extension is needed on either
+backend, at the cost of reading every vector of the user's entries per
+search (bench.memory_search measures it).
 """
 
 from __future__ import annotations
 
-import heapq
 import json
-import operator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -41,7 +40,6 @@ from context_service.domain.memory import (
     fts5_match,
     normalized,
     pack_vector,
-    unpack_vector,
 )
 from context_service.storage.engine import is_sqlite
 from context_service.storage.sql_store import SqlSessionStore
@@ -159,21 +157,24 @@ class SqlMemoryStore:
         """The owner's entries with a vector of ``model`` that pass the
         metadata filters, by cosine with ``vector``, best first (ties by
         insertion), at most ``n``."""
-        unit = normalized(vector)
+        unit = np.asarray(normalized(vector), dtype="<f4")
         stmt = _filtered(sa.select(memories.c.pk, memories.c.embedding).where(
             memories.c.app == query.app, memories.c.user_id == query.user, memories.c.embedding_model == model,
             memories.c.embedding.is_not(None),
-        ), query)
+        ), query).order_by(memories.c.pk)
         async with self._store.read_connection() as conn:
-            rows = (await conn.execute(stmt)).all()
-            scored = ((sum(map(operator.mul, unit, unpack_vector(r.embedding))), -r.pk) for r in rows
-                      if len(r.embedding) == 4 * len(unit))
-            best = heapq.nlargest(n, scored)
-            if not best:
+            rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == unit.nbytes]
+            if not rows or n <= 0:
                 return []
+            # One matrix of the stored (unit) vectors: a product is every cosine.
+            matrix = np.frombuffer(b"".join(r.embedding for r in rows), dtype="<f4").reshape(len(rows), len(unit))
+            scores = matrix @ unit
+            top = np.argpartition(-scores, n - 1)[:n] if len(rows) > n else np.arange(len(rows))
+            # Best first; ties by insertion (rows are in pk order).
+            best = sorted(((float(scores[i]), int(i)) for i in top), key=lambda si: (-si[0], si[1]))
             found = {r.pk: r for r in (await conn.execute(
-                sa.select(memories).where(memories.c.pk.in_([-pk for _, pk in best])))).all()}
-        return [MemoryMatch(_record(found[-pk]), score) for score, pk in best if -pk in found]
+                sa.select(memories).where(memories.c.pk.in_([rows[i].pk for _, i in best])))).all()}
+        return [MemoryMatch(_record(found[rows[i].pk]), score) for score, i in best if rows[i].pk in found]
 
     async def get(self, key: MemoryKey) -> MemoryRecord:
         async with self._store.read_connection() as conn:
