@@ -5,8 +5,8 @@ off when they were added, or the cache tier unreachable) have NULL and an
 empty model: lexical search still finds them. No vector extension: the
 store compares vectors itself.
 
-Revision ID: 0006_memory_vectors
-Revises: 0005_artifacts
+Revision ID: 0007_memory_vectors
+Revises: 0006_tool_calls
 Create Date: 2026-12-04
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_memory_vectors"
-down_revision = "0005_artifacts"
+revision = "0007_memory_vectors"
+down_revision = "0006_tool_calls"
 branch_labels = None
 depends_on = None
 
