@@ -273,7 +273,8 @@ class Reason(str, enum.Enum):
     # stays stored); fix the deployment, then retry with the same ids. A cache
     # service that does not lease in the call (an older one, which ignores
     # GenerateContent's acquire) is no error: the call goes uncached (BYPASS
-    # UNSUPPORTED).
+    # UNSUPPORTED). Memory never fails for a missing Embed: it ranks lexically
+    # (semantic_unavailable).
     CACHE_SERVICE_INCOMPATIBLE = "CACHE_SERVICE_INCOMPATIBLE"
 
     def __str__(self) -> str:

@@ -816,7 +816,8 @@ export enum ErrorReason {
    * call was made (a turn's input stays stored); fix the deployment, then
    * retry with the same ids. A cache service that does not lease in the
    * call (an older one, which ignores GenerateContent's acquire) is no
-   * error: the call goes uncached (BYPASS UNSUPPORTED).
+   * error: the call goes uncached (BYPASS UNSUPPORTED). Memory never
+   * fails for a missing Embed: it ranks lexically (semantic_unavailable).
    *
    * @generated from enum value: CACHE_SERVICE_INCOMPATIBLE = 390;
    */
