@@ -240,6 +240,16 @@ tool_calls = sa.Table(
     sa.Index(None, "state", "expire_time"),
 )
 
+# Each user's count of vector changes (set or deleted): a store's cached
+# copy of the user's vectors is current while this is unchanged.
+memory_vector_versions = sa.Table(
+    "memory_vector_versions",
+    metadata,
+    sa.Column("app", sa.String(128), primary_key=True),
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
+)
+
 # What each backend's migration adds for search and this metadata leaves
 # out (schema comparisons skip them).
 SEARCH_INDEX_OBJECTS = frozenset({

@@ -6,6 +6,7 @@ that would be syntax in FTS5 or tsquery matched as words."""
 from __future__ import annotations
 
 import datetime as dt
+import pathlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from agentctx_common.errors import AlreadyExists, NotFound
 from context_service.domain.memory import MemoryKey, MemoryQuery, NewMemory, query_terms
 from context_service.ports import MemoryStore
-from context_service.storage.factory import Backend
+from context_service.settings import ContextSettings
+from context_service.storage.factory import Backend, open_backend
 
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
@@ -178,3 +180,33 @@ async def test_entries_added_from_a_session_are_returned_for_embedding(memory: M
     again = await memory.add_from_session([from_event("c", "e2", "two"), from_event("d", "e3", "three")])
     assert [e.key.memory_id for e in first.entries] == ["a", "b"]
     assert [e.key.memory_id for e in again.entries] == ["d"]
+
+
+async def test_cached_vectors_follow_changes_made_by_another_replica(stores: Backend, db_url: str,
+                                                                     tmp_path: pathlib.Path) -> None:
+    """One process keeps a copy of a user's vectors; a change made through
+    another (a replica on the same database) is seen at its next search."""
+    other = await open_backend(ContextSettings(database_url=db_url, data_dir=tmp_path / "other", dev_plaintext=True,
+                                               host="127.0.0.1"))
+    try:
+        here, there = stores.memory, other.memory
+        for memory_id in ("a", "b", "c"):
+            await here.add(entry(memory_id, f"entry {memory_id}"))
+        await here.set_vectors("emb", [(MemoryKey("shop", "alice", "a"), _axis(0)),
+                                       (MemoryKey("shop", "alice", "b"), _axis(1))])
+
+        async def nearest(store: MemoryStore, axis: int) -> list[str]:
+            return [m.record.key.memory_id for m in await store.vector_search(query("x"), "emb", _axis(axis), 1)]
+
+        assert await nearest(here, 0) == ["a"] and await nearest(here, 2) == ["a"]  # ties: the oldest
+        await there.set_vectors("emb", [(MemoryKey("shop", "alice", "c"), _axis(2))])
+        assert await nearest(here, 2) == ["c"]
+        await there.delete(MemoryKey("shop", "alice", "a"))
+        assert await nearest(here, 0) == ["b"]
+        # With a filter the vectors are read, not the copy.
+        await there.add(entry("d", "entry d", topic="t"))
+        await there.set_vectors("emb", [(MemoryKey("shop", "alice", "d"), _axis(3))])
+        found = await here.vector_search(query("x", topic="t"), "emb", _axis(0), 5)
+        assert [m.record.key.memory_id for m in found] == ["d"]
+    finally:
+        await other.close()
