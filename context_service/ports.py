@@ -95,7 +95,7 @@ class SessionStore(Protocol):
         ...
 
     async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None,
-                           state_delta: StateDelta | None = None) -> AppendResult:
+                           state_delta: StateDelta | None = None, open_calls: Sequence[OpenCall] = ()) -> AppendResult:
         """Stores ``event`` with the next sequence; on disk when it returns.
 
         ``event.id`` must be set (domain.event_validation.prepare_event). An id that
@@ -105,7 +105,11 @@ class SessionStore(Protocol):
         set to the commit time when None. The store does not check who may
         append what: COMPACTION events are ordinary rows (kind COMPACTION,
         body as JSON). A ``state_delta`` is merged by key into the session's
-        and the shared states in the event's transaction (not on a retry).
+        and the shared states in the event's transaction (not on a retry),
+        and ``open_calls`` (the tokens minted for the event's function calls)
+        are stored with it (not on a retry: a deduplicated event's tokens
+        are not valid). A function response closes the open calls it
+        answers in its transaction (storage.tool_call_rows.collect).
         """
         ...
 

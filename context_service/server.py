@@ -135,12 +135,13 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         compressors=compaction.service,
         tail=tail,
     )
-    turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache)
+    tools = tool_contexts(settings, backend)
+    turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache, tools=tools)
     app = ContextApp(
         settings=settings, defaults=defaults, sessions=sessions, lifecycle=backend.lifecycle,
         builder=builder, compaction=compaction.service, cache=cache, turns=turns, artifacts=backend.artifacts,
         memory=MemoryService(backend.memory, sessions),
-        tools=tool_contexts(settings, backend),
+        tools=tools,
     )
     return app, compaction
 

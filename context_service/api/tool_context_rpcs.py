@@ -29,9 +29,10 @@ from context_service.api.session_rpcs import delta_from_proto
 from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, check_version, scope_of
 from context_service.domain.limits import raise_if
 from context_service.domain.memory import MemoryKey, NewMemory, check_new_memory, search_query
-from context_service.domain.model import Blob, Part
+from context_service.domain.model import Blob, Part, SessionKey
 from context_service.domain.names import new_id, parse_memory_name
-from context_service.domain.tool_tokens import TOKEN_METADATA_KEY, Staged, merge_delta
+from context_service.domain.session_records import SessionRecord
+from context_service.domain.tool_tokens import TOKEN_METADATA_KEY, Staged, ToolClaims, merge_delta
 from context_service.mapping.artifacts import version_to_proto
 from context_service.mapping.convert import dict_to_struct
 from context_service.mapping.memory import entry_to_proto, search_response
@@ -65,10 +66,6 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
     async def _grant(self, context: Context, capability: str) -> ToolGrant:
         return await self.app.tools.grant(presented_token(context), capability)
 
-    def _scope(self, grant: ToolGrant, artifact: str, path: str = "artifact") -> ArtifactScope:
-        c = grant.claims
-        return scope_of(c.app, c.user, c.session, artifact, "token", path)
-
     # --- identity and state -----------------------------------------------------------
 
     async def GetToolIdentity(self, request: tool_context_pb2.GetToolIdentityRequest,
@@ -80,19 +77,13 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
             expire_time=_timestamp(c.expires_at),
         )
 
-    async def _state(self, grant: ToolGrant, staged: Staged) -> tool_context_pb2.ToolState:
-        record = await self.app.sessions.get_session(grant.key)
-        delta = staged.delta
-        out = tool_context_pb2.ToolState()
-        dict_to_struct({**record.state, **delta.session}, out.state)
-        dict_to_struct({**record.user_state, **delta.user}, out.user_state)
-        dict_to_struct({**record.app_state, **delta.app}, out.app_state)
-        return out
-
     async def GetToolState(self, request: tool_context_pb2.GetToolStateRequest,
                            context: Context) -> tool_context_pb2.ToolState:
-        grant = await self._grant(context, "state_read")
-        return await self._state(grant, grant.staged)
+        grant, record = await self.app.tools.read(presented_token(context), "state_read", self._session)
+        return _state(record, grant.staged)
+
+    async def _session(self, claims: ToolClaims) -> SessionRecord:
+        return await self.app.sessions.get_session(SessionKey(claims.app, claims.user, claims.session))
 
     async def UpdateToolState(self, request: tool_context_pb2.UpdateToolStateRequest,
                               context: Context) -> tool_context_pb2.ToolState:
@@ -103,7 +94,7 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
             staged.delta = merge_delta(staged.delta, delta)
 
         staged = await self.app.tools.stage(grant, change)
-        return await self._state(grant, staged)
+        return _state(await self._session(grant.claims), staged)
 
     # --- artifacts ----------------------------------------------------------------------
 
@@ -115,35 +106,36 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
         if first is None or first.WhichOneof("payload") != "header":
             raise InvalidArgument.fields([FieldViolation("header", "the first message must carry the header")])
         header = first.header
-        scope = self._scope(grant, header.artifact, "header.artifact")
+        scope = _scope(grant.claims, header.artifact, "header.artifact")
         record = await save_stream(self.app, scope, header.artifact, header.part, header.custom_metadata, requests,
                                    staged_call=grant.claims.token_id)
         return artifacts_pb2.SaveArtifactResponse(artifact=version_to_proto(record))
 
-    async def _version(self, grant: ToolGrant, artifact: str, request: Any) -> ArtifactVersionRecord:
+    async def _version(self, claims: ToolClaims, artifact: str, request: Any) -> ArtifactVersionRecord:
         version = request.version if request.HasField("version") else None
         check_version(version)
-        return await self.app.artifacts.get_version(self._scope(grant, artifact), artifact, version,
-                                                    call=grant.claims.token_id)
+        return await self.app.artifacts.get_version(_scope(claims, artifact), artifact, version, call=claims.token_id)
 
     async def LoadToolArtifact(self, request: tool_context_pb2.LoadToolArtifactRequest,
                                context: Context) -> AsyncIterator[artifacts_pb2.LoadArtifactResponse]:
-        grant = await self._grant(context, "artifact_get")
-        record = await self._version(grant, request.artifact, request)
+        _, record = await self.app.tools.read(presented_token(context), "artifact_get",
+                                              lambda c: self._version(c, request.artifact, request))
         async for message in load_stream(self.app, record):
             yield message
 
     async def ListToolArtifactNames(self, request: tool_context_pb2.ListToolArtifactNamesRequest,
                                     context: Context) -> artifacts_pb2.ListArtifactNamesResponse:
-        c = (await self._grant(context, "artifact_list")).claims
-        names = await self.app.artifacts.list_names(c.app, c.user, c.session, call=c.token_id)
+        _, names = await self.app.tools.read(
+            presented_token(context), "artifact_list",
+            lambda c: self.app.artifacts.list_names(c.app, c.user, c.session, call=c.token_id))
         return artifacts_pb2.ListArtifactNamesResponse(artifacts=names)
 
     async def ListToolArtifactVersions(self, request: tool_context_pb2.ListToolArtifactVersionsRequest,
                                        context: Context) -> artifacts_pb2.ListArtifactVersionsResponse:
-        grant = await self._grant(context, "artifact_list_versions")
-        versions = await self.app.artifacts.list_versions(self._scope(grant, request.artifact), request.artifact,
-                                                          call=grant.claims.token_id)
+        _, versions = await self.app.tools.read(
+            presented_token(context), "artifact_list_versions",
+            lambda c: self.app.artifacts.list_versions(_scope(c, request.artifact), request.artifact,
+                                                       call=c.token_id))
         return artifacts_pb2.ListArtifactVersionsResponse(versions=[version_to_proto(v) for v in versions])
 
     async def DeleteToolArtifact(self, request: tool_context_pb2.DeleteToolArtifactRequest,
@@ -151,14 +143,14 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
         grant = await self._grant(context, "artifact_delete")
         version = request.version if request.HasField("version") else None
         check_version(version)
-        deleted = await self.app.artifacts.delete(self._scope(grant, request.artifact), request.artifact, version,
+        deleted = await self.app.artifacts.delete(_scope(grant.claims, request.artifact), request.artifact, version,
                                                   call=grant.claims.token_id)
         return artifacts_pb2.DeleteArtifactResponse(deleted_versions=deleted)
 
     async def AttachToolArtifact(self, request: tool_context_pb2.AttachToolArtifactRequest,
                                  context: Context) -> artifacts_pb2.ArtifactVersion:
         grant = await self._grant(context, "artifact_attach")
-        record = await self._version(grant, request.artifact, request)
+        record = await self._version(grant.claims, request.artifact, request)
         # The part joins the response event: bounded like any event's content.
         limit = self.app.settings.max_event_bytes // 2
         raise_if([FieldViolation("artifact", f"an attached artifact is at most {limit} bytes")]
@@ -177,9 +169,11 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
 
     async def SearchToolMemory(self, request: tool_context_pb2.SearchToolMemoryRequest,
                                context: Context) -> memory_service_pb2.SearchMemoryResponse:
-        c = (await self._grant(context, "memory_search")).claims
-        query = search_query(c.app, c.user, request.query, dict(request.metadata_filter), request.limit)
-        return search_response(await self.app.memory.search(query))
+        _, matches = await self.app.tools.read(
+            presented_token(context), "memory_search",
+            lambda c: self.app.memory.search(
+                search_query(c.app, c.user, request.query, dict(request.metadata_filter), request.limit)))
+        return search_response(matches)
 
     async def AddToolMemory(self, request: tool_context_pb2.AddToolMemoryRequest,
                             context: Context) -> memory_service_pb2.MemoryEntry:
@@ -199,3 +193,16 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
         await self.app.memory.delete(key)
         return empty_pb2.Empty()
 
+
+
+def _scope(claims: ToolClaims, artifact: str, path: str = "artifact") -> ArtifactScope:
+    return scope_of(claims.app, claims.user, claims.session, artifact, "token", path)
+
+
+def _state(record: SessionRecord, staged: Staged) -> tool_context_pb2.ToolState:
+    delta = staged.delta
+    out = tool_context_pb2.ToolState()
+    dict_to_struct({**record.state, **delta.session}, out.state)
+    dict_to_struct({**record.user_state, **delta.user}, out.user_state)
+    dict_to_struct({**record.app_state, **delta.app}, out.app_state)
+    return out

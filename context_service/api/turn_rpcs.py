@@ -108,10 +108,18 @@ class TurnRpcs:
 
     async def _minted(self, out: pb.GenerateResponse, key: SessionKey, result: TurnResult,
                       turn: Turn) -> pb.GenerateResponse:
-        """``out`` with a tool token per function call of the stored reply."""
+        """``out`` with a tool token per function call of the stored reply:
+        those stored with it, or, for a reply an earlier attempt stored
+        (whose tokens went with that lost response), fresh ones."""
+        tokens = list(result.tokens)
         reply = result.reply
-        if not turn.store or reply.content is None or not any(p.function_call for p in reply.content.parts):
-            return out
+        has_calls = reply.content is not None and any(p.function_call for p in reply.content.parts)
+        if turn.store and result.deduplicated and has_calls:
+            tools = self.app.effective_config((await self.app.sessions.get_session(key)).config).tools
+            tokens = await self.app.tools.mint(key, reply, tools)
+        for token in tokens:
+            token_to_proto(token, out.tool_tokens.add())
+        return out
         tools = result.tools
         if tools is None:  # a deduplicated reply: its first response's tokens were lost with it
             tools = self.app.effective_config((await self.app.sessions.get_session(key)).config).tools

@@ -214,6 +214,8 @@ class ToolTokenCodec:
         try:
             payload_bytes = _unb64(payload_b64)
             mac = _unb64(mac_b64)
+            if _b64(payload_bytes) != payload_b64 or _b64(mac) != mac_b64:
+                raise ValueError("not canonical base64url")  # one spelling per token
             key_id = json.loads(payload_bytes)["k"]
         except (ValueError, KeyError, TypeError, binascii.Error):
             raise _invalid() from None

@@ -31,6 +31,7 @@ from context_service.storage.heads import SqliteSessionHeads, StoreSessionHeads
 from context_service.storage.lifecycle import SqlLifecycleReader
 from context_service.storage.memory_store import SqlMemoryStore
 from context_service.storage.sql_store import SqlSessionStore, open_from_settings
+from context_service.storage.tool_calls import SqlToolCalls
 
 
 @dataclass
@@ -59,7 +60,7 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
         jobs=SqlJobStore(store),
         artifacts=SqlArtifactStore(store),
         memory=SqlMemoryStore(store),
-        tool_calls=store.tool_calls,
+        tool_calls=SqlToolCalls(store),
     )
 
 

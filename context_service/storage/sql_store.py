@@ -46,7 +46,7 @@ from context_service.domain.paging import (
     encode_session_cursor,
 )
 from context_service.domain.session_records import AppendResult, SessionRecord, StateDelta
-from context_service.domain.tool_tokens import merge_delta, response_ids
+from context_service.domain.tool_tokens import OpenCall, merge_delta, response_ids
 from context_service.domain.update_masks import apply_config_fields
 from context_service.storage import codec, schema
 from context_service.storage.append_core import CoreOps
@@ -67,8 +67,8 @@ from context_service.storage.engine import (
 from context_service.storage.group_commit import GroupCommitter
 from context_service.storage.shared_state import load_shared
 from context_service.storage.tables import events, sessions
-from context_service.storage.tool_calls import SqlToolCalls, drop_session_calls
-from context_service.storage.tool_calls import collect as collect_calls
+from context_service.storage.tool_call_rows import any_open, drop_session_calls, open_row
+from context_service.storage.tool_call_rows import collect as collect_calls
 
 if TYPE_CHECKING:
     from context_service.settings import ContextSettings
@@ -139,7 +139,6 @@ class SqlSessionStore:
         # here instead of in SQLite's busy handler, which sleeps and polls.
         self._write_lock = asyncio.Lock() if is_sqlite(engine) else contextlib.nullcontext()
         self._appends: GroupCommitter[Append, AppendResult] = GroupCommitter(self._append_batch, max_batch=max_batch)
-        self.tool_calls = SqlToolCalls(self)
 
     async def close(self) -> None:
         await self._appends.close()
@@ -288,12 +287,14 @@ class SqlSessionStore:
     # --- events -------------------------------------------------------------------
 
     async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None,
-                           state_delta: StateDelta | None = None) -> AppendResult:
+                           state_delta: StateDelta | None = None, open_calls: Sequence[OpenCall] = ()) -> AppendResult:
         if not event.id:
             event = dataclasses.replace(event, id=new_id())
         body = codec.event_body(event)
         fingerprint = codec.event_fingerprint(event, body)
-        item = Append(key, event, expected_etag, body, fingerprint, state_delta)
+        now = self._clock()
+        item = Append(key, event, expected_etag, body, fingerprint, state_delta,
+                      tuple(open_row(c, now) for c in open_calls))
         if state_delta or await self._answers_open_calls([item]):
             # Its own transaction, so the event, its states and the tool
             # calls it answers commit together.
@@ -315,8 +316,10 @@ class SqlSessionStore:
         token (most appends answer none: no query)."""
         for item in items:
             ids = response_ids(item.event.content.parts) if item.event.content is not None else []
-            if ids and await self.tool_calls.any_open(item.key, ids):
-                return True
+            if ids:
+                async with self.read_connection() as conn:
+                    if await any_open(conn, item.key, ids):
+                        return True
         return False
 
     async def _append_all(self, items: Sequence[Append], *, collect: bool = True) -> list[AppendResult]:

@@ -54,6 +54,7 @@ from context_service.domain.cache_calls import CacheScope, LeaseRequest
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
 from context_service.ports import CachePort, SessionStore
+from context_service.tools.service import MintedToken, ToolContexts
 from context_service.turns import telemetry
 from context_service.turns.gateway import ModelGateway, cache_scope, lease_request
 from context_service.turns.types import Turn, TurnResult
@@ -76,9 +77,11 @@ class TurnCompaction(Protocol):
 
 class TurnRunner:
     def __init__(
-        self, *, sessions: SessionStore, builder: ContextBuilder, compaction: TurnCompaction, cache: CachePort
+        self, *, sessions: SessionStore, builder: ContextBuilder, compaction: TurnCompaction, cache: CachePort,
+        tools: ToolContexts | None = None,
     ) -> None:
         self._sessions = sessions
+        self._tools = tools
         self._builder = builder
         self._compaction = compaction
         self.gateway = ModelGateway(cache)
@@ -95,14 +98,14 @@ class TurnRunner:
             first: AgentCtxError | None = None
             while True:
                 try:
-                    reply, deduplicated = await self._attempt(key, turn, built, deadline)
+                    reply, deduplicated, tokens = await self._attempt(key, turn, built, deadline)
                     break
                 except AgentCtxError as err:
                     if not turn_rules.is_context_overflow(err):
                         raise
                     built = await self._recover(key, turn, err, first, compactions, deadline)
                     first = err
-            result = await self._finish(key, reply, built, compactions, deduplicated, deadline)
+            result = await self._finish(key, reply, built, compactions, deduplicated, deadline, tokens)
             telemetry.completed(span, result, stream=False, overflow_recovered=first is not None)
             return result
 
@@ -115,11 +118,12 @@ class TurnRunner:
             inputs = turn_rules.current_input_count([r.content for r in built.selection.history], inputs)
         return scope, lease_request(key, built.config.cache, inputs)
 
-    async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turn_rules.Deadline) -> tuple[Event, bool]:
+    async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext,
+                       deadline: turn_rules.Deadline) -> tuple[Event, bool, tuple[MintedToken, ...]]:
         _require_time(deadline)
         scope, lease = self._lease(key, turn, built)
         answer = await self.gateway.generate(scope, built, lease, deadline)
-        return await self._store_reply(key, turn, answer)
+        return await self._store_reply(key, turn, answer, built)
 
     # --- StreamGenerate ---------------------------------------------------------
 
@@ -138,6 +142,7 @@ class TurnRunner:
             first: AgentCtxError | None = None
             reply: Event | None = None
             deduplicated = False
+            tokens: tuple[MintedToken, ...] = ()
             while True:
                 _require_time(deadline)
                 scope, lease = self._lease(key, turn, built)
@@ -146,7 +151,7 @@ class TurnRunner:
                 try:
                     async for item in self.gateway.stream(scope, built, lease, deadline):
                         if isinstance(item, turn_rules.ModelAnswer):
-                            reply, deduplicated = await self._store_reply(key, turn, item)
+                            reply, deduplicated, tokens = await self._store_reply(key, turn, item, built)
                         else:
                             chunk = turn_rules.chunk_event(
                                 item, turn.ids, len(partials), author=turn.author, branch=turn.branch
@@ -163,7 +168,7 @@ class TurnRunner:
                 built = await self._recover(key, turn, overflow, first, compactions, deadline)
                 first = overflow
             assert reply is not None  # the gateway's stream always ends with the answer
-            result = await self._finish(key, reply, built, compactions, deduplicated, deadline)
+            result = await self._finish(key, reply, built, compactions, deduplicated, deadline, tokens)
             telemetry.completed(span, result, stream=True, overflow_recovered=first is not None, chunks=len(partials))
             yield result
 
@@ -194,12 +199,17 @@ class TurnRunner:
         exclude = turn.input_ids if turn.store else frozenset()
         return await self._builder.build(head, turn.build, remaining=deadline.remaining(), exclude_events=exclude)
 
-    async def _store_reply(self, key: SessionKey, turn: Turn, answer: turn_rules.ModelAnswer) -> tuple[Event, bool]:
+    async def _store_reply(self, key: SessionKey, turn: Turn, answer: turn_rules.ModelAnswer,
+                           built: BuiltContext) -> tuple[Event, bool, tuple[MintedToken, ...]]:
+        """The stored reply, whether an earlier attempt stored it, and the
+        tokens for its function calls (stored with it: none when it was
+        stored before, see the servicer)."""
         event = turn_rules.reply_event(answer, turn.ids, author=turn.author, branch=turn.branch)
         if not turn.store:
-            return event, False
+            return event, False, ()
+        minted = self._tools.prepare(key, event, built.config.tools) if self._tools is not None else []
         try:
-            result = await self._sessions.append_event(key, event)
+            result = await self._sessions.append_event(key, event, open_calls=[row for _, row in minted])
         except AlreadyExists as err:
             if err.reason != Reason.EVENT_ID_CONFLICT:
                 raise
@@ -207,8 +217,9 @@ class TurnRunner:
             stored = await self._sessions.get_event(key, turn.ids.reply_id)
             if stored is None or not turn_rules.is_reply(stored):
                 raise turn_rules.reply_id_conflict() from None
-            return stored, True
-        return result.event, result.deduplicated
+            return stored, True, ()
+        tokens = () if result.deduplicated else tuple(token for token, _ in minted)
+        return result.event, result.deduplicated, tokens
 
     async def _recover(
         self, key: SessionKey, turn: Turn, err: AgentCtxError, first: AgentCtxError | None,
@@ -230,7 +241,7 @@ class TurnRunner:
 
     async def _finish(
         self, key: SessionKey, reply: Event, built: BuiltContext, compactions: list[Event], deduplicated: bool,
-        deadline: turn_rules.Deadline,
+        deadline: turn_rules.Deadline, tokens: tuple[MintedToken, ...] = (),
     ) -> TurnResult:
         boundary: list[Event] = []
         background = False
@@ -250,8 +261,7 @@ class TurnRunner:
                 if outcome.compacted and outcome.event is not None:
                     boundary.append(outcome.event)
                 background = outcome.background_scheduled
-        return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated,
-                          tools=built.config.tools)
+        return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated, tokens)
 
 
 def _require_time(deadline: turn_rules.Deadline) -> None:

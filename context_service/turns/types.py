@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from context_service.building.types import BuildRequest
 from context_service.domain import turn_rules
-from context_service.domain.config import ToolDeclaration
 from context_service.domain.model import Event
 from context_service.domain.selection import Accounting
+from context_service.tools.service import MintedToken
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,5 @@ class TurnResult:
     compactions: tuple[Event, ...] = ()
     background_scheduled: bool = False
     deduplicated: bool = False
-    # The session's tool declarations (for the reply's tool tokens); None
-    # when the turn did not read the config (a deduplicated reply).
-    tools: tuple[ToolDeclaration, ...] | None = None
+    # The tokens minted for the reply's function calls, stored with it.
+    tokens: tuple[MintedToken, ...] = ()

@@ -12,8 +12,13 @@ import grpc
 import pytest
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import context_service_pb2_grpc, session_pb2, tool_context_pb2, tool_context_pb2_grpc
-from agentctx.context.v1 import policy_pb2
+from agentctx.context.v1 import (
+    context_service_pb2_grpc,
+    policy_pb2,
+    session_pb2,
+    tool_context_pb2,
+    tool_context_pb2_grpc,
+)
 from agentctx.type.v1 import content_pb2, event_pb2
 from agentctx_common.server import GrpcServer
 from tests.sessions.conftest import ServerFactory, server_factory

@@ -13,10 +13,15 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from agentctx.context.v1 import artifacts_pb2_grpc, context_service_pb2_grpc, tool_context_pb2, tool_context_pb2_grpc
 from agentctx.context.v1 import artifacts_pb2 as apb
+from agentctx.context.v1 import (
+    artifacts_pb2_grpc,
+    context_service_pb2_grpc,
+    session_pb2,
+    tool_context_pb2,
+    tool_context_pb2_grpc,
+)
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import session_pb2
 from agentctx.type.v1 import content_pb2
 from agentctx_client import error_from_rpc
 from tests.support.servers import secure_channel
