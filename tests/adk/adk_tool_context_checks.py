@@ -29,6 +29,7 @@ DECLARED = [
         "state_read", "state_write", "artifact_put", "artifact_get", "artifact_list", "memory_add",
         "memory_search"]),
     policy_pb2.ToolDeclaration(name="peek", capabilities=["state_read", "artifact_list"]),
+    policy_pb2.ToolDeclaration(name="stamp", capabilities=["artifact_put"]),
 ]
 seen: dict[str, Any] = {}
 
@@ -56,6 +57,11 @@ async def peek(query: str, tool_context: ToolContext) -> dict[str, Any]:
     return {"ok": True}
 
 
+async def stamp(query: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Saves without reading or writing state: ADK itself never needs state_read."""
+    return {"version": await tool_context.save_artifact("stamp.txt", types.Part(text="stamped"))}
+
+
 async def meddle(query: str, tool_context: ToolContext) -> dict[str, Any]:
     """Undeclared: identity only."""
     tool_context.state["temp:fine"] = 1  # invocation scratch, never stored: allowed
@@ -75,7 +81,7 @@ async def service() -> AsyncIterator[AgentCtxSessionService]:
 def _runner(service: AgentCtxSessionService, artifacts: InMemoryArtifactService,
             memory: InMemoryMemoryService) -> Runner:
     agent = LlmAgent(name="planner", model=AgentCtxLlm.for_sessions(service), instruction="Use your tools.",
-                     tools=[write_report, peek, meddle])
+                     tools=[write_report, peek, stamp, meddle])
     app = App(name="trips", root_agent=agent, plugins=[AgentCtxPlugin(service), AgentCtxToolPlugin(service)])
     # ADK's own in-memory services: a tool on its token never reaches them.
     return Runner(app=app, session_service=service, artifact_service=artifacts, memory_service=memory)
@@ -127,7 +133,9 @@ async def test_what_the_declaration_lacks_is_refused_as_an_error_result(service:
     meddled = _responses(await _turn(runner, session.id, "Please call meddle now."))["meddle"]
     assert (meddled["reason"], meddled["capability"]) == ("TOOL_CAPABILITY_MISSING", "state_write"), meddled
 
+    assert _responses(await _turn(runner, session.id, "Please call stamp now."))["stamp"] == {"version": 0}
+
     name = service.session_name("trips", "u1", session.id)
-    assert await service.client.list_artifacts(name) == []
+    assert await service.client.list_artifacts(name) == ["stamp.txt"]
     got = await service.get_session(app_name="trips", user_id="u1", session_id=session.id)
     assert got is not None and got.state["city"] == "Oslo"
