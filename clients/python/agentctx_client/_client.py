@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import ipaddress
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -17,7 +16,7 @@ from agentctx.memory.v1 import memory_service_pb2 as mpb
 from agentctx.memory.v1 import memory_service_pb2_grpc
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
 from agentctx_client._artifacts import ArtifactCalls
-from agentctx_client._config import RetryPolicy, TlsConfig
+from agentctx_client._config import DEFAULT_MAX_MESSAGE_BYTES, RetryPolicy, TlsConfig, open_channel
 from agentctx_client._errors import InternalError, error_from_rpc
 from agentctx_client._retry import Deadline, Retrier
 from agentctx_client._tool_context import ToolContext
@@ -51,7 +50,6 @@ from agentctx_client._types import (
 )
 
 Metadata = Sequence[tuple[str, str]]
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the services' default
 
 
 def connect(
@@ -79,43 +77,6 @@ def connect(
     channel = open_channel(target, tls=tls, insecure_loopback=insecure_loopback, max_message_bytes=max_message_bytes,
                            options=options)
     return ContextClient(channel, timeout=timeout, retry=retry, metadata=metadata)
-
-
-def open_channel(target: str, *, tls: TlsConfig | None = None, insecure_loopback: bool = False,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
-    """The channel ``connect`` (and ``ToolContext.connect``) uses: TLS, or
-    plaintext to a loopback address with ``insecure_loopback``."""
-    channel_options: list[tuple[str, Any]] = [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-    ]
-    if tls is not None:
-        root, key, chain = tls.read()
-        creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
-        if tls.server_name:
-            channel_options.append(("grpc.ssl_target_name_override", tls.server_name))
-        return grpc.aio.secure_channel(target, creds, options=[*channel_options, *options])
-    if insecure_loopback:
-        if not _is_loopback(target):
-            raise ValueError(f"insecure_loopback needs a loopback target (127.0.0.1, localhost, [::1]), not {target}")
-        return grpc.aio.insecure_channel(target, options=[*channel_options, *options])
-    raise ValueError("connect needs tls=TlsConfig(...), or insecure_loopback=True for a local plaintext server")
-
-
-def _is_loopback(target: str) -> bool:
-    for scheme in ("dns:///", "ipv4:", "ipv6:"):
-        target = target.removeprefix(scheme)
-    if target.startswith("["):
-        host = target[1:].split("]", 1)[0]
-    else:
-        host = target.rsplit(":", 1)[0] if target.count(":") == 1 else target
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def session_name(app: str, user: str, session: str) -> str:

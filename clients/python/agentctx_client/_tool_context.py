@@ -28,7 +28,7 @@ from agentctx_client._artifacts import (
     read_whole,
     save_stream,
 )
-from agentctx_client._config import RetryPolicy, TlsConfig
+from agentctx_client._config import RetryPolicy, TlsConfig, open_channel
 from agentctx_client._retry import Calls, Deadline, Retrier
 from agentctx_client._types import JSON, MemoryEntry, MemoryMatch, ToolIdentity, ToolState, ToolToken, _struct
 
@@ -84,8 +84,6 @@ class ToolContext(Calls):
         """A ToolContext on its own channel to ``target`` (closed by
         ``close()``): TLS as ``connect()`` takes it (``tls`` may omit the
         client certificate when the server does not require one)."""
-        from agentctx_client._client import open_channel
-
         channel = open_channel(target, tls=tls, insecure_loopback=insecure_loopback, options=options)
         return cls(token, channel, timeout=timeout, retry=retry, owns_channel=True)
 
