@@ -120,6 +120,9 @@ async def test_a_tools_context_goes_through_its_token(service: AgentCtxSessionSe
     assert "temp:scratch" not in got.state
     stored = await service.client.get_session(name)
     assert stored.state == {"city": "Oslo", "reported": True} and stored.user_state == {"tz": "CET", "reports": 1}
+    # The token (tt1.<claims>.<mac>) rode in no stored event, nor its metadata.
+    events = [e async for e in service.client.iter_events(name)]
+    assert events and not [e.id for e in events if "tt1." in str(e.proto)]
 
 
 async def test_what_the_declaration_lacks_is_refused_as_an_error_result(service: AgentCtxSessionService) -> None:
