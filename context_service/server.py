@@ -37,6 +37,7 @@ from context_service.api.servicer import ContextServicer
 from context_service.api.tool_context_rpcs import ToolContextServicer
 from context_service.app import ContextApp, limits_of, session_defaults
 from context_service.building.appends import ObservedSessions
+from context_service.building.attachments import AttachmentLoader
 from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
 from context_service.building.tail import TailReader
@@ -134,6 +135,7 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         effective_config=functools.partial(overlay, defaults),
         compressors=compaction.service,
         tail=tail,
+        attachments=AttachmentLoader(backend.artifacts, render),
     )
     tools = tool_contexts(settings, backend)
     turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache, tools=tools)

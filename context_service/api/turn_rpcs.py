@@ -68,7 +68,7 @@ class TurnRpcs:
         else:
             ids = turn_rules.unstored_turn_ids(invocation_id=request.invocation_id, reply_id=request.reply_event_id)
         branch = inputs[-1].branch if inputs else ""
-        return key, Turn(inputs, ids, request.agent, branch, app.mapper.generate_request(request, inputs), store)
+        return key, Turn(inputs, ids, request.agent, branch, app.mapper.generate_request(request, inputs, prefix), store)
 
     async def Generate(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.GenerateResponse:
         key, turn = self._turn(request, context, "")

@@ -66,6 +66,8 @@ class SelectionPolicy:
     filter: EventFilter | None = None
     extra_secret_keys: tuple[str, ...] = ()
     disable_calibration: bool = False
+    max_attachment_bytes: int | None = None
+    max_attachment_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -340,11 +340,14 @@ def selection_from_proto(p: policy_pb2.SelectionPolicy) -> cfg.SelectionPolicy:
         filter=filter_from_proto(p.filter) if p.HasField("filter") else None,
         extra_secret_keys=tuple(p.extra_secret_keys),
         disable_calibration=p.disable_calibration,
+        max_attachment_bytes=_opt(p, "max_attachment_bytes"),
+        max_attachment_tokens=_opt(p, "max_attachment_tokens"),
     )
 
 
 def selection_to_proto(p: cfg.SelectionPolicy, out: policy_pb2.SelectionPolicy) -> None:
-    for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token"):
+    for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token",
+                 "max_attachment_bytes", "max_attachment_tokens"):
         value = getattr(p, name)
         if value is not None:
             setattr(out, name, value)

@@ -116,7 +116,8 @@ class TurnRunner:
         inputs = len(turn.inputs) - (len(turn.build.inputs) - len(built.parts.inputs))
         if not turn.store:
             inputs = turn_rules.current_input_count([r.content for r in built.selection.history], inputs)
-        return scope, lease_request(key, built.config.cache, inputs)
+        # Attachments sit among the last contents, after the leased prefix.
+        return scope, lease_request(key, built.config.cache, inputs + len(built.parts.attachments))
 
     async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext,
                        deadline: turn_rules.Deadline) -> tuple[Event, bool, tuple[MintedToken, ...]]:
@@ -179,6 +180,8 @@ class TurnRunner:
         is stored, the context for the model call."""
         if not turn.store:
             return await self._build(key, turn, deadline)
+        # A missing attachment fails the turn before its input is stored.
+        await self._builder.resolve_attachments(key, turn.build.attachments)
         # All or nothing: a turn that fails while storing its input leaves none
         # of it. One input (most turns) takes the store's group-commit path.
         if len(turn.inputs) == 1:
@@ -248,6 +251,9 @@ class TurnRunner:
         if not deduplicated:
             usage = reply.usage
             reported = usage.prompt_tokens + usage.output_tokens if usage is not None and usage.prompt_tokens else None
+            if reported is not None and built.accounting.attachments.tokens:
+                # Attachments go with this call only, never into the history.
+                reported = max(0, reported - built.accounting.attachments.tokens)
             try:
                 # The build's config: the check need not read the session again.
                 outcome = await self._compaction.maybe_compact_at_turn_boundary(

@@ -23,7 +23,7 @@ import { type FunctionCall, PartSchema } from "./gen/agentctx/type/v1/content_pb
 import { EventSchema } from "./gen/agentctx/type/v1/event_pb.js";
 import { ToolSchema } from "./gen/agentctx/type/v1/generation_pb.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-import { connect, transport } from "./transport.js";
+import { connect, grpcTransport } from "./transport.js";
 
 const CALL = { timeoutMs: 30_000 };
 const TOOL = "write_report";
@@ -52,7 +52,7 @@ function runTool(token: string): Promise<Record<string, unknown>> {
 
 async function main(): Promise<void> {
   const client = connect();
-  const artifacts = createClient(ArtifactService, transport());
+  const artifacts = createClient(ArtifactService, grpcTransport());
   const app = process.env["AGENTCTX_APP"] ?? "polyglot-tools";
 
   const session = await client.createSession({
@@ -106,7 +106,7 @@ async function main(): Promise<void> {
 
   let revoked = "";
   try {
-    await createClient(ToolContextService, transport()).getToolIdentity(
+    await createClient(ToolContextService, grpcTransport()).getToolIdentity(
       {}, { ...CALL, headers: { "agentctx-tool-token": token.token } });
   } catch (err) {
     const error = ConnectError.from(err);

@@ -20,7 +20,7 @@ import { ContextService } from "./gen/agentctx/context/v1/context_service_pb.js"
 import { type SaveToolArtifactRequest, SaveToolArtifactRequestSchema,
   ToolContextService } from "./gen/agentctx/context/v1/tool_context_pb.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-import { transport } from "./transport.js";
+import { grpcTransport } from "./transport.js";
 
 const CALL = { timeoutMs: 30_000 };
 
@@ -49,7 +49,7 @@ async function* chunks(artifact: string, content: string): AsyncIterable<SaveToo
 async function main(): Promise<void> {
   const token = (await text(process.stdin)).trim();
   if (!token) throw new Error("no tool token on stdin");
-  const own = transport("AGENTCTX_TOOL_CERT", "AGENTCTX_TOOL_KEY");
+  const own = grpcTransport("AGENTCTX_TOOL_CERT", "AGENTCTX_TOOL_KEY");
   const tool = createClient(ToolContextService, own);
   const options = { ...CALL, headers: { "agentctx-tool-token": token } };
 

@@ -18,9 +18,11 @@ export function env(name: string): string {
   return value;
 }
 
-/** TLS to AGENTCTX_TARGET trusting AGENTCTX_CA, presenting the certificate
- * and key the two variables named hold. */
-export function transport(certVar = "AGENTCTX_CERT", keyVar = "AGENTCTX_KEY"): Transport {
+/** The TLS gRPC transport to the context service (AGENTCTX_TARGET, trusting
+ * AGENTCTX_CA), which serves ContextService, ArtifactService, MemoryService
+ * and ToolContextService, presenting the certificate and key the two
+ * variables named hold. */
+export function grpcTransport(certVar = "AGENTCTX_CERT", keyVar = "AGENTCTX_KEY"): Transport {
   return createGrpcTransport({
     baseUrl: `https://${env("AGENTCTX_TARGET")}`,
     nodeOptions: {
@@ -34,5 +36,5 @@ export function transport(certVar = "AGENTCTX_CERT", keyVar = "AGENTCTX_KEY"): T
 }
 
 export function connect(): ContextClient {
-  return createClient(ContextService, transport());
+  return createClient(ContextService, grpcTransport());
 }

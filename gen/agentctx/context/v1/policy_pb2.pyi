@@ -96,7 +96,7 @@ class EventFilter(_message.Message):
     def __init__(self, authors: _Optional[_Iterable[str]] = ..., exclude_authors: _Optional[_Iterable[str]] = ..., invocation_ids: _Optional[_Iterable[str]] = ..., content_types: _Optional[_Iterable[_Union[ContentType, str]]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_partial: _Optional[bool] = ..., final_only: _Optional[bool] = ..., branch: _Optional[str] = ...) -> None: ...
 
 class SelectionPolicy(_message.Message):
-    __slots__ = ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token", "overflow", "filter", "extra_secret_keys", "disable_calibration")
+    __slots__ = ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token", "overflow", "filter", "extra_secret_keys", "disable_calibration", "max_attachment_bytes", "max_attachment_tokens")
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,8 @@ class SelectionPolicy(_message.Message):
     FILTER_FIELD_NUMBER: _ClassVar[int]
     EXTRA_SECRET_KEYS_FIELD_NUMBER: _ClassVar[int]
     DISABLE_CALIBRATION_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTACHMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTACHMENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     max_bytes: int
     max_tokens: int
     max_request_bytes: int
@@ -115,7 +117,9 @@ class SelectionPolicy(_message.Message):
     filter: EventFilter
     extra_secret_keys: _containers.RepeatedScalarFieldContainer[str]
     disable_calibration: bool
-    def __init__(self, max_bytes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_request_tokens: _Optional[int] = ..., bytes_per_token: _Optional[float] = ..., overflow: _Optional[_Union[OverflowMode, str]] = ..., filter: _Optional[_Union[EventFilter, _Mapping]] = ..., extra_secret_keys: _Optional[_Iterable[str]] = ..., disable_calibration: _Optional[bool] = ...) -> None: ...
+    max_attachment_bytes: int
+    max_attachment_tokens: int
+    def __init__(self, max_bytes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_request_tokens: _Optional[int] = ..., bytes_per_token: _Optional[float] = ..., overflow: _Optional[_Union[OverflowMode, str]] = ..., filter: _Optional[_Union[EventFilter, _Mapping]] = ..., extra_secret_keys: _Optional[_Iterable[str]] = ..., disable_calibration: _Optional[bool] = ..., max_attachment_bytes: _Optional[int] = ..., max_attachment_tokens: _Optional[int] = ...) -> None: ...
 
 class CompactionPolicy(_message.Message):
     __slots__ = ("enabled", "compactor", "remote_target", "context_window", "reserve_tokens", "keep_recent_tokens", "retain_recent_exchanges", "background_tokens", "event_threshold", "turn_interval", "overflow_keep_recent_tokens", "timeout", "max_input_bytes", "max_summary_bytes", "model")
