@@ -126,9 +126,11 @@ class RecordingProvider(LocalProvider):
         super().__init__(**kwargs)
         self.naive = naive
         self.requests: list[ModelCall] = []
+        self.times: list[float] = []  # each request's time on the simulator's clock
 
     async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
         self.requests.append(call)
+        self.times.append(self.clock.wall())
         return await super().generate(call, cache)
 
     def marks(self, call: ModelCall, cache: CacheRef | None) -> tuple[int, ...]:

@@ -90,8 +90,9 @@ class Admission:
         return tuple(sorted(set(steps or [default])))
 
     async def decide(self, scope: Scope, provider: Provider, view: PrefixView,
-                     ttls: tuple[float, ...]) -> tuple[policy.Decision, Entry | None]:
-        """The policy's decision and the matching live cache, if any."""
+                     ttls: tuple[float, ...], request_tokens: int = 0) -> tuple[policy.Decision, Entry | None]:
+        """The policy's decision and the matching live cache, if any
+        (``request_tokens``: the whole request's size, 0 when unknown)."""
         sfp = scope.fingerprint
         match = await self.match(sfp, view, ttls)
         if view.prefix.is_empty:
@@ -103,6 +104,7 @@ class Admission:
         decision = policy.decide(
             empty=False,
             tokens=view.tokens,
+            request_tokens=request_tokens,
             history_len=view.history_len,
             floor=floor if settings.variant == policy.ADK else max(floor, settings.min_prefix_tokens),
             match=self._cached(match, view) if match else None,

@@ -16,7 +16,12 @@ The default policy (``agentctx``):
 2. **Small prefix**: below ``floor`` estimated tokens (the largest of
    ``min_prefix_tokens``, the provider's minimum for the model and what its
    refusals taught), BYPASS BELOW_MIN_TOKENS without a provider call. The
-   floor is compared with the *prefix's* tokens (adk-python #5847).
+   floor is compared with what the create would write (``written_size``):
+   the *prefix's* tokens on a NAMED cache (adk-python #5847), the whole
+   request's on a MARKED one, whose create writes through to the
+   request's end (a head just under the minimum with the first call's
+   input over it is written, not sent plain; the caller passes
+   ``request_tokens`` on GenerateContent with ``acquire``).
 3. **Reuse**: the live cache over the longest leading part of the prefix
    is a HIT, unless growing it repays (rule 5).
 4. **Evidence**: every request records its prefix and its head (model,
@@ -235,6 +240,13 @@ def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidenc
     return best
 
 
+def written_size(prices: CachePrices, tokens: int, request_tokens: int) -> int:
+    """What a create would write, which the floor is judged on (rule 2): a
+    MARKED create writes through to the request's end (``request_tokens``,
+    when known), any other the prefix."""
+    return max(tokens, request_tokens) if prices.kind == "marked" else tokens
+
+
 def adk_floor(model: str) -> int:
     name = model.rsplit("/", 1)[-1]
     return next((floor for start, floor in _ADK_FLOORS if name.startswith(start)), 0)
@@ -324,6 +336,7 @@ def decide(
     tokens: int,
     history_len: int,
     floor: int,
+    request_tokens: int = 0,
     match: CachedPrefix | None,
     evidence: Evidence,
     prices: CachePrices,
@@ -347,7 +360,7 @@ def decide(
         gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached,
                              history_len=history_len)
         return Decision(Action.GROW, ttl_s=ttl) if gain > 0 else Decision(Action.HIT)
-    if tokens < max(floor, settings.min_prefix_tokens):
+    if written_size(prices, tokens, request_tokens) < max(floor, settings.min_prefix_tokens):
         return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
     if settings.sightings_before_create == 0:
         evidence = Evidence(0.0, (0.0,), evidence.previous_agrees, (0.0,), 1.0)
