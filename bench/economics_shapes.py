@@ -179,13 +179,13 @@ def _bursts() -> tuple[Call, ...]:
     return tuple(calls)
 
 
-def head(big: bool, own: str = "", tokens: int = 0) -> tuple[Any, list[generation_pb2.Tool]]:
+def head(big: bool, own: str = "", tokens: int = 0, model: str = script.MODEL) -> tuple[Any, list[generation_pb2.Tool]]:
     """The system instruction and tools: the demo's, or padded to about
     HEAD_TOKENS tokens (4 bytes a token), or to exactly ``tokens`` as the
     registry and the simulator count them; ``own`` makes it a session's own."""
     if tokens:
         # A short instruction, no tools, and filler: the demo's head alone is over 1,024 tokens.
-        return Content.user(_padded("You are a careful agent.", [], tokens)).to_proto(), []
+        return Content.user(_padded("You are a careful agent.", [], tokens, model)).to_proto(), []
     text = script.SYSTEM_TEXT
     tools = [generation_pb2.Tool(function_declarations=[d.to_proto() for d in script.tools()])]
     if big:
@@ -198,15 +198,15 @@ def head_tokens(system: Any, tools: list[generation_pb2.Tool], model: str = scri
     return estimate_tokens(len(canonical_json(prefix_json(model, system, tools, None, ()))), 4.0)
 
 
-def _padded(text: str, tools: list[generation_pb2.Tool], tokens: int) -> str:
-    """``text`` padded with filler so that its head counts ``tokens``."""
-    base = head_tokens(Content.user(text).to_proto(), tools)
+def _padded(text: str, tools: list[generation_pb2.Tool], tokens: int, model: str) -> str:
+    """``text`` padded with filler so that its head (for ``model``) counts ``tokens``."""
+    base = head_tokens(Content.user(text).to_proto(), tools, model)
     if tokens <= base:
         raise ValueError(f"a head of {tokens} tokens is below the demo's own ({base})")
     padded = text + "\n" + "x" * ((tokens - base) * 4 - 4)
-    while head_tokens(Content.user(padded).to_proto(), tools) < tokens:
+    while head_tokens(Content.user(padded).to_proto(), tools, model) < tokens:
         padded += "x"
-    while head_tokens(Content.user(padded).to_proto(), tools) > tokens:
+    while head_tokens(Content.user(padded).to_proto(), tools, model) > tokens:
         padded = padded[:-1]
     return padded
 
@@ -242,7 +242,7 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
         certs, work, cache_target=f"127.0.0.1:{cache_server.port}", log_level="WARNING"))
     channel = secure_channel(context_server.port, certs)
     stub = context_service_pb2_grpc.ContextServiceStub(channel)
-    shared = head(workload.big_head, tokens=workload.head_tokens)
+    shared = head(workload.big_head, tokens=workload.head_tokens, model=model)
     sessions: dict[str, str] = {}
     prompt = cached = written = 0
     states: dict[str, int] = {}

@@ -114,7 +114,7 @@ class CacheSettings(ServerSettings, ProviderFields):
         "outcomes (0: never).",
     )
     loss_allowance_tokens: float = Field(
-        16384.0, ge=0, description="What a scope's cache writes may cost over sending the same calls plain before "
+        8192.0, ge=0, description="What a scope's cache writes may cost over sending the same calls plain before "
         "the policy stops writing, in input-token equivalents (domain.policy, rule 8): a scope's calls never "
         "cost more than uncached by more than this plus loss_tolerance of their input.",
     )

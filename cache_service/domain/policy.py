@@ -132,7 +132,7 @@ class PolicySettings:
     first_sighting_weight_named: float = 4.0
     # Rule 8: a scope's loss allowance and the share of its calls' input it
     # may lose besides, in input-token equivalents (``Ledger``).
-    loss_allowance_tokens: float = 16384.0
+    loss_allowance_tokens: float = 8192.0
     loss_tolerance: float = 0.02
 
 
