@@ -222,6 +222,7 @@ class Played:
     cache_write_tokens: int = 0  # as the GenerateResponses reported them
     billed_write_tokens: int = 0  # as the simulator billed them
     output_usd: float = 0.0  # of cost_usd, the output's (the same in every mode)
+    prompts: tuple[int, ...] = ()  # each call's prompt tokens
 
 
 async def play(workload: Workload, provider_factory: Any, provider_name: str, model: str, mode: str,
@@ -247,6 +248,7 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
     prompt = cached = written = 0
     states: dict[str, int] = {}
     replies: list[bytes] = []
+    prompts: list[int] = []
     try:
         for n, call in enumerate(workload.calls):
             clock.advance(call.after_s)
@@ -258,6 +260,7 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
                 session=sessions[call.session], input=[event], system_instruction=system, tools=tools), timeout=30)
             replies.append(response.reply.content.SerializeToString(deterministic=True))
             prompt += response.reply.usage.prompt_tokens
+            prompts.append(response.reply.usage.prompt_tokens)
             cached += response.reply.usage.cached_prompt_tokens
             written += response.reply.usage.cache_write_tokens
             meta = response.reply.cache_metadata
@@ -268,7 +271,8 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
         clock.advance(4 * 3600)
         bill = provider.bill()
         return Played(prompt, cached, bill.cost(provider.pricing), provider.counts["create"], states, replies,
-                      written, bill.cache_write_tokens, bill.output_tokens * provider.pricing.output_per_mtok / 1e6)
+                      written, bill.cache_write_tokens, bill.output_tokens * provider.pricing.output_per_mtok / 1e6,
+                      tuple(prompts))
     finally:
         await channel.close()
         await context_server.stop(0)

@@ -114,9 +114,9 @@ class CacheSettings(ServerSettings, ProviderFields):
         "outcomes (0: never).",
     )
     loss_allowance_tokens: float = Field(
-        8192.0, ge=0, description="What a scope's cache writes may cost over sending the same calls plain before "
-        "the policy stops writing, in input-token equivalents (domain.policy, rule 8): a scope's calls never "
-        "cost more than uncached by more than this plus loss_tolerance of their input.",
+        4096.0, ge=0, description="The credit a scope's loss account opens with, in input-token equivalents "
+        "(domain.policy, rule 8): no cache write is made while the account is in deficit, so a scope's calls "
+        "never cost more than uncached by more than this, one write's premium and loss_tolerance of their input.",
     )
     loss_tolerance: float = Field(
         0.02, ge=0, description="The share of each call's input a scope's account gains (domain.policy, rule 8).",

@@ -132,7 +132,7 @@ class PolicySettings:
     first_sighting_weight_named: float = 4.0
     # Rule 8: a scope's loss allowance and the share of its calls' input it
     # may lose besides, in input-token equivalents (``Ledger``).
-    loss_allowance_tokens: float = 8192.0
+    loss_allowance_tokens: float = 4096.0
     loss_tolerance: float = 0.02
 
 
@@ -253,7 +253,7 @@ def written_size(prices: CachePrices, tokens: int, request_tokens: int) -> int:
 
 
 def premium(prices: CachePrices, *, tokens: int, new_tokens: int, ttl_s: float) -> float:
-    """What a write risks (rule 8), in input-token equivalents: what it
+    """What a write risks (rule 8: the most one bet can lose), in input-token equivalents: what it
     costs over sending the same tokens plain, before any later read. MARKED
     (and an AUTOMATIC one that bills writes): the premium on the
     ``new_tokens`` written; NAMED: the whole ``tokens`` of the new cache
@@ -276,13 +276,15 @@ class Ledger:
     """Rule 8: what each scope's leased calls cost over sending them plain,
     from the provider's usage, in input-token equivalents. An account
     opens at ``allowance``, gains ``tolerance`` of every call's prompt
-    (``credit``, as the call is decided) and what its reads saved, and loses what its writes and storage
-    cost beyond input; the policy makes a write only while the account
-    covers its ``premium``. So a scope's calls never cost more than sent
-    plain by more than ``tolerance`` of their input plus ``allowance``
-    (and one call's overshoot: a write-through's tail and a hit's storage
-    are counted after the call). Pure and bounded: ``max_scopes`` accounts,
-    least recently used dropped (a dropped scope opens afresh)."""
+    (``credit``, as the call is decided) and what its reads saved, and
+    loses what its writes and storage cost beyond input; the policy makes
+    no write while the account is in deficit. So a scope's calls never
+    cost more than sent plain by more than ``tolerance`` of their input
+    plus ``allowance`` and one write's ``premium`` (the bet that took the
+    account below zero), and one call's overshoot (a write-through's tail
+    and a hit's storage are counted after the call). Pure and bounded:
+    ``max_scopes`` accounts, least recently used dropped (a dropped scope
+    opens afresh)."""
 
     def __init__(self, allowance: float, tolerance: float, max_scopes: int = 65536) -> None:
         self.allowance = allowance
@@ -442,26 +444,22 @@ def decide(
         share = 0.0 if prices.kind == "marked" and match.history_len == 0 else settings.grow_share
         if match.history_len >= history_len or uncached <= share * match.tokens:
             return Decision(Action.HIT)
-        # Rule 8: only the TTLs whose premium the scope's account covers.
-        stake = uncached + max(0, request_tokens - tokens)
-        affordable = [t for t in ttls if premium(prices, tokens=tokens, new_tokens=stake, ttl_s=t) <= budget]
-        if not affordable:
+        # Rule 8: no write while the scope's account is in deficit.
+        if budget < 0:
             return Decision(Action.HIT)
-        gain, ttl = best_ttl(prices, affordable, evidence, settings, tokens=tokens, new_tokens=uncached,
+        gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached,
                              history_len=history_len)
         return Decision(Action.GROW, ttl_s=ttl) if gain > 0 else Decision(Action.HIT)
     if written_size(prices, tokens, request_tokens) < max(floor, settings.min_prefix_tokens):
         return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
     if settings.sightings_before_create == 0:
         evidence = Evidence(0.0, (0.0,), evidence.previous_agrees, (0.0,), 1.0)
-    size = written_size(prices, tokens, request_tokens)
-    affordable = [t for t in ttls if premium(prices, tokens=tokens, new_tokens=size, ttl_s=t) <= budget]
-    if not affordable:
+    if budget < 0:
         return Decision(Action.BYPASS, BypassReason.FIRST_SIGHTING)
     if evidence.agreeing_age is None:
-        gain, ttl = first_sighting(prices, affordable, evidence, settings, tokens=tokens)
+        gain, ttl = first_sighting(prices, ttls, evidence, settings, tokens=tokens)
     else:
-        gain, ttl = best_ttl(prices, affordable, evidence, settings, tokens=tokens, new_tokens=tokens,
+        gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=tokens,
                              history_len=history_len)
     if gain > 0:
         return Decision(Action.CREATE, ttl_s=ttl)
