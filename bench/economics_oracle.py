@@ -52,8 +52,15 @@ never-cache), ``cost_ratio_vs_always``, ``cost_ratio_vs_client``,
 ``cost_ratio_vs_oracle``, and the same of the other modes over the oracle.
 Summary: ``worst_vs_naive`` (agentctx over never-cache, worst shape),
 ``worst_vs_always``, ``worst_vs_client``, ``worst_vs_oracle``, each with
-its ``*_at`` shape, and ``tolerance_vs_naive`` (the policy's stated bound,
-docs/ARCHITECTURE.md "Cache policy guarantees").
+its ``*_at`` shape, and ``tolerance_vs_naive``. Each cell also carries the
+policy's bound against never-cache (docs/ARCHITECTURE.md, "Cache policy
+guarantees": uncached x (1 + loss_tolerance) plus, per scope,
+loss_allowance_tokens and one hour-long write of its largest request)
+and whether agentctx kept within it; ``GENERATED`` random workloads per
+provider (``economics_shapes.generated``, fixed seeds, uncached and
+agentctx only) add ``generated_worst_vs_naive``,
+``generated_worst_vs_oracle`` and ``generated_within_bound``; those are
+small, so the bound's constant shows in their ratios.
 
 Run: ``.venv/bin/python -m bench.economics_oracle`` from the repository
 root (about two minutes); ``--quick`` plays each shape's first calls only.
@@ -66,6 +73,7 @@ import argparse
 import asyncio
 import json
 import pathlib
+import random
 import sys
 import tempfile
 import time
@@ -75,18 +83,22 @@ from typing import Any
 
 from agentctx_common.certs import init_dev_certs
 from bench.economics import ADK_OVERRIDES, CONTEXT_WINDOW, RecordingProvider
-from bench.economics_shapes import Workload, edge_workloads, play
+from bench.economics_shapes import Workload, edge_workloads, generated, play
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.keys import Prefix, chain_digests
 from cache_service.domain.model import ModelCall
-from cache_service.domain.pricing import ANTHROPIC, GEMINI, OPENAI, SHORT_TTL_S, Pricing
+from cache_service.domain.policy import premium
+from cache_service.domain.pricing import ANTHROPIC, GEMINI, OPENAI, SHORT_TTL_S, Pricing, cache_prices
 from cache_service.providers.local import LocalProvider
+from cache_service.settings import CacheSettings
 
 LONG_TTL_S = 3600.0
 AUTOMATIC_TTL_S = 300.0
 # The bound the policy keeps against never-cache on every shape
 # (docs/ARCHITECTURE.md, "Cache policy guarantees").
-TOLERANCE_VS_NAIVE = 0.02  # the default loss_tolerance
+TOLERANCE_VS_NAIVE = CacheSettings.model_fields["loss_tolerance"].default
+LOSS_ALLOWANCE_TOKENS = CacheSettings.model_fields["loss_allowance_tokens"].default
+GENERATED = 8  # random workloads per provider (economics_shapes.generated), seeds 0..7
 # Always cache: create without evidence, and no loss bound.
 ALWAYS_OVERRIDES: dict[str, Any] = {"sightings_before_create": 0, "loss_allowance_tokens": 1e18}
 
@@ -250,13 +262,14 @@ def _factory(provider: Provider, mode: str) -> Any:
 
 
 async def play_shape(provider: Provider, workload: Workload, certs: pathlib.Path,
-                     work: pathlib.Path) -> dict[str, Any]:
-    """Every mode of one provider on one workload, and the oracle: the
-    figures of that cell."""
+                     work: pathlib.Path, modes: Sequence[str] = MODES) -> dict[str, Any]:
+    """Each of ``modes`` (uncached first) of one provider on one workload,
+    and the oracle: the figures of that cell."""
     costs: dict[str, float] = {}
     replies: list[bytes] | None = None
     oracle = 0.0
-    for mode in MODES:
+    largest = 0
+    for mode in modes:
         sims: list[RecordingProvider] = []
 
         def factory(clock: ManualClock, mode: str = mode, sims: list[RecordingProvider] = sims) -> RecordingProvider:
@@ -273,18 +286,23 @@ async def play_shape(provider: Provider, workload: Workload, certs: pathlib.Path
         replies = played.replies
         costs[mode] = played.cost_usd
         if mode == "uncached":
+            largest = max(played.prompts, default=0)
             sim = sims[0]
             oracle = oracle_cost(requests_of(sim.requests, sim.times), provider.kind, provider.pricing,
                                  provider.floor) + played.output_usd
     costs["oracle"] = oracle
     ours = costs["agentctx"]
     cell: dict[str, Any] = {"calls": len(workload.calls), "cost_usd": {k: round(v, 6) for k, v in costs.items()}}
-    cell["cost_ratio_vs_uncached"] = round(ours / costs["uncached"], 4)
-    cell["cost_ratio_vs_always"] = round(ours / costs["always"], 4)
-    cell["cost_ratio_vs_client"] = round(ours / costs["client"], 4)
-    cell["cost_ratio_vs_oracle"] = round(ours / oracle, 4)
-    for mode in ("uncached", "always", "client"):
+    for mode in modes[:-1]:
+        cell[f"cost_ratio_vs_{mode}"] = round(ours / costs[mode], 4)
         cell[f"{mode}_cost_ratio_vs_oracle"] = round(costs[mode] / oracle, 4)
+    cell["cost_ratio_vs_oracle"] = round(ours / oracle, 4)
+    # The policy's bound against never-cache (docs/ARCHITECTURE.md, "Cache policy guarantees").
+    scopes = len({call.user for call in workload.calls})
+    bet = premium(cache_prices(provider.kind), tokens=largest, new_tokens=largest, ttl_s=LONG_TTL_S)
+    slack = scopes * (LOSS_ALLOWANCE_TOKENS + bet) * provider.pricing.input_per_mtok / 1e6
+    cell["bound_usd"] = round(costs["uncached"] * (1 + TOLERANCE_VS_NAIVE) + slack, 6)
+    cell["within_bound"] = ours <= costs["uncached"] * (1 + TOLERANCE_VS_NAIVE) + slack
     return cell
 
 
@@ -302,6 +320,7 @@ def summary(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
 async def main(quick: int = 0) -> dict[str, Any]:
     started = time.monotonic()
     cells: dict[str, dict[str, Any]] = {}
+    random_cells: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="agentctx-bench-oracle-") as tmp_name:
         tmp = pathlib.Path(tmp_name)
         certs = tmp / "certs"
@@ -317,12 +336,22 @@ async def main(quick: int = 0) -> dict[str, Any]:
                 print(f"{name:<34} vs uncached {cell['cost_ratio_vs_uncached']:.4f}  vs always "
                       f"{cell['cost_ratio_vs_always']:.4f}  vs client {cell['cost_ratio_vs_client']:.4f}  "
                       f"vs oracle {cell['cost_ratio_vs_oracle']:.4f}", file=sys.stderr)
+            for seed in range(2 if quick else GENERATED):
+                workload = generated(random.Random(seed), provider.floor, f"generated-{seed}")
+                cell = await play_shape(provider, workload, certs, tmp, ("uncached", "agentctx"))
+                random_cells[f"{provider.shape}/{workload.name}"] = cell
     return {**summary(cells), "tolerance_vs_naive": TOLERANCE_VS_NAIVE,
             "within_tolerance_vs_naive": all(c["cost_ratio_vs_uncached"] <= 1 + TOLERANCE_VS_NAIVE
                                              for c in cells.values()),
+            "within_bound": all(c["within_bound"] for c in (*cells.values(), *random_cells.values())),
+            # Random workloads: small, so the bound's constant shows in the ratio.
+            "generated_worst_vs_naive": max(c["cost_ratio_vs_uncached"] for c in random_cells.values()),
+            "generated_worst_vs_oracle": max(c["cost_ratio_vs_oracle"] for c in random_cells.values()),
+            "generated_within_bound": all(c["within_bound"] for c in random_cells.values()),
+            "loss_allowance_tokens": LOSS_ALLOWANCE_TOKENS,
             "providers": {p.shape: {"model": p.model, "kind": p.kind, "floor": p.floor, "client": p.client}
                           for p in PROVIDERS},
-            "wall_s": round(time.monotonic() - started, 2), "shapes": cells}
+            "wall_s": round(time.monotonic() - started, 2), "shapes": cells, "generated": random_cells}
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ No call names a tool, so each call is one invocation (ADK's unit).
 from __future__ import annotations
 
 import pathlib
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -169,6 +170,31 @@ def edge_workloads(floor: int) -> tuple[Workload, ...]:
         Workload("hourly-bursts", _hourly(3700.0), big_head=True),
         Workload("hourly-bursts-under", _hourly(3500.0), big_head=True),
     )
+
+
+def generated(rng: random.Random, floor: int, name: str = "generated") -> Workload:
+    """A random workload: up to 8 sessions of up to 4 calls, of up to 3
+    users, starting together or up to an hour apart, calls 5 s to an hour
+    apart, inputs of 20 to 5,000 words, a session now and then forking an
+    earlier one of its user, under a head of the demo's size, just under
+    ``floor`` or 13.2k tokens."""
+    timed: list[tuple[float, Call]] = []
+    started: dict[str, tuple[str, float]] = {}  # user -> (their last session, its start)
+    for s in range(rng.randint(1, 8)):
+        user = f"u{rng.randint(0, 2)}"
+        start = rng.choice([0.0, 1.0, 10.0, 60.0, 400.0, 1000.0, 3700.0]) * s
+        gap = rng.choice([5.0, 20.0, 200.0, 400.0, 1000.0, 3700.0])
+        words = rng.choice([20, 120, 2000, 5000])
+        parent = started.get(user) if rng.random() < 0.4 else None
+        if parent is not None:
+            start = max(start, parent[1] + 1.0)
+        session = f"s{s}"
+        for i in range(rng.randint(1, 4)):
+            timed.append((start + i * gap, Call(session, f"Step {i} of {session}: {_words('w', words)}", 0.0, user,
+                                                parent[0] if parent is not None and i == 0 else "")))
+        started[user] = (session, start)
+    head_kind = rng.randint(0, 2)
+    return Workload(name, _timed(timed), big_head=head_kind == 2, head_tokens=floor - 40 if head_kind == 1 else 0)
 
 
 def _bursts() -> tuple[Call, ...]:
