@@ -193,7 +193,8 @@ class Registry:
             return bypass(base, decision.reason)
         if decision.action is policy.Action.HIT:
             assert match is not None
-            return await self.leases.issue(match, CacheState.HIT)
+            # Rule 8: a scope in deficit buys no more storage either.
+            return await self.leases.issue(match, CacheState.HIT, self.admission.ledger.balance(scope.fingerprint) >= 0)
         return await self.creates.join(scope, view, decision.ttl_s, match, deadline, base,
                                        self.admission.reserve_slot)
 
