@@ -156,3 +156,19 @@ async def test_agentctx_never_costs_more_than_uncached_beyond_its_bound(provider
     scopes = len({call.user for call in workload.calls})
     bound = played["uncached"].cost_usd * (1 + tolerance) + allowance * scopes
     assert played["agentctx"].cost_usd <= bound
+
+
+async def test_the_bench_main_reports_every_figure_on_a_few_calls() -> None:
+    """``python -m bench.economics_oracle --quick 2``: each shape's first two
+    calls, two random workloads per provider; the summary the last line
+    prints, each worst figure where it was found, the oracle below every
+    mode and agentctx within its bound."""
+    figures = await oracle.main(quick=2)
+    cells, generated = figures["shapes"], figures["generated"]
+    assert len(cells) == len(oracle.PROVIDERS) * len(edge_workloads(1024))
+    assert len(generated) == 2 * len(oracle.PROVIDERS)
+    for key in ("naive", "always", "client", "oracle"):
+        assert figures[f"worst_vs_{key}_at"] in cells
+    assert figures["worst_vs_naive"] == max(c["cost_ratio_vs_uncached"] for c in cells.values())
+    assert all(c["cost_ratio_vs_oracle"] >= 1.0 for c in (*cells.values(), *generated.values()))
+    assert figures["within_bound"] and figures["generated_within_bound"]
