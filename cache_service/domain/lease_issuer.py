@@ -29,10 +29,7 @@ class LeaseIssuer:
         self._settings = settings
         self._lifecycle = lifecycle
 
-    async def issue(self, entry: Entry, state: CacheState, refresh: bool = True) -> AcquireResult:
-        """A lease on ``entry``; a HIT extends a cache past half its TTL
-        unless ``refresh`` is False (its scope's loss account is in deficit,
-        domain.policy rule 8)."""
+    async def issue(self, entry: Entry, state: CacheState) -> AcquireResult:
         wall = self._clock.wall()
         expires = min(entry.handle.expire_time, wall + self._settings.lease_ttl_s)
         lease_id = self.signer.new_lease_id()
@@ -41,7 +38,7 @@ class LeaseIssuer:
         leased = await self._store.add_lease(entry.id, lease_id, expires, self._clock.monotonic()) or entry
         token = self.signer.sign(LeaseClaims(self.signer.boot, entry.id, entry.generation, entry.scope_fp, lease_id,
                                              expires, state.value))
-        if state is CacheState.HIT and refresh:
+        if state is CacheState.HIT:
             self._lifecycle.maybe_refresh(leased, wall)
         return AcquireResult(token, leased.info(state), entry.id)
 

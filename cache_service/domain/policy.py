@@ -278,12 +278,12 @@ class Ledger:
     opens at ``allowance``, gains ``tolerance`` of every call's prompt
     (``credit``, as the call is decided) and what its reads saved, and
     loses what its writes and storage cost beyond input; the policy makes
-    no write while the account is in deficit (and the registry extends no
-    NAMED cache on a hit then). So a scope's calls never
+    no write while the account is in deficit (and the registry leases no
+    MARKED head below the floor then). So a scope's calls never
     cost more than sent plain by more than ``tolerance`` of their input
     plus ``allowance`` and one write's ``premium`` (the bet that took the
-    account below zero), and one call's overshoot (a write-through's tail
-    and a hit's storage are counted after the call). Pure and bounded:
+    account below zero), and what hits add after (a write-through's tail,
+    the storage a NAMED hit's refresh extends: counted, not gated). Pure and bounded:
     ``max_scopes`` accounts, least recently used dropped (a dropped scope
     opens afresh)."""
 

@@ -36,7 +36,7 @@ from functools import partial
 from opentelemetry import metrics, trace
 
 from agentctx_common.errors import AgentCtxError
-from cache_service.domain import policy, single_flight
+from cache_service.domain import capabilities, policy, single_flight
 from cache_service.domain.admission import Admission
 from cache_service.domain.creates import Creator
 from cache_service.domain.entry import Entry
@@ -193,8 +193,10 @@ class Registry:
             return bypass(base, decision.reason)
         if decision.action is policy.Action.HIT:
             assert match is not None
-            # Rule 8: a scope in deficit buys no more storage either.
-            return await self.leases.issue(match, CacheState.HIT, self.admission.ledger.balance(scope.fingerprint) >= 0)
+            # Rule 8: a scope in deficit writes no head below the floor through.
+            if capabilities.head_below_floor(provider, match) and self.admission.ledger.balance(scope.fingerprint) < 0:
+                return bypass(base, BypassReason.FIRST_SIGHTING)
+            return await self.leases.issue(match, CacheState.HIT)
         return await self.creates.join(scope, view, decision.ttl_s, match, deadline, base,
                                        self.admission.reserve_slot)
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cache_service.domain.model import BypassReason, CacheState
+from cache_service.domain.model import BypassReason
 from cache_service.domain.policy import (
     Action,
     CachedPrefix,
@@ -23,7 +23,6 @@ from cache_service.domain.policy import (
     written_size,
 )
 from cache_service.domain.pricing import cache_prices
-from tests.cache.support import scope, view
 
 SETTINGS = PolicySettings(min_prefix_tokens=0)
 MARKED, NAMED, AUTOMATIC = cache_prices("marked"), cache_prices("named"), cache_prices("automatic")
@@ -150,20 +149,3 @@ def test_a_scope_that_writes_only_out_of_deficit_never_loses_more_than_its_bound
         assert ledger.balance("s") >= -largest - 1e-6 * max(1.0, plain)
     assert spent <= plain * (1 + tolerance) + (allowance + largest) * p.input + 1e-6 * max(1.0, plain)
 
-
-async def test_a_hit_in_deficit_does_not_extend_its_cache(harness_factory) -> None:
-    """A NAMED hit past half its TTL extends the cache, unless its scope's
-    account is in deficit: then the cache expires at its TTL."""
-    h = await harness_factory(policy=PolicySettings(min_prefix_tokens=64, sightings_before_create=0))
-    await h.acquire(view(3))
-    h.clock.advance(200)
-    sfp = scope().fingerprint
-    h.registry.admission.ledger.settle(sfp, NAMED, cached=0, written=10**6, ttl_s=300.0)
-    assert h.registry.admission.ledger.balance(sfp) < 0
-    hit = await h.acquire(view(3))
-    await h.settle()
-    assert hit.info.state is CacheState.HIT and h.provider.counts["update"] == 0
-    h.registry.admission.ledger.settle(sfp, NAMED, cached=10**7, written=0, ttl_s=300.0)
-    again = await h.acquire(view(3))
-    await h.settle()
-    assert again.info.state is CacheState.HIT and h.provider.counts["update"] == 1
