@@ -82,6 +82,15 @@ The default policy (``agentctx``):
    at 5 minutes), none without one. AUTOMATIC: never (the
    provider writes anyway; the lease would only steer). Otherwise BYPASS
    FIRST_SIGHTING.
+8. **Loss account**: every scope has one (``Ledger``, kept by admission
+   from each leased call's usage): it opens at ``loss_allowance_tokens``,
+   gains ``loss_tolerance`` of every call's input and the input its reads
+   saved, and loses what its writes and storage cost over input. While
+   it is in deficit (``budget`` < 0) nothing is created or grown (BYPASS
+   FIRST_SIGHTING, or HIT): however wrong the evidence, a scope's calls
+   never cost more than uncached by more than the tolerance of their
+   input, the allowance and the one bet (``premium``) that took the
+   account below zero, plus what hits add (booked, not gated).
 
 The ``adk`` variant (``create_policy = "adk"``) reproduces adk-python's
 ContextCacheConfig (2.13) for comparisons such as bench/economics, in a
