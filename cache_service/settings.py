@@ -113,6 +113,14 @@ class CacheSettings(ServerSettings, ProviderFields):
         4.0, ge=0, description="The same for named caches: a create at first sight needs several observed "
         "outcomes (0: never).",
     )
+    loss_allowance_tokens: float = Field(
+        4096.0, ge=0, description="The credit a scope's loss account opens with, in input-token equivalents "
+        "(domain.policy, rule 8): no cache write is made while the account is in deficit, so a scope's calls "
+        "never cost more than uncached by more than this, one write's premium and loss_tolerance of their input.",
+    )
+    loss_tolerance: float = Field(
+        0.02, ge=0, description="The share of each call's input a scope's account gains (domain.policy, rule 8).",
+    )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
     grow_in_background: bool = Field(
         False, description="Grow a cache without making the call wait for the provider's create: the call "
