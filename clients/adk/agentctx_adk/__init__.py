@@ -7,15 +7,18 @@
   side), from the session's stored events.
 - ``AgentCtxArtifactService`` and ``AgentCtxMemoryService``: ADK's
   artifact and memory services on the same context service.
-- ``register`` and ``service_for_uri``: the ``agentctx://`` scheme for
-  ``adk web`` and ``adk api_server``'s ``--session_service_uri``.
+- ``register`` and ``service_for_uri`` (``artifact_service_for_uri``,
+  ``memory_service_for_uri``): the ``agentctx://`` scheme for ``adk web``
+  and ``adk api_server``'s ``--session_service_uri``,
+  ``--artifact_service_uri`` and ``--memory_service_uri``.
 """
 
 from agentctx_adk._artifact_service import AgentCtxArtifactService
 from agentctx_adk._llm import CACHE_METADATA_KEY, AgentCtxLlm, AgentCtxPlugin
 from agentctx_adk._memory_service import AgentCtxMemoryService
-from agentctx_adk._services import register, service_for_uri
+from agentctx_adk._services import artifact_service_for_uri, memory_service_for_uri, register, service_for_uri
 from agentctx_adk._session_service import AgentCtxSessionService
 
 __all__ = ["CACHE_METADATA_KEY", "AgentCtxArtifactService", "AgentCtxLlm", "AgentCtxMemoryService",
-           "AgentCtxPlugin", "AgentCtxSessionService", "register", "service_for_uri"]
+           "AgentCtxPlugin", "AgentCtxSessionService", "artifact_service_for_uri", "memory_service_for_uri",
+           "register", "service_for_uri"]
