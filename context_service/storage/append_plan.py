@@ -43,6 +43,19 @@ class Append:
     body: str
     fingerprint: str
     delta: StateDelta | None = None  # merged when the event is stored (not on a retry)
+    # Nonzero: one of the contiguous appends of an all-or-nothing unit
+    # (``MixedUnit``), as group commit runs ``append_events``.
+    unit: int = 0
+
+
+class MixedUnit(Exception):
+    """Some appends of an all-or-nothing unit failed while others would be
+    stored: the plan stops before writing, so its transaction rolls back.
+    ``errors``: each such unit's first error."""
+
+    def __init__(self, errors: Mapping[int, Exception]) -> None:
+        super().__init__(f"{len(errors)} all-or-nothing unit(s) partly failed")
+        self.errors = dict(errors)
 
 
 @dataclass(slots=True)
@@ -298,6 +311,7 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
             deltas.append((item, s))
         results.append(AppendResult(event, s.etag, session_update_time=s.update_time))
 
+    _whole_units(items, results)
     if rows:
         yield InsertEvents(rows)
         yield UpdateSessions([
@@ -314,6 +328,24 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         assert r is not None  # every replay's slot was filled above
         done.append(r)
     return done
+
+
+def _whole_units(items: Sequence[Append], results: Sequence[AppendResult | Exception | None]) -> None:
+    """Raises ``MixedUnit`` when a unit has an error beside appends that
+    would be stored (or are stored already: retries), as ``plan_all`` does
+    for its whole batch."""
+    errors: dict[int, Exception] = {}
+    succeeded: set[int] = set()
+    for item, result in zip(items, results, strict=True):
+        if not item.unit:
+            continue
+        if isinstance(result, Exception):
+            errors.setdefault(item.unit, result)
+        else:
+            succeeded.add(item.unit)
+    mixed = {unit: error for unit, error in errors.items() if unit in succeeded}
+    if mixed:
+        raise MixedUnit(mixed)
 
 
 def _retraction_targets(

@@ -9,7 +9,8 @@ pk order, so two batches can never wait on each other in a cycle.
 
 Every append runs the one append plan (append_plan decides and
 ``append_plan.execute`` drives it): through group commit (group_commit) on
-the raw driver (append_sql), or, for append_events and an append with a
+the raw driver (append_sql), append_events as one all-or-nothing unit of
+a group-commit batch (``append_plan.MixedUnit``), or, for an append with a
 state delta, on SQLAlchemy Core in a write transaction (append_core);
 everything else is SQLAlchemy Core.
 """
@@ -49,7 +50,7 @@ from context_service.domain.session_records import AppendResult, SessionRecord, 
 from context_service.domain.update_masks import apply_config_fields
 from context_service.storage import codec, schema
 from context_service.storage.append_core import CoreOps
-from context_service.storage.append_plan import Append, Live, execute, merge_shared, plan_all
+from context_service.storage.append_plan import Append, Live, MixedUnit, execute, merge_shared, plan_all
 from context_service.storage.append_plan import etag_mismatch as _etag_mismatch
 from context_service.storage.append_plan import not_found as session_not_found
 from context_service.storage.append_sql import appender_for
@@ -135,7 +136,9 @@ class SqlSessionStore:
         # SQLite has one writer at a time: this process's writers queue
         # here instead of in SQLite's busy handler, which sleeps and polls.
         self._write_lock = asyncio.Lock() if is_sqlite(engine) else contextlib.nullcontext()
-        self._appends: GroupCommitter[Append, AppendResult] = GroupCommitter(self._append_batch, max_batch=max_batch)
+        # Each item is a unit: one append, or append_events' all-or-nothing list.
+        self._appends: GroupCommitter[tuple[Append, ...], list[AppendResult]] = GroupCommitter(
+            self._append_batch, max_batch=max_batch)
 
     async def close(self) -> None:
         await self._appends.close()
@@ -291,34 +294,51 @@ class SqlSessionStore:
         if state_delta:
             # Its own transaction, so the event and its states commit together.
             return (await self._append_all([Append(key, event, expected_etag, body, fingerprint, state_delta)]))[0]
-        return await self._appends.submit(Append(key, event, expected_etag, body, fingerprint))
+        return (await self._appends.submit((Append(key, event, expected_etag, body, fingerprint),)))[0]
 
     async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
-        """ports.SessionStore.append_events: one transaction of its own."""
+        """ports.SessionStore.append_events: one all-or-nothing unit of a
+        group-commit batch."""
         items = []
         for event in events:
             if not event.id:
                 event = dataclasses.replace(event, id=new_id())
             body = codec.event_body(event)
             items.append(Append(key, event, None, body, codec.event_fingerprint(event, body)))
-        return await self._append_all(items)
+        return await self._appends.submit(tuple(items))
 
     async def _append_all(self, items: Sequence[Append]) -> list[AppendResult]:
         """The plan on SQLAlchemy Core in a write transaction, all or nothing."""
         async with self.write_transaction() as conn:
             return await execute(plan_all(items, self._clock()), CoreOps(conn, self.lock_sessions))
 
-    async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
+    async def _append_batch(self, units: Sequence[tuple[Append, ...]]) -> list[list[AppendResult] | Exception]:
+        """One transaction for every unit; each unit's results, or its first
+        error. A unit that would be stored in part rolls the batch back:
+        group commit then runs each unit alone."""
+        items = [dataclasses.replace(a, unit=u + 1) if len(unit) > 1 else a
+                 for u, unit in enumerate(units) for a in unit]
         async with self._write_lock:
             started = time.perf_counter()
             try:
                 results = await self._appender.run(items, self._clock())
+            except MixedUnit as mixed:
+                if len(units) > 1:
+                    raise
+                return [mixed.errors[1]]
             except DRIVER_ERRORS as exc:
                 raise unavailable(exc) from None
         attributes = {"db.system": self.engine.dialect.name}
         _batch_size.record(len(items), attributes)
         _batch_ms.record((time.perf_counter() - started) * 1000, attributes)
-        return results
+        out: list[list[AppendResult] | Exception] = []
+        at = 0
+        for unit in units:
+            mine = results[at:at + len(unit)]
+            at += len(unit)
+            error = next((r for r in mine if isinstance(r, Exception)), None)
+            out.append(error if error is not None else [r for r in mine if not isinstance(r, Exception)])
+        return out
 
     async def lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, Live]:
         """The sessions' rows, locked in pk order, for write transactions on
