@@ -25,7 +25,7 @@ import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 from opentelemetry import metrics
@@ -114,6 +114,14 @@ _LIVE_COLUMNS = (
 )
 
 
+class LoopReads(Protocol):
+    """Event reads on the event loop's own thread (SQLite:
+    ``heads.SqliteSessionHeads``); None: busy, read through the store."""
+
+    def events_after(self, key: SessionKey, after_sequence: int, limit: int | None,
+                     include_compactions: bool) -> list[Event] | None: ...
+
+
 class SqlSessionStore:
     """ports.SessionStore on one SQLAlchemy async engine. The storage
     package's other stores (compactions, compaction_jobs, lifecycle) use
@@ -131,6 +139,8 @@ class SqlSessionStore:
     ) -> None:
         self.engine = engine
         self._appender = appender_for(engine, options)
+        # SQLite: list_events reads on the event loop's thread (storage.factory sets it).
+        self.loop_reads: LoopReads | None = None
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self._clock = clock
         # SQLite has one writer at a time: this process's writers queue
@@ -381,6 +391,10 @@ class SqlSessionStore:
     ) -> list[Event]:
         """``after_time``: created at or after it; ``most_recent``: of the
         events passing the other filters, only that many newest."""
+        if self.loop_reads is not None and after_time is None and most_recent <= 0:
+            found = self.loop_reads.events_after(key, after_sequence, limit, include_compactions)
+            if found is not None:
+                return found
         def filtered(stmt: sa.Select[Any]) -> sa.Select[Any]:
             stmt = stmt.join(sessions, events.c.session_pk == sessions.c.pk).where(
                 key_clause(key), events.c.sequence > after_sequence)
