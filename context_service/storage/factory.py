@@ -20,6 +20,7 @@ from context_service.ports import (
     MemoryStore,
     SessionHeads,
     SessionStore,
+    ToolCalls,
 )
 from context_service.settings import ContextSettings
 from context_service.storage.artifacts import SqlArtifactStore
@@ -30,6 +31,7 @@ from context_service.storage.heads import SqliteSessionHeads, StoreSessionHeads
 from context_service.storage.lifecycle import SqlLifecycleReader
 from context_service.storage.memory_store import SqlMemoryStore
 from context_service.storage.sql_store import SqlSessionStore, open_from_settings
+from context_service.storage.tool_calls import SqlToolCalls
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Backend:
     jobs: CompactionJobs
     artifacts: ArtifactStore
     memory: MemoryStore
+    tool_calls: ToolCalls
 
     async def close(self) -> None:
         await self.heads.close()
@@ -57,6 +60,7 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
         jobs=SqlJobStore(store),
         artifacts=SqlArtifactStore(store),
         memory=SqlMemoryStore(store),
+        tool_calls=SqlToolCalls(store),
     )
 
 

@@ -9,6 +9,9 @@ conversation:
 - agent.js: plain Node.js with the stubs loaded from protos/ at run time
   (@grpc/grpc-js and @grpc/proto-loader).
 
+and artifacts_memory.ts, on the same generated stubs: artifacts saved and
+loaded as streams, attached to BuildContext, and memory searched.
+
 Node packages come from package-lock.json (npm ci)."""
 
 from __future__ import annotations
@@ -140,3 +143,32 @@ def test_openai_agents_sdk_session_in_typescript(ts_agent: list[str], certs_dir:
 
 def test_node_agent_with_protos_loaded_at_run_time(node: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
     run_agent([node, str(HERE / "agent.js")], certs_dir, tmp_path)
+
+
+def test_typescript_artifacts_attachments_and_memory(ts_agent: list[str], certs_dir: pathlib.Path,
+                                                     tmp_path: pathlib.Path) -> None:
+    """artifacts_memory.ts on the generated ArtifactService, ContextService
+    and MemoryService stubs: streamed save and load, a pinned version
+    attached to BuildContext next to a user image, memory added and found."""
+    node, _ = ts_agent
+    pair = ServiceProcesses(certs_dir, tmp_path).start()
+    try:
+        run = subprocess.run([node, str(HERE / "build" / "artifacts_memory.js")], env=_env(pair, certs_dir),
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        pair.stop()
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report == {
+        "ok": True, "versions_saved": [0, 1, 0], "sha256_matches": True,
+        "loaded_text": "Day 1: Belém. Day 2: Sintra.", "loaded_metadata": {"by": "ts"},
+        "versions": [len("Day 1: Belém. Day 2: Sintra.".encode()), len("Day 1: Alfama.")],
+        "names": ["plan.md", "user:map.png"], "contents": 3, "attached_text": "Day 1: Alfama.",
+        "attached_image": {"mime_type": "image/png", "bytes": 1024},
+        "attachment_bytes": report["attachment_bytes"],
+        # Any of the query's words, ranked: the entry about seats first.
+        "matches": ["apps/polyglot/users/ts-traveller/memories/seat", "apps/polyglot/users/ts-traveller/memories/food"],
+        "top_score_positive": True,
+        "filtered": ["apps/polyglot/users/ts-traveller/memories/food"],
+    }, report
+    assert report["attachment_bytes"] > 1024 + len("Day 1: Alfama.")

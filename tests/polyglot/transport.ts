@@ -4,7 +4,7 @@
 
 import { readFileSync } from "node:fs";
 
-import { type Client, createClient } from "@connectrpc/connect";
+import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import { ContextService } from "./gen/agentctx/context/v1/context_service_pb.js";
@@ -17,8 +17,10 @@ export function env(name: string): string {
   return value;
 }
 
-export function connect(): ContextClient {
-  const transport = createGrpcTransport({
+/** The TLS gRPC transport to the context service, which serves
+ * ContextService, ArtifactService and MemoryService. */
+export function grpcTransport(): Transport {
+  return createGrpcTransport({
     baseUrl: `https://${env("AGENTCTX_TARGET")}`,
     nodeOptions: {
       ca: readFileSync(env("AGENTCTX_CA")),
@@ -28,5 +30,8 @@ export function connect(): ContextClient {
       servername: "localhost",
     },
   });
-  return createClient(ContextService, transport);
+}
+
+export function connect(): ContextClient {
+  return createClient(ContextService, grpcTransport());
 }

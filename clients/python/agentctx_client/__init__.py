@@ -73,7 +73,7 @@ from agentctx.context.v1.context_service_pb2 import TURN_STORAGE_APPEND, TURN_ST
 from agentctx.error.v1.error_reason_pb2 import ErrorReason
 from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
 from agentctx.type.v1.event_pb2 import CompactionTrigger
-from agentctx_client._artifacts import Artifact, ArtifactVersion, user_parent
+from agentctx_client._artifacts import Artifact, ArtifactRef, ArtifactVersion, user_parent
 from agentctx_client._client import ContextClient, GenerateStream, connect, session_name
 from agentctx_client._config import RetryPolicy, TlsConfig
 from agentctx_client._errors import (
@@ -137,6 +137,7 @@ __all__ = [
     "AlreadyExistsError",
     "AppendResult",
     "Artifact",
+    "ArtifactRef",
     "ArtifactVersion",
     "BudgetExceededError",
     "BuiltContext",

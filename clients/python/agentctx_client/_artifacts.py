@@ -55,6 +55,36 @@ class ArtifactVersion:
 
 
 @dataclass(frozen=True)
+class ArtifactRef:
+    """An artifact to attach to a request (``build_context``/``generate``
+    ``attachments=``): an id of the session's artifacts, or of its user's
+    ("user:..."), and a version (None: the latest)."""
+
+    name: str
+    version: int | None = None
+
+    def to_proto(self) -> apb.ArtifactRef:
+        return apb.ArtifactRef(name=self.name, version=self.version)
+
+
+AttachmentLike = str | ArtifactRef | ArtifactVersion
+
+
+def attachment_refs(attachments: Iterable[AttachmentLike]) -> list[apb.ArtifactRef]:
+    """An id (the latest version), an ``ArtifactRef``, or the
+    ``ArtifactVersion`` a save or a listing returned (that version)."""
+    out = []
+    for a in attachments:
+        if isinstance(a, str):
+            out.append(apb.ArtifactRef(name=a))
+        elif isinstance(a, ArtifactVersion):
+            out.append(apb.ArtifactRef(name=a.artifact, version=a.version))
+        else:
+            out.append(a.to_proto())
+    return out
+
+
+@dataclass(frozen=True)
 class Artifact:
     """A loaded version: its metadata and its content as a Part (text, or
     inline data in ``part.proto.inline_data``); ``data`` is the content's

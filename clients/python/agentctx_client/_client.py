@@ -16,7 +16,7 @@ from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb
 from agentctx.memory.v1 import memory_service_pb2 as mpb
 from agentctx.memory.v1 import memory_service_pb2_grpc
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
-from agentctx_client._artifacts import ArtifactCalls
+from agentctx_client._artifacts import ArtifactCalls, AttachmentLike, attachment_refs
 from agentctx_client._config import RetryPolicy, TlsConfig
 from agentctx_client._errors import InternalError, error_from_rpc
 from agentctx_client._retry import Deadline, Retrier
@@ -291,12 +291,16 @@ class ContextClient(ArtifactCalls):
         tools: Sequence[ToolLike] = (), tool_config: generation_pb2.ToolConfig | None = None,
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", timeout: float | None = None,
+        attachments: Sequence[AttachmentLike] = (),
     ) -> BuiltContext:
-        """The bounded, secret-pruned request for one model call (read-only)."""
+        """The bounded, secret-pruned request for one model call (read-only).
+        ``attachments``: artifacts of the session (or its user's "user:"
+        ones) to include right before the input: ids (latest version),
+        ``ArtifactRef``s or saved ``ArtifactVersion``s."""
         request = pb.BuildContextRequest(
             session=session, input=[_content(c) for c in input], system_instruction=content_proto(system_instruction),
             tools=tools_proto(tools), tool_config=tool_config, generation_config=generation_config,
-            memory=[_content(c) for c in memory], policy=policy, model=model,
+            memory=[_content(c) for c in memory], policy=policy, model=model, attachments=attachment_refs(attachments),
         )
         return BuiltContext.from_proto(await self._call(self.stub.BuildContext, request, timeout))
 
@@ -314,7 +318,7 @@ class ContextClient(ArtifactCalls):
         tool_config: generation_pb2.ToolConfig | None = None,
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
-        storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED,
+        storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, attachments: Sequence[AttachmentLike] = (),
     ) -> pb.GenerateRequest:
         """The GenerateRequest for a turn, every id assigned: pass it to
         ``generate``/``stream_generate`` again to retry the turn yourself."""
@@ -324,6 +328,7 @@ class ContextClient(ArtifactCalls):
             reply_event_id=reply_event_id or new_id("reply"), system_instruction=content_proto(system_instruction),
             tools=tools_proto(tools), tool_config=tool_config, generation_config=generation_config,
             memory=[_content(c) for c in memory], policy=policy, model=model, agent=agent, storage=storage,
+            attachments=attachment_refs(attachments),
         )
 
     async def generate(
@@ -333,18 +338,20 @@ class ContextClient(ArtifactCalls):
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
         storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, timeout: float | None = None,
+        attachments: Sequence[AttachmentLike] = (),
     ) -> GenerateResult:
         """Runs one turn: ``input`` (text, Content, Events or tool results)
         is stored, the model answers, the reply is stored and returned.
         Retried with the same ids on UNAVAILABLE within the RetryPolicy.
         ``session`` may also be a request from ``turn_request``. With
         ``storage=TURN_STORAGE_NONE`` nothing is stored: the caller appends
-        its events itself (as an ADK Runner does)."""
+        its events itself (as an ADK Runner does). ``attachments``: as
+        ``build_context``'s, sent with this turn only, never stored."""
         request = session if isinstance(session, pb.GenerateRequest) else self.turn_request(
             session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
             system_instruction=system_instruction, tools=tools, tool_config=tool_config,
             generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
-            storage=storage,
+            storage=storage, attachments=attachments,
         )
         return GenerateResult.from_proto(await self._call(self.stub.Generate, request, timeout))
 
@@ -355,6 +362,7 @@ class ContextClient(ArtifactCalls):
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
         storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, timeout: float | None = None,
+        attachments: Sequence[AttachmentLike] = (),
     ) -> GenerateStream:
         """Like ``generate``, streaming the reply: iterate the chunks, then
         read ``stream.result``. Retried like ``generate`` until the first
@@ -364,7 +372,7 @@ class ContextClient(ArtifactCalls):
             session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
             system_instruction=system_instruction, tools=tools, tool_config=tool_config,
             generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
-            storage=storage,
+            storage=storage, attachments=attachments,
         )
         return GenerateStream(self, request, Deadline(self.timeout if timeout is None else timeout))
 

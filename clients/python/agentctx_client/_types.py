@@ -341,6 +341,8 @@ class Accounting:
     prefix_fingerprint: str
     envelope_fingerprint: str
     proto: context_service_pb2.ContextAccounting = field(compare=False, repr=False)
+    attachment_bytes: int = 0
+    attachment_tokens: int = 0
 
     @staticmethod
     def from_proto(a: context_service_pb2.ContextAccounting) -> Accounting:
@@ -350,6 +352,7 @@ class Accounting:
             request_bytes=a.request.bytes, request_tokens=a.request.tokens, history_tokens=a.history.tokens,
             bytes_per_token=a.bytes_per_token, calibrated=a.calibrated, compressed=a.compressed,
             prefix_fingerprint=a.prefix_fingerprint, envelope_fingerprint=a.envelope_fingerprint, proto=a,
+            attachment_bytes=a.attachments.bytes, attachment_tokens=a.attachments.tokens,
         )
 
 
