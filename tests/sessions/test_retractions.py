@@ -1,12 +1,16 @@
 """Retractions (Event.retracts_event_id) through a real server on both
 backends: the append checks the target, every listing keeps both events,
-and BuildContext (whole history and bounded tail), compaction and the
+and BuildContext (whole history and bounded tail), compaction, memory and the
 call/response pairing leave the retracted event out."""
 
 from __future__ import annotations
 
+import grpc
+
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2
+from agentctx.memory.v1 import memory_service_pb2 as mpb
+from agentctx.memory.v1 import memory_service_pb2_grpc
 from agentctx.type.v1 import content_pb2, event_pb2
 from context_service.domain.selection.pairing import NOT_ANSWERED
 from tests.compaction.rpc_support import (
@@ -108,6 +112,16 @@ async def test_a_batch_may_retract_what_it_appends(stub: Stub) -> None:
         retraction("u1", "p1"), retraction("u1", "p2")])))
     assert err.reason == "RETRACTION_TARGET_INVALID"
     assert len(await events(stub, NAME)) == 6  # all or nothing
+
+
+async def test_memory_takes_no_retracted_event(stub: Stub, channel: grpc.aio.Channel) -> None:
+    await _conversation(stub)
+    await _retract(stub, "answer1")
+    memory = memory_service_pb2_grpc.MemoryServiceStub(channel)
+    added = await memory.AddSessionToMemory(mpb.AddSessionToMemoryRequest(session=NAME))
+    assert added.added_count == 1  # the user's question; the retracted answer is no memory
+    found = await memory.SearchMemory(mpb.SearchMemoryRequest(parent="apps/app1/users/u1", query="sunny Lyon"))
+    assert [m.memory.event_id for m in found.matches] == ["u1"]
 
 
 async def test_retracting_a_call_or_its_response_leaves_no_half(stub: Stub) -> None:
