@@ -13,6 +13,7 @@ module but as its claims.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +53,9 @@ def presented_token(context: Context) -> str | None:
 
 
 def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    # The mint's own conversion: int(seconds * 1e9) can land a microsecond short.
     out = timestamp_pb2.Timestamp()
-    out.FromNanoseconds(int(seconds * 1e9))
+    out.FromDatetime(dt.datetime.fromtimestamp(seconds, dt.UTC))
     return out
 
 

@@ -70,7 +70,8 @@ class ToolContexts:
                  if p.function_call is not None and p.function_call.id and p.function_call.id not in answered]
         if not calls:
             return []
-        expires = self._clock() + self._ttl_s
+        # At the token's own precision: the deadline reported is the one enforced.
+        expires = round(self._clock() + self._ttl_s, 3)
         expire_time = dt.datetime.fromtimestamp(expires, dt.UTC)
         out: list[tuple[MintedToken, OpenCall]] = []
         for call in calls:

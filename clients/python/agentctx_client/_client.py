@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import datetime
-import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 from google.protobuf import field_mask_pb2
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
+from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2, tool_context_pb2
 from agentctx.memory.v1 import memory_service_pb2 as mpb
 from agentctx.memory.v1 import memory_service_pb2_grpc
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
 from agentctx_client._artifacts import ArtifactCalls, AttachmentLike, attachment_refs
-from agentctx_client._config import RetryPolicy, TlsConfig
+from agentctx_client._config import DEFAULT_MAX_MESSAGE_BYTES, RetryPolicy, TlsConfig, open_channel
 from agentctx_client._errors import InternalError, error_from_rpc
 from agentctx_client._retry import Deadline, Retrier
+from agentctx_client._tool_context import ToolContext
 from agentctx_client._types import (
     JSON,
     AppendResult,
@@ -35,9 +35,12 @@ from agentctx_client._types import (
     MemoryAdded,
     MemoryEntry,
     MemoryMatch,
+    MemoryRetrieval,
+    MemorySearch,
     Page,
     Session,
     ToolLike,
+    ToolToken,
     _dict,
     _struct,
     _time,
@@ -48,9 +51,7 @@ from agentctx_client._types import (
     tools_proto,
 )
 
-R = TypeVar("R")
 Metadata = Sequence[tuple[str, str]]
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the services' default
 
 
 def connect(
@@ -75,38 +76,9 @@ def connect(
     channel options. Use the client as an async context manager, or call
     ``close()``.
     """
-    channel_options: list[tuple[str, Any]] = [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-    ]
-    if tls is not None:
-        root, key, chain = tls.read()
-        creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
-        if tls.server_name:
-            channel_options.append(("grpc.ssl_target_name_override", tls.server_name))
-        channel = grpc.aio.secure_channel(target, creds, options=[*channel_options, *options])
-    elif insecure_loopback:
-        if not _is_loopback(target):
-            raise ValueError(f"insecure_loopback needs a loopback target (127.0.0.1, localhost, [::1]), not {target}")
-        channel = grpc.aio.insecure_channel(target, options=[*channel_options, *options])
-    else:
-        raise ValueError("connect needs tls=TlsConfig(...), or insecure_loopback=True for a local plaintext server")
+    channel = open_channel(target, tls=tls, insecure_loopback=insecure_loopback, max_message_bytes=max_message_bytes,
+                           options=options)
     return ContextClient(channel, timeout=timeout, retry=retry, metadata=metadata)
-
-
-def _is_loopback(target: str) -> bool:
-    for scheme in ("dns:///", "ipv4:", "ipv6:"):
-        target = target.removeprefix(scheme)
-    if target.startswith("["):
-        host = target[1:].split("]", 1)[0]
-    else:
-        host = target.rsplit(":", 1)[0] if target.count(":") == 1 else target
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def session_name(app: str, user: str, session: str) -> str:
@@ -150,10 +122,12 @@ class ContextClient(ArtifactCalls):
     async def create_session(
         self, app: str, user: str, *, session_id: str = "", state: JSON | None = None, model: str = "",
         config: policy_pb2.ContextConfig | None = None, app_state: JSON | None = None,
-        user_state: JSON | None = None, timeout: float | None = None,
+        user_state: JSON | None = None, memory_retrieval: MemoryRetrieval | None = None,
+        timeout: float | None = None,
     ) -> Session:
         """A new session of ``user`` in ``app``; ``model`` sets
-        ``config.model``. ``app_state``/``user_state`` are merged by key into
+        ``config.model``, ``memory_retrieval`` ``config.retrieval`` (its
+        turns retrieve memory themselves). ``app_state``/``user_state`` are merged by key into
         the state the app's (the user's) sessions share. Not retried: a
         retry could meet its own first attempt as ALREADY_EXISTS."""
         cfg = policy_pb2.ContextConfig()
@@ -161,6 +135,8 @@ class ContextClient(ArtifactCalls):
             cfg.CopyFrom(config)
         if model:
             cfg.model = model
+        if memory_retrieval is not None:
+            cfg.retrieval.CopyFrom(memory_retrieval.to_proto())
         request = pb.CreateSessionRequest(
             parent=f"apps/{app}/users/{user}", session_id=session_id,
             session=session_pb2.Session(state=_struct(state), config=cfg, app_state=_struct(app_state),
@@ -376,6 +352,26 @@ class ContextClient(ArtifactCalls):
         )
         return GenerateStream(self, request, Deadline(self.timeout if timeout is None else timeout))
 
+    # --- tool tokens
+
+    async def mint_tool_tokens(self, session: str, event_id: str, *,
+                               timeout: float | None = None) -> list[ToolToken]:
+        """Tokens for the function calls of the stored event ``event_id``
+        that have no response yet, one per call, for an agent that appends
+        its model events itself (``generate`` returns them in
+        ``tool_tokens``). Minting again gives new tokens (each stages its
+        own writes); every token of a call is collected and revoked with
+        the call's response."""
+        request = tool_context_pb2.MintToolTokensRequest(session=session, event_id=event_id)
+        response = await self._call(self.stub.MintToolTokens, request, timeout)
+        return [ToolToken.from_proto(t) for t in response.tokens]
+
+    def tool_context(self, token: str | ToolToken) -> ToolContext:
+        """A ToolContext for ``token`` on this client's channel (for a tool
+        running in the agent's process; the token is still its only
+        credential). Closing it leaves the channel open."""
+        return ToolContext(token, self.channel, timeout=self.timeout, retry=self.retry)
+
     # --- diagnostics
 
     async def get_context_lifecycle(self, session: str, *, model: str = "",
@@ -425,32 +421,36 @@ class ContextClient(ArtifactCalls):
         """The user's entries matching any word of ``query`` (and each
         ``metadata_filter`` pair), best first; ``limit`` 0: the server's
         default (10), at most 100."""
+        return (await self.search_memory_ranked(app, user, query, metadata_filter=metadata_filter, limit=limit,
+                                                timeout=timeout)).matches
+
+    async def search_memory_ranked(self, app: str, user: str, query: str, *,
+                                   metadata_filter: Mapping[str, str] | None = None, limit: int = 0,
+                                   timeout: float | None = None) -> MemorySearch:
+        """As ``search_memory``, with how the matches were ranked
+        ("LEXICAL", or "FUSED" when the server runs semantic memory) and
+        whether semantic ranking was unavailable for this search."""
         request = mpb.SearchMemoryRequest(parent=f"apps/{app}/users/{user}", query=query,
                                           metadata_filter=dict(metadata_filter or {}), limit=limit)
-        response = await self._call(self.memory_stub.SearchMemory, request, timeout)
-        return [MemoryMatch.from_proto(m) for m in response.matches]
+        return MemorySearch.from_proto(await self._call(self.memory_stub.SearchMemory, request, timeout))
+
+    async def set_memory_retrieval(self, session: str, retrieval: MemoryRetrieval | None, *,
+                                   timeout: float | None = None) -> Session:
+        """Sets the session's memory retrieval policy (None: turns it off,
+        whatever the server's defaults say), leaving the rest of its config
+        as it is."""
+        config = policy_pb2.ContextConfig()
+        if retrieval is not None:
+            config.retrieval.CopyFrom(retrieval.to_proto())
+        else:
+            config.retrieval.SetInParent()  # present with enabled = false: off
+        return await self.update_session(session, config=config, update_mask=["config.retrieval"], timeout=timeout)
 
     async def delete_memory(self, name: str, *, timeout: float | None = None) -> None:
         """Deletes the entry "apps/{app}/users/{user}/memories/{id}"
         (``MemoryEntry.name``). Not retried: a retry would meet its own
         first attempt as NotFoundError."""
         await self._call(self.memory_stub.DeleteMemory, mpb.DeleteMemoryRequest(name=name), timeout, retry=False)
-
-    # --- plumbing
-
-    async def _call(self, rpc: Callable[..., Awaitable[R]], request: Any, timeout: float | None, *,
-                    retry: bool = True) -> R:
-        deadline = Deadline(self.timeout if timeout is None else timeout)
-
-        async def attempt(left: float | None) -> R:
-            try:
-                return await rpc(request, timeout=left, metadata=self.metadata)
-            except grpc.aio.AioRpcError as err:
-                raise error_from_rpc(err) from None
-
-        if not retry:
-            return await attempt(deadline.remaining())
-        return await self._retrier.run(attempt, deadline)
 
 
 def _content(value: str | Content) -> content_pb2.Content:
