@@ -65,8 +65,11 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
 
 
 def sqlite_backend(store: SqlSessionStore, path: str) -> Backend:
-    """``store`` on the SQLite file at ``path``: heads read on the loop thread."""
-    return sql_backend(store, SqliteSessionHeads(store, path))
+    """``store`` on the SQLite file at ``path``: heads, and the store's
+    event listings, read on the loop thread."""
+    heads = SqliteSessionHeads(store, path)
+    store.loop_reads = heads
+    return sql_backend(store, heads)
 
 
 def postgres_backend(store: SqlSessionStore) -> Backend:
