@@ -159,3 +159,27 @@ def test_the_context_replicas_share_one_tool_token_key_across_restarts(tmp_path:
     assert len(keys) == 1 and len(keys[0]["secret"]) == 64
     assert keys[0]["secret"] not in again.cache.read_text()
     assert wrong_modes(cluster.home) == {}
+
+
+def test_up_cluster_runs_on_a_redis_cluster(tmp_path: pathlib.Path) -> None:
+    """The same topology with the cache tier on the local Redis Cluster
+    (``--redis-url redis+cluster://...``): the demo runs across the replicas."""
+    support.require(support.CLUSTER)
+    if not postgres.available():
+        if os.environ.get("AGENTCTX_REQUIRE_POSTGRES"):
+            pytest.fail("PostgreSQL is required but not reachable")
+        pytest.skip("PostgreSQL is not reachable")
+    home = (tmp_path / "home").resolve()
+    database = f"agentctx_up_{uuid.uuid4().hex[:8]}"
+    context, cache = _bases()
+    command = [*_command(home, context, cache, database, "--exit-when-ready", "--demo-turns", "3")]
+    command[command.index(support.REDIS_URL)] = support.CLUSTER_URL
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr
+        assert "Summary: 3 model calls" in done.stdout
+        cache_config = tomllib.loads((home / "agentctx-cluster-cache.toml").read_text())["cache"]
+        assert cache_config["redis_url"] == support.CLUSTER_URL
+        assert support.CLUSTER_URL not in (home / "agentctx-cluster-context.toml").read_text()
+    finally:
+        postgres.drop_database(database)
