@@ -212,6 +212,10 @@ class Reason(str, enum.Enum):
     # RESOURCE_EXHAUSTED: saving the artifact would take the app's stored
     # artifact bytes past artifact_quota_bytes_per_app.
     ARTIFACT_QUOTA_EXCEEDED = "ARTIFACT_QUOTA_EXCEEDED"
+    # UNAVAILABLE: the object store that holds artifact bytes
+    # (artifact_store_url) cannot be reached or is failing; retry after the
+    # RetryInfo delay.
+    ARTIFACT_STORE_UNAVAILABLE = "ARTIFACT_STORE_UNAVAILABLE"
     # INVALID_ARGUMENT: a memory request is malformed or over a size limit.
     INVALID_MEMORY_REQUEST = "INVALID_MEMORY_REQUEST"
     # NOT_FOUND: no such memory entry.
@@ -290,6 +294,7 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.ARTIFACT_NOT_FOUND: ('version',),
     Reason.ARTIFACT_TOO_LARGE: ('max_artifact_bytes', 'received_bytes',),
     Reason.ARTIFACT_QUOTA_EXCEEDED: ('quota_bytes', 'used_bytes', 'requested_bytes',),
+    Reason.ARTIFACT_STORE_UNAVAILABLE: ('error_type',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),

@@ -43,8 +43,9 @@ from context_service.turns.runner import TurnRunner
 SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
 ARTIFACT_SERVICE_NAME = artifacts_pb2.DESCRIPTOR.services_by_name["ArtifactService"].full_name
 MEMORY_SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
-# An upload not committed this long after it started is a crashed process's.
-UPLOAD_TTL = dt.timedelta(hours=1)
+# How often the upload collector runs, at most: released object-store
+# bytes (a deleted session's) wait no longer than this.
+COLLECT_EVERY = dt.timedelta(minutes=1)
 log = logging.getLogger("agentctx.context.server")
 
 
@@ -57,17 +58,19 @@ def register_servicer(server: grpc.aio.Server, servicer: ContextServicer, artifa
         artifacts_pb2_grpc.add_ArtifactServiceServicer_to_server(artifacts, server)
 
 
-def start_upload_collector(backend: Backend) -> asyncio.Task[None]:
-    """Deletes abandoned artifact uploads (their staged chunks) at start and
-    then every UPLOAD_TTL / 4, in every replica (the delete is idempotent)."""
+def start_upload_collector(backend: Backend, grace: dt.timedelta) -> asyncio.Task[None]:
+    """Deletes released artifact bytes and uploads abandoned for ``grace``
+    (their staged chunks, objects and multipart parts) at start and then
+    every min(grace / 4, COLLECT_EVERY), in every replica (idempotent)."""
+    every = min(grace / 4, COLLECT_EVERY).total_seconds()
 
     async def loop() -> None:
         while True:
             try:
-                await backend.artifacts.collect_uploads(UPLOAD_TTL)
+                await backend.artifacts.collect_uploads(grace)
             except Exception:
                 log.warning("artifact upload collection failed", exc_info=True)
-            await asyncio.sleep(UPLOAD_TTL.total_seconds() / 4)
+            await asyncio.sleep(max(every, 1.0))
 
     return asyncio.get_running_loop().create_task(loop())
 
@@ -142,7 +145,7 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
     server.closers.append(backend.close)
     server.closers.append(cache.close)
     server.closers.append(compaction.close)
-    collector = start_upload_collector(backend)
+    collector = start_upload_collector(backend, dt.timedelta(seconds=settings.artifact_upload_grace_s))
 
     async def stop_collector() -> None:
         collector.cancel()

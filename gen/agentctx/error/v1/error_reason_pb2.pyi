@@ -96,6 +96,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ARTIFACT_NOT_FOUND: _ClassVar[ErrorReason]
     ARTIFACT_TOO_LARGE: _ClassVar[ErrorReason]
     ARTIFACT_QUOTA_EXCEEDED: _ClassVar[ErrorReason]
+    ARTIFACT_STORE_UNAVAILABLE: _ClassVar[ErrorReason]
     INVALID_MEMORY_REQUEST: _ClassVar[ErrorReason]
     MEMORY_NOT_FOUND: _ClassVar[ErrorReason]
     MEMORY_ALREADY_EXISTS: _ClassVar[ErrorReason]
@@ -193,6 +194,7 @@ MODEL_NOT_ROUTED: ErrorReason
 ARTIFACT_NOT_FOUND: ErrorReason
 ARTIFACT_TOO_LARGE: ErrorReason
 ARTIFACT_QUOTA_EXCEEDED: ErrorReason
+ARTIFACT_STORE_UNAVAILABLE: ErrorReason
 INVALID_MEMORY_REQUEST: ErrorReason
 MEMORY_NOT_FOUND: ErrorReason
 MEMORY_ALREADY_EXISTS: ErrorReason
