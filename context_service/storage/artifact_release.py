@@ -14,12 +14,22 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from context_service.storage.blobs_db import DB_KIND, delete_chunks
-from context_service.storage.tables import artifact_blobs, artifact_uploads, artifact_versions
+from context_service.storage.tables import artifact_blobs, artifact_chunks, artifact_uploads, artifact_versions
 
 _V = artifact_versions.c
 # An upload row naming released bytes to delete, not an upload in progress.
 RELEASED = "r"
+# The kind of the keys whose bytes are chunk rows in the database (storage.blobs_db).
+DB_KIND = "u"
+
+
+async def delete_chunks(conn: AsyncConnection, keys: list[str], app: str | None = None) -> None:
+    """Inside the caller's write transaction: the chunk rows under ``keys``."""
+    c = artifact_chunks.c
+    where: sa.ColumnElement[bool] = c.blob_key.in_(keys)
+    if app is not None:
+        where = sa.and_(c.app == app, where)
+    await conn.execute(sa.delete(artifact_chunks).where(where))
 
 
 async def list_released(conn: AsyncConnection, app: str, key: str, now: dt.datetime) -> None:

@@ -47,8 +47,8 @@ from context_service.domain.artifacts import (
 )
 from context_service.domain.model import JsonObject
 from context_service.ports import BlobNotFound, BlobStore, BlobWriter
-from context_service.storage.artifact_release import RELEASED, list_released, release_versions
-from context_service.storage.blobs_db import DbBlobStore, delete_chunks
+from context_service.storage.artifact_release import RELEASED, delete_chunks, list_released, release_versions
+from context_service.storage.blobs_db import DbBlobStore
 from context_service.storage.tables import artifact_blobs, artifact_uploads, artifact_versions
 
 if TYPE_CHECKING:

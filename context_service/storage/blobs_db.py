@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from context_service.ports import BlobNotFound
+from context_service.storage.artifact_release import DB_KIND, delete_chunks
 from context_service.storage.tables import artifact_chunks, artifact_uploads
 
 if TYPE_CHECKING:
@@ -27,16 +27,7 @@ if TYPE_CHECKING:
 # of one artifact held here at once (fewer transactions, fewer fsyncs).
 CHUNKS_PER_WRITE = 2
 CHUNKS_PER_READ = 4
-DB_KIND = "u"
 _C = artifact_chunks.c
-
-
-async def delete_chunks(conn: AsyncConnection, keys: list[str], app: str | None = None) -> None:
-    """Inside the caller's write transaction: the chunk rows under ``keys``."""
-    where: sa.ColumnElement[bool] = _C.blob_key.in_(keys)
-    if app is not None:
-        where = sa.and_(_C.app == app, where)
-    await conn.execute(sa.delete(artifact_chunks).where(where))
 
 
 class _DbWriter:
