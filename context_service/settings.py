@@ -94,7 +94,7 @@ class ContextSettings(ServerSettings):
     artifact_s3_secret_access_key: SecretStr | None = Field(None, description="Secret key going with the access key id.")
     artifact_s3_part_bytes: int = Field(
         8 * 1024 * 1024, ge=5 * 1024 * 1024, le=512 * 1024 * 1024,
-        description="Multipart upload part size and ranged-read size: what one save or load holds at once.",
+        description="Multipart upload part size: a save holds about two parts at once.",
     )
     artifact_s3_timeout_s: float = Field(30.0, gt=0, description="Connect and read timeout of one S3 request.")
     artifact_upload_grace_s: float = Field(

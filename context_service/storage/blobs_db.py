@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # Chunks written per transaction and read per query: at most this many MiB
 # of one artifact held here at once (fewer transactions, fewer fsyncs).
-CHUNKS_PER_WRITE = 2
+CHUNKS_PER_WRITE = 4
 CHUNKS_PER_READ = 4
 _C = artifact_chunks.c
 

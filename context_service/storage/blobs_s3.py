@@ -8,9 +8,9 @@ hex). Each is written once and never overwritten: the database maps the
 content address (app, sha256) to it, so the same bytes are stored once and
 a deletion can never hit a newer write of the same content. Saves stream:
 under one part of ``artifact_s3_part_bytes`` a single PutObject, beyond it
-a multipart upload of such parts; loads read ranges of that size and hand
-them on in CHUNK_BYTES chunks. At most about one part of a save or a load
-is held here.
+a multipart upload of such parts (one sent while the next gathers); loads
+read one GET's body as the client takes CHUNK_BYTES chunks. At most about
+two parts of a save and a chunk or two of a load are held here.
 
 Every failure is classified once, here: a missing object (NoSuchKey) is
 BlobNotFound, anything else (unreachable, timeouts, 5xx, throttling, a
@@ -34,7 +34,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
-from agentctx_common.errors import Unavailable
+from agentctx_common.errors import Aborted, Unavailable
 from agentctx_common.reasons import Reason
 from context_service.domain.artifacts import CHUNK_BYTES
 from context_service.ports import BlobNotFound
@@ -90,13 +90,15 @@ def _reraise(exc: Exception, operation: str) -> NoReturn:
 
 class _S3Writer:
     """A save: the bytes gathered up to one part; a PutObject at the end
-    when they never reach a part, a multipart upload otherwise."""
+    when they never reach a part, a multipart upload otherwise, its parts
+    sent while the next one gathers (at most one in flight)."""
 
     def __init__(self, blobs: S3BlobStore, object_key: str) -> None:
         self._blobs, self._key = blobs, object_key
         self._buffer = bytearray()
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
+        self._sending: asyncio.Task[None] | None = None
         self._stored = False
 
     async def write(self, chunk: bytes) -> None:
@@ -110,10 +112,27 @@ class _S3Writer:
             created = await blobs.call("create_multipart_upload", Bucket=blobs.bucket, Key=self._key)
             self._upload_id = created["UploadId"]
         data, self._buffer = bytes(self._buffer), bytearray()
-        number = len(self._parts) + 1
-        part = await blobs.call("upload_part", Bucket=blobs.bucket, Key=self._key, UploadId=self._upload_id,
-                                PartNumber=number, Body=data)
+        await self._sent()
+        self._sending = asyncio.ensure_future(self._send(len(self._parts) + 1, data))
+
+    async def _send(self, number: int, data: bytes) -> None:
+        part = await self._upload_call("upload_part", PartNumber=number, Body=data)
         self._parts.append({"PartNumber": number, "ETag": part["ETag"]})
+
+    async def _upload_call(self, operation: str, **params: Any) -> Any:
+        """A call on the multipart upload; NoSuchUpload means the collector
+        took it (the save ran past the grace period): ABORTED."""
+        blobs = self._blobs
+        try:
+            return await blobs.call(operation, Bucket=blobs.bucket, Key=self._key, UploadId=self._upload_id, **params)
+        except BlobNotFound:
+            raise Aborted("the upload took too long and was collected; save the artifact again") from None
+
+    async def _sent(self) -> None:
+        """Waits for the part in flight (raising its failure)."""
+        sending, self._sending = self._sending, None
+        if sending is not None:
+            await sending
 
     async def finish(self) -> int:
         blobs = self._blobs
@@ -124,13 +143,18 @@ class _S3Writer:
             return 1
         if self._buffer:
             await self._ship()
-        await blobs.call("complete_multipart_upload", Bucket=blobs.bucket, Key=self._key, UploadId=self._upload_id,
-                         MultipartUpload={"Parts": self._parts})
+        await self._sent()
+        await self._upload_call("complete_multipart_upload", MultipartUpload={"Parts": self._parts})
         self._stored = True
         return len(self._parts)
 
     async def abort(self) -> None:
         self._buffer = bytearray()
+        if self._sending is not None:
+            self._sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._sending
+            self._sending = None
         blobs = self._blobs
         if self._upload_id is not None and not self._stored:
             with contextlib.suppress(BlobNotFound):
@@ -147,8 +171,6 @@ class S3BlobStore:
                  stack: contextlib.AsyncExitStack) -> None:
         self._client, self.bucket, self.prefix, self.part_bytes = client, bucket, prefix, part_bytes
         self._stack = stack
-        # Reads fetch ranges of whole chunks, about a part each.
-        self.range_bytes = max(CHUNK_BYTES, part_bytes // CHUNK_BYTES * CHUNK_BYTES)
 
     @classmethod
     async def open(cls, settings: ContextSettings) -> S3BlobStore:
@@ -188,18 +210,20 @@ class S3BlobStore:
 
     async def read(self, app: str, key: str, size: int, parts: int) -> AsyncIterator[bytes]:
         del parts
-        object_key = self.object_key(app, key)
+        if not size:
+            return
+        # One GET, its body read as the client takes the chunks: no round
+        # trip per range, and the HTTP client's flow control bounds what
+        # is buffered here.
+        reply = await self.call("get_object", Bucket=self.bucket, Key=self.object_key(app, key))
+        body = reply["Body"]
         sent = 0
-        for start in range(0, size, self.range_bytes):
-            end = min(start + self.range_bytes, size) - 1
-            reply = await self.call("get_object", Bucket=self.bucket, Key=object_key, Range=f"bytes={start}-{end}")
-            body = reply["Body"]
-            try:
-                async for chunk in self._chunks(body, end - start + 1):
-                    sent += len(chunk)
-                    yield chunk
-            finally:
-                body.close()
+        try:
+            async for chunk in self._chunks(body, size):
+                sent += len(chunk)
+                yield chunk
+        finally:
+            body.close()
         if sent != size:
             raise BlobNotFound()
 
