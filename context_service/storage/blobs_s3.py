@@ -34,7 +34,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
-from agentctx_common.errors import Aborted, Unavailable
+from agentctx_common.errors import Aborted, ConfigError, Unavailable
 from agentctx_common.reasons import Reason
 from context_service.domain.artifacts import CHUNK_BYTES
 from context_service.ports import BlobNotFound
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 S3_KIND = "s"
 _MISSING = {"NoSuchKey", "NoSuchUpload", "404", "NotFound"}
 _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
+_REFUSED = {"404", "NoSuchBucket", "403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
 _SAFE_TYPE = re.compile(r"[^A-Za-z0-9_.]")
 log = logging.getLogger("agentctx.context.artifacts.s3")
 
@@ -190,7 +191,28 @@ class S3BlobStore:
             aws_access_key_id=key_id.get_secret_value() if key_id else None,
             aws_secret_access_key=secret.get_secret_value() if secret else None, config=config,
         ))
-        return cls(client, bucket, prefix, part_bytes=settings.artifact_s3_part_bytes, stack=stack)
+        blobs = cls(client, bucket, prefix, part_bytes=settings.artifact_s3_part_bytes, stack=stack)
+        try:
+            await blobs.check()
+        except BaseException:
+            await stack.aclose()
+            raise
+        return blobs
+
+    async def check(self) -> None:
+        """At start: a bucket that does not exist or refuses these
+        credentials is a ConfigError; an unreachable store only a warning
+        (saves and loads answer UNAVAILABLE until it is back)."""
+        try:
+            await self._client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _REFUSED:
+                raise ConfigError(f"artifact_store_url: the bucket does not exist or refuses these credentials "
+                                  f"({_SAFE_TYPE.sub('', code)})") from None
+            classify(exc, "head_bucket")
+        except _FAILURES as exc:
+            classify(exc, "head_bucket")
 
     def object_key(self, app: str, key: str) -> str:
         return f"{self.prefix}{urllib.parse.quote(app, safe='')}/{key}"

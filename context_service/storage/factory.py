@@ -88,15 +88,24 @@ async def open_objects(settings: ContextSettings) -> BlobStore | None:
     return await S3BlobStore.open(settings)
 
 
+async def _objects_for(store: SqlSessionStore, settings: ContextSettings) -> BlobStore | None:
+    """open_objects, closing ``store`` when it fails."""
+    try:
+        return await open_objects(settings)
+    except BaseException:
+        await store.close()
+        raise
+
+
 async def open_sqlite(settings: ContextSettings) -> Backend:
     url = normalize_url(settings.resolved_database_url)
     store = await open_from_settings(settings)
-    return sqlite_backend(store, url.database or "", await open_objects(settings))
+    return sqlite_backend(store, url.database or "", await _objects_for(store, settings))
 
 
 async def open_postgres(settings: ContextSettings) -> Backend:
     store = await open_from_settings(settings)
-    return postgres_backend(store, await open_objects(settings))
+    return postgres_backend(store, await _objects_for(store, settings))
 
 
 OPENERS: dict[str, Callable[[ContextSettings], Awaitable[Backend]]] = {

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agentctx_common.errors import ConfigError
 from context_service.domain.artifacts import CHUNK_BYTES
 from context_service.ports import BlobNotFound, BlobStore
 from tests.storage.conformance.conftest import open_stores
@@ -100,3 +101,11 @@ async def test_delete_takes_an_unfinished_upload(blobs: BlobStore) -> None:
     assert await blobs.keys() == [(APP, key)]
     await blobs.delete(APP, key)
     assert await blobs.keys() == []
+
+
+async def test_a_missing_bucket_is_a_config_error(db_url: str, tmp_path: pathlib.Path, s3_endpoint: str) -> None:
+    overrides = settings_for(s3_endpoint, "agentctx-no-such-bucket")
+    with pytest.raises(ConfigError) as refused:
+        async with open_stores(db_url, tmp_path, **overrides):
+            pass
+    assert "artifact_store_url" in str(refused.value) and "no-such-bucket" not in str(refused.value)
