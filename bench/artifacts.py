@@ -111,7 +111,8 @@ async def run(rounds: int, clients: int, tmp: pathlib.Path, stores: list[str]) -
     for store in stores:
         if store == "s3":
             with moto_server(tmp / "moto.log") as endpoint:
-                s3 = settings_for(endpoint, new_bucket(endpoint))
+                # The default part size (tests use the smallest).
+                s3 = {**settings_for(endpoint, new_bucket(endpoint)), "artifact_s3_part_bytes": 8 * MIB}
                 measured = await run_store(rounds, clients, tmp / store, certs, s3)
             figures |= {f"s3_{k}": v for k, v in measured.items()}
         else:

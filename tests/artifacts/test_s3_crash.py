@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import pathlib
 import signal
 import time
@@ -102,10 +103,12 @@ def artifact_bytes() -> dict[str, Any]:
 
 
 async def test_an_unreachable_store_is_unavailable_with_a_retry_delay(
-    server_factory: ServerFactory, certs_dir: pathlib.Path, tmp_path: pathlib.Path,
+    server_factory: ServerFactory, certs_dir: pathlib.Path, tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentctx")
     with moto_server(tmp_path / "moto.log") as endpoint:
-        s3 = settings_for(endpoint, new_bucket(endpoint))
+        bucket = new_bucket(endpoint)
+        s3 = settings_for(endpoint, bucket)
         server = await server_factory(**s3)
         async with client_of(server, certs_dir) as client:
             await client.save_artifact(S1, "saved.txt", "while it was up")
@@ -123,3 +126,9 @@ async def test_an_unreachable_store_is_unavailable_with_a_retry_delay(
             assert endpoint.rsplit(":", 1)[-1] not in str(failed) and "saved.txt" not in str(failed)
         assert await client.list_artifacts(S1) == ["saved.txt"]
         assert [v.version for v in await client.list_artifact_versions(S1, "saved.txt")] == [0]
+    # Telemetry is content-free: no bucket, key, endpoint or name in any record.
+    records = [r for r in caplog.records if r.name.startswith("agentctx")]
+    assert any(getattr(r, "error_type", None) for r in records)
+    rendered = repr([(r.getMessage(), r.__dict__, r.exc_text) for r in records])
+    for secret in (bucket, "saved.txt", "new.bin", endpoint, "artifacts/"):
+        assert secret not in rendered
