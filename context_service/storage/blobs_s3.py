@@ -112,11 +112,11 @@ class _S3Writer:
         if self._upload_id is None:
             created = await blobs.call("create_multipart_upload", Bucket=blobs.bucket, Key=self._key)
             self._upload_id = created["UploadId"]
-        data, self._buffer = bytes(self._buffer), bytearray()
+        data, self._buffer = self._buffer, bytearray()  # handed over, not copied
         await self._sent()
         self._sending = asyncio.ensure_future(self._send(len(self._parts) + 1, data))
 
-    async def _send(self, number: int, data: bytes) -> None:
+    async def _send(self, number: int, data: bytearray) -> None:
         part = await self._upload_call("upload_part", PartNumber=number, Body=data)
         self._parts.append({"PartNumber": number, "ETag": part["ETag"]})
 
@@ -138,7 +138,7 @@ class _S3Writer:
     async def finish(self) -> int:
         blobs = self._blobs
         if self._upload_id is None:
-            data, self._buffer = bytes(self._buffer), bytearray()
+            data, self._buffer = self._buffer, bytearray()  # handed over, not copied
             await blobs.call("put_object", Bucket=blobs.bucket, Key=self._key, Body=data)
             self._stored = True
             return 1
