@@ -467,7 +467,10 @@ CLUSTER_CONTEXT_TEMPLATE = CLUSTER_HEADER.format(
     service="context", what="the cache tier's Redis URL and keys are in agentctx-cluster-cache.toml, never here",
 ) + CONTEXT_TABLE.replace(
     'cache_target = "127.0.0.1:{cache_port}"', 'cache_target = "{cache_target}"'
-).replace('data_dir = "{home}/data"\ncache_target', 'database_url = "{database_url}"\ndata_dir = "{home}/data"\ncache_target')
+).replace('data_dir = "{home}/data"\ncache_target', 'database_url = "{database_url}"\ndata_dir = "{home}/data"\ncache_target') + """\
+tool_token_keys = [{{ id = "{tool_key_id}", secret = "{tool_secret}" }}]
+active_tool_token_key_id = "{tool_key_id}"
+"""
 CLUSTER_CACHE_TEMPLATE = CLUSTER_HEADER.format(
     service="cache", what="it holds the Redis URL, the encryption key and the lease signing secret",
 ) + CACHE_TABLE + """\
@@ -529,6 +532,18 @@ def _cluster_secrets(*configs: pathlib.Path) -> dict[str, str]:
             "lease_key_id": "up1", "lease_secret": secrets.token_hex(32)}
 
 
+def _tool_key(config: pathlib.Path) -> dict[str, str]:
+    """The context replicas' shared tool token key (tokens minted on one
+    verify on the other): generated once, then read back so restarts keep
+    outstanding tokens valid."""
+    import secrets
+
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, KeyError, IndexError, TypeError):
+        key = tomllib.loads(config.read_text())["context"]["tool_token_keys"][0]
+        return {"tool_key_id": str(key["id"]), "tool_secret": str(key["secret"])}
+    return {"tool_key_id": "up1", "tool_secret": secrets.token_hex(32)}
+
+
 @dataclass(frozen=True)
 class ClusterConfigs:
     """The two files of ``up --cluster``: each service's replicas get only their own."""
@@ -553,7 +568,7 @@ def prepare_cluster_home(cluster: Cluster) -> ClusterConfigs:
     try:
         make_home(home)
         keys = _cluster_secrets(configs.cache, legacy)
-        replace_file(configs.context, CLUSTER_CONTEXT_TEMPLATE.format(**values).encode())
+        replace_file(configs.context, CLUSTER_CONTEXT_TEMPLATE.format(**values, **_tool_key(configs.context)).encode())
         replace_file(configs.cache, CLUSTER_CACHE_TEMPLATE.format(**values, **keys).encode())
         with contextlib.suppress(FileNotFoundError):
             legacy.unlink()  # its keys are in the cache file now; a copy readable by the context side is not kept

@@ -216,6 +216,28 @@ class Reason(str, enum.Enum):
     # (artifact_store_url) cannot be reached or is failing; retry after the
     # RetryInfo delay.
     ARTIFACT_STORE_UNAVAILABLE = "ARTIFACT_STORE_UNAVAILABLE"
+    # RESOURCE_EXHAUSTED: the artifacts attached to a request are over
+    # max_attachment_bytes/max_attachment_tokens; a field violation names the
+    # first that does not fit (attachments[i]). Nothing was sent to a model.
+    ATTACHMENT_BUDGET_EXCEEDED = "ATTACHMENT_BUDGET_EXCEEDED"
+    # UNAUTHENTICATED: a ToolContextService call without the "agentctx-tool-
+    # token" metadata.
+    TOOL_TOKEN_MISSING = "TOOL_TOKEN_MISSING"
+    # UNAUTHENTICATED: the tool token is malformed, truncated, forged, or signed
+    # with a key no longer configured (rotated out).
+    TOOL_TOKEN_INVALID = "TOOL_TOKEN_INVALID"
+    # PERMISSION_DENIED: the tool token's deadline has passed.
+    TOOL_TOKEN_EXPIRED = "TOOL_TOKEN_EXPIRED"
+    # PERMISSION_DENIED: the function response that answers the token's call was
+    # appended (its effects were collected), or its staged effects were dropped
+    # at its deadline; the token is revoked.
+    TOOL_TOKEN_REVOKED = "TOOL_TOKEN_REVOKED"
+    # PERMISSION_DENIED: the tool's declaration does not grant the capability
+    # this call needs.
+    TOOL_CAPABILITY_MISSING = "TOOL_CAPABILITY_MISSING"
+    # PERMISSION_DENIED: the call names something outside the token's app, user
+    # or session (another user's memory entry, for example).
+    TOOL_SCOPE_MISMATCH = "TOOL_SCOPE_MISMATCH"
     # INVALID_ARGUMENT: a memory request is malformed or over a size limit.
     INVALID_MEMORY_REQUEST = "INVALID_MEMORY_REQUEST"
     # NOT_FOUND: no such memory entry.
@@ -295,6 +317,8 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.ARTIFACT_TOO_LARGE: ('max_artifact_bytes', 'received_bytes',),
     Reason.ARTIFACT_QUOTA_EXCEEDED: ('quota_bytes', 'used_bytes', 'requested_bytes',),
     Reason.ARTIFACT_STORE_UNAVAILABLE: ('error_type',),
+    Reason.ATTACHMENT_BUDGET_EXCEEDED: ('limit', 'measured_bytes', 'measured_tokens', 'allowed_bytes', 'allowed_tokens', 'bytes_per_token',),
+    Reason.TOOL_CAPABILITY_MISSING: ('capability', 'tool',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),

@@ -21,6 +21,7 @@ from context_service.mapping.build_context import RequestMapper
 from context_service.memory.service import MemoryService
 from context_service.ports import ArtifactStore, CachePort, LifecycleReader, SessionStore
 from context_service.settings import ContextSettings
+from context_service.tools import ToolContexts
 from context_service.turns.runner import TurnRunner
 
 
@@ -37,6 +38,7 @@ class ContextApp:
     turns: TurnRunner
     artifacts: ArtifactStore
     memory: MemoryService
+    tools: ToolContexts
     mapper: RequestMapper = dataclasses.field(default_factory=RequestMapper)
 
     @functools.cached_property

@@ -14,7 +14,7 @@ store NotFound (MEMORY_NOT_FOUND) and AlreadyExists (MEMORY_ALREADY_EXISTS).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterable, AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Sequence
 from typing import Protocol
 
 from context_service.building.types import BuiltContext
@@ -30,6 +30,7 @@ from context_service.domain.model import CompactionTrigger, Event, JsonObject, S
 from context_service.domain.paging import SessionPage, SessionQuery
 from context_service.domain.selection import Compressor
 from context_service.domain.session_records import AppendResult, SessionHead, SessionRecord, StateDelta
+from context_service.domain.tool_tokens import OpenCall, Staged, ToolClaims
 
 # --- storage ----------------------------------------------------------------
 
@@ -94,7 +95,7 @@ class SessionStore(Protocol):
         ...
 
     async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None,
-                           state_delta: StateDelta | None = None) -> AppendResult:
+                           state_delta: StateDelta | None = None, open_calls: Sequence[OpenCall] = ()) -> AppendResult:
         """Stores ``event`` with the next sequence; on disk when it returns.
 
         ``event.id`` must be set (domain.event_validation.prepare_event). An id that
@@ -104,7 +105,11 @@ class SessionStore(Protocol):
         set to the commit time when None. The store does not check who may
         append what: COMPACTION events are ordinary rows (kind COMPACTION,
         body as JSON). A ``state_delta`` is merged by key into the session's
-        and the shared states in the event's transaction (not on a retry).
+        and the shared states in the event's transaction (not on a retry),
+        and ``open_calls`` (the tokens minted for the event's function calls)
+        are stored with it (not on a retry: a deduplicated event's tokens
+        are not valid). A function response closes the open calls it
+        answers in its transaction (storage.tool_call_rows.collect).
         """
         ...
 
@@ -232,11 +237,16 @@ class ArtifactStore(Protocol):
     """Versioned artifacts, their bytes content-addressed per app and kept
     in chunks of at most ``domain.artifacts.CHUNK_BYTES``. NotFound
     (ARTIFACT_NOT_FOUND), ResourceExhausted (ARTIFACT_QUOTA_EXCEEDED, and
-    whatever ``digest`` raises), Unavailable as every store."""
+    whatever ``digest`` raises), Unavailable as every store.
+
+    ``call`` (a tool token's id) is the tool call a reader acts for: it also
+    sees the versions that call staged (``save(staged_call=...)``), which
+    everyone else sees only once the call's response is appended
+    (``ToolCalls``)."""
 
     async def save(
         self, scope: ArtifactScope, artifact: str, *, mime_type: str, text: bool, custom_metadata: JsonObject,
-        chunks: AsyncIterable[bytes], digest: ContentDigest, quota_bytes: int,
+        chunks: AsyncIterable[bytes], digest: ContentDigest, quota_bytes: int, staged_call: str | None = None,
     ) -> ArtifactVersionRecord:
         """Stores ``chunks`` (each at most CHUNK_BYTES; ``digest`` has seen
         them all when the iteration ends) as the next version. Nothing of a
@@ -244,7 +254,8 @@ class ArtifactStore(Protocol):
         collected later."""
         ...
 
-    async def get_version(self, scope: ArtifactScope, artifact: str, version: int | None) -> ArtifactVersionRecord:
+    async def get_version(self, scope: ArtifactScope, artifact: str, version: int | None,
+                          call: str | None = None) -> ArtifactVersionRecord:
         """One version, or the latest (``version`` None)."""
         ...
 
@@ -253,13 +264,14 @@ class ArtifactStore(Protocol):
         deleted while being read)."""
         ...
 
-    async def list_names(self, app: str, user: str, session: str | None) -> list[str]:
+    async def list_names(self, app: str, user: str, session: str | None, call: str | None = None) -> list[str]:
         """Sorted ids: the session's and the user's, or the user's alone."""
         ...
 
-    async def list_versions(self, scope: ArtifactScope, artifact: str) -> list[ArtifactVersionRecord]: ...
+    async def list_versions(self, scope: ArtifactScope, artifact: str,
+                            call: str | None = None) -> list[ArtifactVersionRecord]: ...
 
-    async def delete(self, scope: ArtifactScope, artifact: str, version: int | None) -> int:
+    async def delete(self, scope: ArtifactScope, artifact: str, version: int | None, call: str | None = None) -> int:
         """Deletes one version or all; returns how many. Blobs no version
         names any more are deleted with them."""
         ...
@@ -321,6 +333,34 @@ class BlobStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class ToolCalls(Protocol):
+    """One row per minted tool token: its state (open until the response
+    that answers its call is appended, or its deadline) and the effects
+    staged against it. The session store's appends collect them
+    (storage.tool_calls.collect) in their own transaction."""
+
+    async def open(self, calls: Sequence[OpenCall]) -> None: ...
+
+    async def check(self, claims: ToolClaims) -> Staged:
+        """The call's staged effects; PERMISSION_DENIED TOOL_TOKEN_REVOKED
+        unless it is open."""
+        ...
+
+    async def stage(self, claims: ToolClaims, change: Callable[[Staged], None]) -> Staged:
+        """``change`` applied to the open, live call's staged effects."""
+        ...
+
+    async def any_open(self, key: SessionKey, call_ids: Sequence[str]) -> bool: ...
+
+    async def drop_expired(self, limit: int = 100) -> int:
+        """Drops open calls past their deadline (their staged bytes too)."""
+        ...
+
+    async def purge(self, older_than: dt.timedelta, limit: int = 1000) -> int:
+        """Deletes closed rows whose deadline is long past."""
+        ...
 
 
 class Compressors(Protocol):

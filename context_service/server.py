@@ -13,10 +13,18 @@ import contextlib
 import datetime as dt
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 
 import grpc
 
-from agentctx.context.v1 import artifacts_pb2, artifacts_pb2_grpc, context_service_pb2, context_service_pb2_grpc
+from agentctx.context.v1 import (
+    artifacts_pb2,
+    artifacts_pb2_grpc,
+    context_service_pb2,
+    context_service_pb2_grpc,
+    tool_context_pb2,
+    tool_context_pb2_grpc,
+)
 from agentctx.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentctx_common.logs import configure_logging
 from agentctx_common.server import GrpcServer, new_server, serve_until_signal
@@ -26,26 +34,32 @@ from context_service.api.artifact_rpcs import ArtifactServicer
 from context_service.api.memory_rpcs import MemoryServicer
 from context_service.api.selection_rpcs import register_raw_build_context
 from context_service.api.servicer import ContextServicer
+from context_service.api.tool_context_rpcs import ToolContextServicer
 from context_service.app import ContextApp, limits_of, session_defaults
 from context_service.building.appends import ObservedSessions
+from context_service.building.attachments import AttachmentLoader
 from context_service.building.builder import ContextBuilder
 from context_service.building.history import HistoryCache
 from context_service.building.tail import TailReader
 from context_service.cache_client import CacheClient
 from context_service.compaction.runtime import CompactionRuntime, start_compaction
 from context_service.domain.config import overlay
+from context_service.domain.tool_tokens import KeySet, SigningKey, ToolTokenCodec
 from context_service.mapping.wire import render
 from context_service.memory.service import MemoryService
 from context_service.settings import ContextSettings
 from context_service.storage.factory import Backend, open_backend
+from context_service.tools import ToolContexts
 from context_service.turns.runner import TurnRunner
 
 SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name
 ARTIFACT_SERVICE_NAME = artifacts_pb2.DESCRIPTOR.services_by_name["ArtifactService"].full_name
 MEMORY_SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+TOOL_CONTEXT_SERVICE_NAME = tool_context_pb2.DESCRIPTOR.services_by_name["ToolContextService"].full_name
 # How often the upload collector runs, at most: released object-store
 # bytes (a deleted session's) wait no longer than this.
 COLLECT_EVERY = dt.timedelta(minutes=1)
+TOOL_SWEEP_S = 15.0
 log = logging.getLogger("agentctx.context.server")
 
 
@@ -54,6 +68,7 @@ def register_servicer(server: grpc.aio.Server, servicer: ContextServicer, artifa
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(servicer, server)
     register_raw_build_context(server, servicer)
     memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(servicer.app), server)
+    tool_context_pb2_grpc.add_ToolContextServiceServicer_to_server(ToolContextServicer(servicer.app), server)
     if artifacts is not None:
         artifacts_pb2_grpc.add_ArtifactServiceServicer_to_server(artifacts, server)
 
@@ -62,15 +77,30 @@ def start_upload_collector(backend: Backend, grace: dt.timedelta) -> asyncio.Tas
     """Deletes released artifact bytes and uploads abandoned for ``grace``
     (their staged chunks, objects and multipart parts) at start and then
     every min(grace / 4, COLLECT_EVERY), in every replica (idempotent)."""
-    every = min(grace / 4, COLLECT_EVERY).total_seconds()
+    every = max(min(grace / 4, COLLECT_EVERY).total_seconds(), 1.0)
+    return _every(every, lambda: backend.artifacts.collect_uploads(grace), "artifact upload collection failed")
 
+
+def start_tool_call_sweeper(backend: Backend) -> asyncio.Task[None]:
+    """Drops the staged effects of tool calls past their deadline with no
+    response (every TOOL_SWEEP_S), and purges closed rows a day old."""
+
+    async def sweep() -> None:
+        while await backend.tool_calls.drop_expired() == 100:
+            pass
+        await backend.tool_calls.purge(dt.timedelta(days=1))
+
+    return _every(TOOL_SWEEP_S, sweep, "tool call sweep failed")
+
+
+def _every(interval_s: float, work: Callable[[], Awaitable[object]], failure: str) -> asyncio.Task[None]:
     async def loop() -> None:
         while True:
             try:
-                await backend.artifacts.collect_uploads(grace)
+                await work()
             except Exception:
-                log.warning("artifact upload collection failed", exc_info=True)
-            await asyncio.sleep(max(every, 1.0))
+                log.warning(failure, exc_info=True)
+            await asyncio.sleep(interval_s)
 
     return asyncio.get_running_loop().create_task(loop())
 
@@ -107,14 +137,23 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         effective_config=functools.partial(overlay, defaults),
         compressors=compaction.service,
         tail=tail,
+        attachments=AttachmentLoader(backend.artifacts, render),
     )
-    turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache)
+    tools = tool_contexts(settings, backend)
+    turns = TurnRunner(sessions=sessions, builder=builder, compaction=compaction.service, cache=cache, tools=tools)
     app = ContextApp(
         settings=settings, defaults=defaults, sessions=sessions, lifecycle=backend.lifecycle,
         builder=builder, compaction=compaction.service, cache=cache, turns=turns, artifacts=backend.artifacts,
         memory=MemoryService(backend.memory, sessions),
+        tools=tools,
     )
     return app, compaction
+
+
+def tool_contexts(settings: ContextSettings, backend: Backend) -> ToolContexts:
+    keys = [SigningKey(k.id, k.secret.get_secret_value().encode()) for k in settings.tool_token_keys]
+    active = settings.active_tool_token_key_id or (keys[0].key_id if keys else None)
+    return ToolContexts(ToolTokenCodec(KeySet(keys, active)), backend.tool_calls, ttl_s=settings.tool_token_ttl_s)
 
 
 async def build_server(settings: ContextSettings) -> GrpcServer:
@@ -132,7 +171,7 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
     try:
         server = new_server(
             settings,
-            service_names=[SERVICE_NAME, ARTIFACT_SERVICE_NAME, MEMORY_SERVICE_NAME],
+            service_names=[SERVICE_NAME, ARTIFACT_SERVICE_NAME, MEMORY_SERVICE_NAME, TOOL_CONTEXT_SERVICE_NAME],
             register=lambda s: register_servicer(s, servicer, artifacts),
             telemetry_name="context-service",
         )
@@ -145,12 +184,16 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
     server.closers.append(backend.close)
     server.closers.append(cache.close)
     server.closers.append(compaction.close)
-    collector = start_upload_collector(backend, dt.timedelta(seconds=settings.artifact_upload_grace_s))
+    collectors = [
+        start_upload_collector(backend, dt.timedelta(seconds=settings.artifact_upload_grace_s)),
+        start_tool_call_sweeper(backend),
+    ]
 
     async def stop_collector() -> None:
-        collector.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await collector
+        for collector in collectors:
+            collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await collector
 
     server.closers.append(stop_collector)
     return server

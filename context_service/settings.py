@@ -7,7 +7,7 @@ import pathlib
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentctx_common.settings import ServerSettings, _is_loopback
@@ -24,6 +24,20 @@ class BearerToken(BaseModel):
     name: str = Field(min_length=1, max_length=64, description="Safe to log; names the caller.")
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$", description="SHA-256 (hex) of the token.")
     apps: list[str] = Field(min_length=1, description="Apps the token may use; '*' = all.")
+
+
+class ToolTokenKey(BaseModel):
+    """One tool token signing key of the key set the context replicas share."""
+
+    id: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_.-]+$")
+    secret: SecretStr = Field(description="At least 32 bytes of randomness (any text; used as HMAC key).")
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value().encode()) < 32:
+            raise ValueError("a tool token key needs at least 32 bytes")
+        return value
 
 
 class ContextSettings(ServerSettings):
@@ -159,6 +173,30 @@ class ContextSettings(ServerSettings):
         default_factory=list,
         description="Apps callers without an identity may use; loopback hosts only (development and tests).",
     )
+
+    # Tool tokens (ToolContextService; domain/tool_tokens.py).
+    tool_token_keys: list[ToolTokenKey] = Field(
+        default_factory=list, description="Tool token signing keys shared by the context replicas ({id, secret}); "
+        "unset: one random key per process (tokens verify on that replica only). A key removed from the set "
+        "makes its tokens worthless.",
+    )
+    active_tool_token_key_id: str | None = Field(None, description="The key of tool_token_keys new tokens are "
+                                                 "signed with (the only key when unset and there is one).")
+    tool_token_ttl_s: float = Field(
+        600.0, ge=1.0, le=86400.0, description="How long a tool token is accepted after its mint; a call whose "
+        "response is not appended by then has its staged effects dropped.",
+    )
+
+    @model_validator(mode="after")
+    def _check_tool_keys(self) -> ContextSettings:
+        ids = [k.id for k in self.tool_token_keys]
+        if len(set(ids)) != len(ids):
+            raise ValueError("tool_token_keys: key ids must be unique")
+        if self.active_tool_token_key_id is not None and self.active_tool_token_key_id not in ids:
+            raise ValueError("active_tool_token_key_id must name a key of tool_token_keys")
+        if self.tool_token_keys and self.active_tool_token_key_id is None and len(ids) > 1:
+            raise ValueError("active_tool_token_key_id is required with several tool_token_keys")
+        return self
 
     @model_validator(mode="after")
     def _check_sessions(self) -> ContextSettings:

@@ -19,10 +19,12 @@ from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf import struct_pb2
 from opentelemetry import metrics, trace
 
 from agentctx.context.v1 import artifacts_pb2 as pb
 from agentctx.context.v1 import artifacts_pb2_grpc
+from agentctx.type.v1 import content_pb2
 from agentctx_common.canonical import struct_to_dict
 from agentctx_common.errors import AgentCtxError, FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
@@ -106,39 +108,7 @@ class ArtifactServicer(artifacts_pb2_grpc.ArtifactServiceServicer):
             raise InvalidArgument.fields([FieldViolation("header", "the first message must carry the header")])
         header = first.header
         scope = self._scope(context, header.parent, header.artifact, "header.")
-        kind = header.part.WhichOneof("data")
-        if kind == "text":
-            text, mime_type, initial = True, TEXT_MIME_TYPE, header.part.text.encode()
-        elif kind == "inline_data":
-            text, mime_type, initial = False, header.part.inline_data.mime_type or DEFAULT_MIME_TYPE, header.part.inline_data.data
-        else:
-            raise InvalidArgument.fields([FieldViolation("header.part", "must be a text or an inline_data part")],
-                                         reason=Reason.INVALID_CONTENT)
-        metadata = struct_to_dict(header.custom_metadata)
-        raise_if(state_violations(metadata, header.custom_metadata.ByteSize(), self.app.limits,
-                                  "header.custom_metadata"))
-        settings = self.app.settings
-        digest = ContentDigest(settings.max_artifact_bytes, text=text)
-
-        async def chunks() -> AsyncIterator[bytes]:
-            chunker = Chunker()
-            digest.update(initial)
-            for chunk in chunker.feed(initial):
-                yield chunk
-            async for message in requests:
-                if message.WhichOneof("payload") != "data":
-                    raise InvalidArgument.fields([FieldViolation("data", "only the first message carries a header")])
-                digest.update(message.data)
-                for chunk in chunker.feed(message.data):
-                    yield chunk
-            for chunk in chunker.flush():
-                yield chunk
-
-        record = await self.app.artifacts.save(
-            scope, header.artifact, mime_type=mime_type, text=text, custom_metadata=metadata, chunks=chunks(),
-            digest=digest, quota_bytes=settings.artifact_quota_bytes_per_app,
-        )
-        _observe_record("save", record)
+        record = await save_stream(self.app, scope, header.artifact, header.part, header.custom_metadata, requests)
         return pb.SaveArtifactResponse(artifact=version_to_proto(record))
 
     async def LoadArtifact(self, request: pb.LoadArtifactRequest,
@@ -147,13 +117,8 @@ class ArtifactServicer(artifacts_pb2_grpc.ArtifactServiceServicer):
         version = request.version if request.HasField("version") else None
         check_version(version)
         record = await self.app.artifacts.get_version(scope, request.artifact, version)
-        yield pb.LoadArtifactResponse(artifact=version_to_proto(record))
-        chunks = 0
-        async for chunk in self.app.artifacts.read_chunks(record):
-            chunks += 1
-            yield pb.LoadArtifactResponse(data=chunk)
-        _observe_record("load", record)
-        _observe("load", chunks=chunks)
+        async for message in load_stream(self.app, record):
+            yield message
 
     async def ListArtifactNames(self, request: pb.ListArtifactNamesRequest,
                                 context: grpc.aio.ServicerContext[Any, Any]) -> pb.ListArtifactNamesResponse:
@@ -179,3 +144,55 @@ class ArtifactServicer(artifacts_pb2_grpc.ArtifactServiceServicer):
         deleted = await self.app.artifacts.delete(scope, request.artifact, version)
         _observe("delete", count=deleted, user_scoped=scope.user_scoped)
         return pb.DeleteArtifactResponse(deleted_versions=deleted)
+
+
+async def save_stream(app: ContextApp, scope: ArtifactScope, artifact: str, part: content_pb2.Part,
+                      custom_metadata: struct_pb2.Struct, requests: AsyncIterator[Any], *,
+                      staged_call: str | None = None) -> ArtifactVersionRecord:
+    """Saves a header's part and the ``data`` of the messages after it,
+    chunk by chunk as they arrive (SaveArtifact's and SaveToolArtifact's
+    stream: ``staged_call`` stages the version against a tool call)."""
+    kind = part.WhichOneof("data")
+    if kind == "text":
+        text, mime_type, initial = True, TEXT_MIME_TYPE, part.text.encode()
+    elif kind == "inline_data":
+        text, mime_type, initial = False, part.inline_data.mime_type or DEFAULT_MIME_TYPE, part.inline_data.data
+    else:
+        raise InvalidArgument.fields([FieldViolation("header.part", "must be a text or an inline_data part")],
+                                     reason=Reason.INVALID_CONTENT)
+    metadata = struct_to_dict(custom_metadata)
+    raise_if(state_violations(metadata, custom_metadata.ByteSize(), app.limits, "header.custom_metadata"))
+    settings = app.settings
+    digest = ContentDigest(settings.max_artifact_bytes, text=text)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        chunker = Chunker()
+        digest.update(initial)
+        for chunk in chunker.feed(initial):
+            yield chunk
+        async for message in requests:
+            if message.WhichOneof("payload") != "data":
+                raise InvalidArgument.fields([FieldViolation("data", "only the first message carries a header")])
+            digest.update(message.data)
+            for chunk in chunker.feed(message.data):
+                yield chunk
+        for chunk in chunker.flush():
+            yield chunk
+
+    record = await app.artifacts.save(
+        scope, artifact, mime_type=mime_type, text=text, custom_metadata=metadata, chunks=chunks(),
+        digest=digest, quota_bytes=settings.artifact_quota_bytes_per_app, staged_call=staged_call,
+    )
+    _observe_record("save", record)
+    return record
+
+
+async def load_stream(app: ContextApp, record: ArtifactVersionRecord) -> AsyncIterator[pb.LoadArtifactResponse]:
+    """A version's metadata, then its content one chunk at a time."""
+    yield pb.LoadArtifactResponse(artifact=version_to_proto(record))
+    chunks = 0
+    async for chunk in app.artifacts.read_chunks(record):
+        chunks += 1
+        yield pb.LoadArtifactResponse(data=chunk)
+    _observe_record("load", record)
+    _observe("load", chunks=chunks)

@@ -25,7 +25,7 @@ from agentctx_common.protos import unknown_field_violations, value_violations
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
 from context_service.domain.event_validation import check_event, prepare_event, state_violations
-from context_service.domain.limits import ALL, raise_if
+from context_service.domain.limits import ALL, Limits, raise_if
 from context_service.domain.model import JsonObject, SessionKey
 from context_service.domain.names import check_session_id, new_id, parse_session_name, parse_user_parent
 from context_service.domain.paging import (
@@ -71,15 +71,27 @@ def session_to_proto(record: SessionRecord, out: session_pb2.Session | None = No
     return out
 
 
+def state_from_proto(state: struct_pb2.Struct, limits: Limits, path: str) -> JsonObject:
+    value = struct_to_dict(state)
+    raise_if(state_violations(value, state.ByteSize(), limits, path), Reason.INVALID_STATE)
+    return value
+
+
+def delta_from_proto(delta: session_pb2.StateDelta, limits: Limits) -> StateDelta:
+    return StateDelta(
+        session=state_from_proto(delta.session, limits, "state_delta.session"),
+        user=state_from_proto(delta.user, limits, "state_delta.user"),
+        app=state_from_proto(delta.app, limits, "state_delta.app"),
+    )
+
+
 class SessionRpcs:
     app: ContextApp
 
     # --- validation of request parts ------------------------------------------------
 
     def _state(self, state: struct_pb2.Struct, path: str) -> JsonObject:
-        value = struct_to_dict(state)
-        raise_if(state_violations(value, state.ByteSize(), self.app.limits, path), Reason.INVALID_STATE)
-        return value
+        return state_from_proto(state, self.app.limits, path)
 
     def _config(self, config: policy_pb2.ContextConfig, path: str, fields: tuple[str, ...] | None = None) -> ContextConfig:
         """The client's config; only ``fields`` (default all) are validated,
@@ -90,11 +102,7 @@ class SessionRpcs:
         return value
 
     def _delta(self, delta: session_pb2.StateDelta) -> StateDelta:
-        return StateDelta(
-            session=self._state(delta.session, "state_delta.session"),
-            user=self._state(delta.user, "state_delta.user"),
-            app=self._state(delta.app, "state_delta.app"),
-        )
+        return delta_from_proto(delta, self.app.limits)
 
     # --- sessions ----------------------------------------------------------------------
 
@@ -189,7 +197,8 @@ class SessionRpcs:
         if result.session_update_time is not None:
             dt_to_ts(result.session_update_time, response.session_update_time)
         stored = result.event
-        if result.deduplicated or prepared.content is not event.content:
+        if result.deduplicated or stored.content is not event.content:
+            # Prepared, or a tool call's attachments collected into it.
             event_to_proto(stored, key, response.event)
         else:
             # The hot path: the stored event is the request's plus what the

@@ -13,15 +13,18 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx.context.v1 import tool_context_pb2
+from agentctx_common.errors import FieldViolation, InvalidArgument, NotFound
 from agentctx_common.protos import value_violations
 from agentctx_common.reasons import Reason
 from context_service.domain import turn_rules
 from context_service.domain.event_validation import prepare_event
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.names import parse_session_name
+from context_service.domain.tool_tokens import response_ids
 from context_service.mapping.build_context import accounting_to_proto
 from context_service.mapping.convert import event_from_proto, event_to_proto
+from context_service.mapping.tool_tokens import token_to_proto
 from context_service.turns.types import Turn, TurnResult
 
 if TYPE_CHECKING:
@@ -65,12 +68,12 @@ class TurnRpcs:
         else:
             ids = turn_rules.unstored_turn_ids(invocation_id=request.invocation_id, reply_id=request.reply_event_id)
         branch = inputs[-1].branch if inputs else ""
-        return key, Turn(inputs, ids, request.agent, branch, app.mapper.generate_request(request, inputs), store)
+        return key, Turn(inputs, ids, request.agent, branch, app.mapper.generate_request(request, inputs, prefix), store)
 
     async def Generate(self, request: pb.GenerateRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.GenerateResponse:
         key, turn = self._turn(request, context, "")
         result = await self.app.turns.generate(key, turn, turn_rules.Deadline(context.time_remaining()))
-        return _response(result, key, stored=turn.store)
+        return await self._minted(_response(result, key, stored=turn.store), key, result, turn)
 
     async def StreamGenerate(
         self, request: pb.StreamGenerateRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -81,8 +84,48 @@ class TurnRpcs:
             if isinstance(item, Event):
                 event_to_proto(item, key, out.chunk)
             else:
-                out.result.CopyFrom(_response(item, key, stored=turn.store))
+                out.result.CopyFrom(await self._minted(_response(item, key, stored=turn.store), key, item, turn))
             yield out
+
+    async def MintToolTokens(self, request: tool_context_pb2.MintToolTokensRequest,
+                             context: grpc.aio.ServicerContext[Any, Any]) -> tool_context_pb2.MintToolTokensResponse:
+        caller = self.app.caller(context)
+        key = parse_session_name(request.session, self.app.limits, "session")
+        caller.require(key.app)
+        if not request.event_id:
+            raise InvalidArgument.fields([FieldViolation("event_id", "the event holding the function calls is required")])
+        record = await self.app.sessions.get_session(key)
+        event = await self.app.sessions.get_event(key, request.event_id)
+        if event is None:
+            raise NotFound(f"event {request.event_id} not found in the session", reason=Reason.NOT_FOUND)
+        later = await self.app.sessions.list_events(key, after_sequence=event.sequence, include_compactions=False)
+        answered = frozenset(i for e in later if e.content is not None for i in response_ids(e.content.parts))
+        out = tool_context_pb2.MintToolTokensResponse()
+        tools = self.app.effective_config(record.config).tools
+        for token in await self.app.tools.mint(key, event, tools, answered):
+            token_to_proto(token, out.tokens.add())
+        return out
+
+    async def _minted(self, out: pb.GenerateResponse, key: SessionKey, result: TurnResult,
+                      turn: Turn) -> pb.GenerateResponse:
+        """``out`` with a tool token per function call of the stored reply:
+        those stored with it, or, for a reply an earlier attempt stored
+        (whose tokens went with that lost response), fresh ones."""
+        tokens = list(result.tokens)
+        reply = result.reply
+        has_calls = reply.content is not None and any(p.function_call for p in reply.content.parts)
+        if turn.store and result.deduplicated and has_calls:
+            tools = self.app.effective_config((await self.app.sessions.get_session(key)).config).tools
+            tokens = await self.app.tools.mint(key, reply, tools)
+        for token in tokens:
+            token_to_proto(token, out.tool_tokens.add())
+        return out
+        tools = result.tools
+        if tools is None:  # a deduplicated reply: its first response's tokens were lost with it
+            tools = self.app.effective_config((await self.app.sessions.get_session(key)).config).tools
+        for token in await self.app.tools.mint(key, reply, tools):
+            token_to_proto(token, out.tool_tokens.add())
+        return out
 
 
 def _response(result: TurnResult, key: SessionKey, *, stored: bool) -> pb.GenerateResponse:

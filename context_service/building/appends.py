@@ -16,6 +16,7 @@ from context_service.building.history import HistoryCache
 from context_service.building.tail import TailReader
 from context_service.domain.model import Event, SessionKey
 from context_service.domain.session_records import AppendResult, StateDelta
+from context_service.domain.tool_tokens import OpenCall
 from context_service.ports import SessionStore
 
 
@@ -29,9 +30,11 @@ class ObservedSessions:
         return getattr(self._store, name)
 
     async def append_event(
-        self, key: SessionKey, event: Event, *, expected_etag: str | None = None, state_delta: StateDelta | None = None
+        self, key: SessionKey, event: Event, *, expected_etag: str | None = None, state_delta: StateDelta | None = None,
+        open_calls: Sequence[OpenCall] = (),
     ) -> AppendResult:
-        result = await self._store.append_event(key, event, expected_etag=expected_etag, state_delta=state_delta)
+        result = await self._store.append_event(key, event, expected_etag=expected_etag, state_delta=state_delta,
+                                                open_calls=open_calls)
         if not result.deduplicated:
             self._history.appended(key, (result.event,))
             if self._tail is not None:

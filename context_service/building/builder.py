@@ -14,15 +14,17 @@ anything again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.errors import FieldViolation, InvalidArgument, Unimplemented
 from agentctx_common.reasons import Reason
+from context_service.building.attachments import AttachmentLoader
 from context_service.building.history import HistoryCache, without
 from context_service.building.tail import TailReader, bounded
 from context_service.building.types import BuildRequest, BuiltContext, RequestContent
+from context_service.domain import attachments as att
 from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig, SelectionPolicy
 from context_service.domain.event_validation import content_violations
@@ -52,7 +54,9 @@ class ContextBuilder:
     """``effective_config``: a session's stored config over the server's
     defaults. ``compressors``: overflow COMPRESS (None: COMPRESS is
     UNIMPLEMENTED COMPRESS_NOT_AVAILABLE). ``tail``: bounded TRUNCATE builds
-    read only the newest events (None: every build reads ``history``)."""
+    read only the newest events (None: every build reads ``history``).
+    ``attachments``: loads the artifacts a request attaches (None: a request
+    attaching any is UNIMPLEMENTED)."""
 
     def __init__(
         self,
@@ -64,8 +68,10 @@ class ContextBuilder:
         effective_config: Callable[[ContextConfig], ContextConfig],
         compressors: Compressors | None = None,
         tail: TailReader | None = None,
+        attachments: AttachmentLoader | None = None,
     ) -> None:
         self.heads = heads
+        self.attachments = attachments
         self.history = history
         self.tail = tail
         self.compressors = compressors
@@ -94,6 +100,7 @@ class ContextBuilder:
         (Generate's own input events, sent as the current input)."""
         config, policy, keys = self._effective(session.config, request.policy)
         inputs, memory = self._contents(request, keys)
+        attached = await self._attach(session.key, request.attachments, policy, keys)
         instruction = self._instruction(request.system_instruction, keys)
         tail = self.tail
         if tail is None or not bounded(policy):
@@ -113,6 +120,10 @@ class ContextBuilder:
                 compressor = await self.compressors.compressor(session.key, config, remaining=remaining)
                 summary = await compressor(selection.pending)
                 selection = sel.finish_compression(selection, summary, keys, self._render)
+            if attached:
+                # As rendered, with the (calibrated) estimate the request uses.
+                att.check_budget([r.name for r in request.attachments], [c.size for c in attached], policy,
+                                 selection.bytes_per_token)
             with telemetry.envelope_span() as envelope_span:
                 settings = request.settings
                 parts = sel.RequestParts(
@@ -123,6 +134,7 @@ class ContextBuilder:
                     generation_config=settings.generation_config,
                     memory=memory,
                     inputs=inputs,
+                    attachments=attached,
                 )
                 # After budgets and compression, on whole units: every call
                 # answered right after it, no response without its call.
@@ -139,6 +151,22 @@ class ContextBuilder:
             },
         )
         return BuiltContext(parts, request.settings, selection, accounting, config, view.memo, {})
+
+    async def resolve_attachments(self, key: SessionKey, refs: Sequence[att.AttachmentRef]) -> None:
+        """NOT_FOUND for the first reference that names no artifact version
+        (a turn asks before it stores its input)."""
+        if refs:
+            await self._loader().resolve(key, refs)
+
+    def _loader(self) -> AttachmentLoader:
+        if self.attachments is None:
+            raise Unimplemented("this server does not attach artifacts", reason=Reason.UNIMPLEMENTED)
+        return self.attachments
+
+    async def _attach(
+        self, key: SessionKey, refs: Sequence[att.AttachmentRef], policy: SelectionPolicy, keys: sel.SecretKeys
+    ) -> list[sel.ContentRecord]:
+        return await self._loader().load(key, refs, policy, keys) if refs else []
 
     def _effective(
         self, stored: ContextConfig, call: SelectionPolicy | None

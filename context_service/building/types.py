@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from context_service.domain import selection as sel
+from context_service.domain.attachments import AttachmentRef
 from context_service.domain.config import ContextConfig, SelectionPolicy
 from context_service.domain.model import Content
 
@@ -46,7 +47,8 @@ NO_SETTINGS = RequestSettings()
 
 class BuildRequest(NamedTuple):
     """One context to build. ``policy``: the caller's validated override of
-    the session's selection policy (None: none)."""
+    the session's selection policy (None: none). ``attachments``: validated
+    references to artifacts of the session (or its user) to attach."""
 
     model: str = ""
     system_instruction: RequestContent | None = None
@@ -54,6 +56,7 @@ class BuildRequest(NamedTuple):
     memory: Sequence[RequestContent] = ()
     inputs: Sequence[RequestContent] = ()
     policy: SelectionPolicy | None = None
+    attachments: Sequence[AttachmentRef] = ()
 
 
 class BuiltContext(NamedTuple):
@@ -78,5 +81,6 @@ class BuiltContext(NamedTuple):
         return self.parts.model
 
     def contents(self) -> list[sel.ContentRecord]:
-        """Memory, then the selected history (summary first), then the input."""
-        return [*self.parts.memory, *self.selection.history, *self.parts.inputs]
+        """Memory, then the selected history (summary first), then the input
+        with the attachments placed in it (``RequestParts.current``)."""
+        return [*self.parts.memory, *self.selection.history, *self.parts.current]

@@ -66,6 +66,8 @@ class SelectionPolicy:
     filter: EventFilter | None = None
     extra_secret_keys: tuple[str, ...] = ()
     disable_calibration: bool = False
+    max_attachment_bytes: int | None = None
+    max_attachment_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -95,11 +97,22 @@ class CachePolicy:
 
 
 @dataclass(frozen=True)
+class ToolDeclaration:
+    """The capabilities one tool's calls get through their tool tokens
+    (besides ``identity``; see domain.tool_tokens)."""
+
+    name: str
+    capabilities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContextConfig:
     model: str = ""
     selection: SelectionPolicy = field(default_factory=SelectionPolicy)
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     cache: CachePolicy = field(default_factory=CachePolicy)
+    # Replaces the server's declarations as a whole when set.
+    tools: tuple[ToolDeclaration, ...] = ()
 
 
 def _is_unset(value: Any) -> bool:
@@ -177,6 +190,8 @@ def _decode_field(cls: type, name: str, raw: Any) -> Any:
         return _from_json(_NESTED[(cls, name)], raw)
     if (cls, name) in _ENUMS:
         return _ENUMS[(cls, name)](raw)
+    if cls is ContextConfig and name == "tools":
+        return tuple(ToolDeclaration(str(t["name"]), tuple(t.get("capabilities", ()))) for t in raw)
     if cls is EventFilter and name == "content_types":
         return tuple(ContentType(v) for v in raw)
     if cls is EventFilter and name in ("start_time", "end_time"):

@@ -21,6 +21,7 @@ from context_service.domain.config import (
     ContextConfig,
     SelectionPolicy,
 )
+from context_service.domain.tool_tokens import declaration_violations
 
 MAX_COMPACTOR_TIMEOUT_S = 300.0
 MAX_TTL_S = 7 * 24 * 3600.0
@@ -46,7 +47,8 @@ def _at_most(violations: list[FieldViolation], path: str, p: object, names: tupl
 
 def selection_violations(p: SelectionPolicy, path: str) -> list[FieldViolation]:
     v: list[FieldViolation] = []
-    for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token"):
+    for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token",
+                 "max_attachment_bytes", "max_attachment_tokens"):
         _positive(v, f"{path}.{name}", getattr(p, name))
     if p.bytes_per_token is not None and not (
         math.isfinite(p.bytes_per_token) and MIN_BYTES_PER_TOKEN <= p.bytes_per_token <= MAX_BYTES_PER_TOKEN
@@ -54,8 +56,8 @@ def selection_violations(p: SelectionPolicy, path: str) -> list[FieldViolation]:
         v.append(FieldViolation(
             f"{path}.bytes_per_token", f"must be between {MIN_BYTES_PER_TOKEN} and {MAX_BYTES_PER_TOKEN:.0f}"
         ))
-    _at_most(v, path, p, ("max_bytes", "max_request_bytes"), MAX_BUDGET_BYTES)
-    _at_most(v, path, p, ("max_tokens", "max_request_tokens"), MAX_BUDGET_TOKENS)
+    _at_most(v, path, p, ("max_bytes", "max_request_bytes", "max_attachment_bytes"), MAX_BUDGET_BYTES)
+    _at_most(v, path, p, ("max_tokens", "max_request_tokens", "max_attachment_tokens"), MAX_BUDGET_TOKENS)
     if not isinstance(p.overflow, enum.Enum):
         v.append(FieldViolation(f"{path}.overflow", f"unknown overflow mode {p.overflow}"))
     if p.max_bytes is not None and p.max_request_bytes is not None and p.max_bytes > p.max_request_bytes:
@@ -149,6 +151,7 @@ def config_violations(c: ContextConfig, path: str = "config") -> list[FieldViola
         selection_violations(c.selection, f"{path}.selection")
         + compaction_violations(c.compaction, f"{path}.compaction")
         + cache_violations(c.cache, f"{path}.cache")
+        + declaration_violations(c.tools, f"{path}.tools")
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from agentctx.context.v1 import artifacts_pb2
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import content_pb2, generation_pb2
 from agentctx_common import canonical
@@ -23,6 +24,7 @@ from agentctx_common.errors import InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
 from agentctx_common.reasons import Reason
 from context_service.building.types import BuildRequest, BuiltContext, RequestContent, RequestSettings
+from context_service.domain import attachments as att
 from context_service.domain import selection as sel
 from context_service.domain.config import SelectionPolicy
 from context_service.domain.model import Event
@@ -56,14 +58,17 @@ class RequestMapper:
         self._memo: dict[Any, Any] = {}
 
     def build_request(self, request: pb.BuildContextRequest) -> BuildRequest:
-        return self._map(request, [RequestContent(content_from_proto(c), Rendered(c)) for c in request.input])
+        refs = attachment_refs(request.attachments, Reason.INVALID_BUILD_CONTEXT_REQUEST, "attachments")
+        return self._map(request, [RequestContent(content_from_proto(c), Rendered(c)) for c in request.input], refs)
 
-    def generate_request(self, request: pb.GenerateRequest, inputs: Sequence[Event]) -> BuildRequest:
+    def generate_request(self, request: pb.GenerateRequest, inputs: Sequence[Event], prefix: str = "") -> BuildRequest:
         """The context a turn sends: its input events' contents (already
         converted and validated) as the current input."""
-        return self._map(request, [RequestContent(e.content) for e in inputs if e.content is not None])
+        refs = attachment_refs(request.attachments, Reason.INVALID_GENERATE_REQUEST, f"{prefix}attachments")
+        return self._map(request, [RequestContent(e.content) for e in inputs if e.content is not None], refs)
 
-    def _map(self, request: pb.BuildContextRequest | pb.GenerateRequest, inputs: list[RequestContent]) -> BuildRequest:
+    def _map(self, request: pb.BuildContextRequest | pb.GenerateRequest, inputs: list[RequestContent],
+             attachments: tuple[att.AttachmentRef, ...]) -> BuildRequest:
         policy = call_policy(request)
         return BuildRequest(
             model=request.model,
@@ -73,6 +78,7 @@ class RequestMapper:
             memory=[RequestContent(content_from_proto(c), Rendered(c)) for c in request.memory],
             inputs=inputs,
             policy=policy,
+            attachments=attachments,
         )
 
     def _remember(self, slot: Any, value: Any) -> None:
@@ -118,6 +124,15 @@ class RequestMapper:
         )
         self._remember(slot, settings)
         return settings
+
+
+def attachment_refs(
+    refs: Sequence[artifacts_pb2.ArtifactRef], reason: Reason, path: str
+) -> tuple[att.AttachmentRef, ...]:
+    """The request's attachments, validated (INVALID_ARGUMENT ``reason``)."""
+    out = tuple(att.AttachmentRef(r.name, r.version if r.HasField("version") else None) for r in refs)
+    att.check_refs(out, reason, path)
+    return out
 
 
 def call_policy(request: pb.BuildContextRequest | pb.GenerateRequest) -> SelectionPolicy | None:
@@ -203,7 +218,7 @@ def response_wire(built: BuiltContext) -> bytes:
         if selection.summary is not None:
             chunks.append(selection.summary.rendered.wire)
         chunks.append(_events_wire(selection))
-    chunks += [c.rendered.wire for c in parts.inputs]
+    chunks += [c.rendered.wire for c in parts.current]
     chunks.append(_encoded(built.settings).wire)
     accounting = accounting_to_proto(built.accounting).SerializeToString()
     return wire_field(1, b"".join(chunks)) + wire_field(2, accounting)
@@ -232,7 +247,7 @@ def _events_wire(selection: sel.Selection) -> bytes | memoryview:
     return memoryview(blob)[offsets[first]:] if first < len(offsets) else b""
 
 
-_SECTIONS = ("instructions", "settings", "history", "memory", "input", "tools", "framing", "request")
+_SECTIONS = ("instructions", "settings", "history", "memory", "input", "attachments", "tools", "framing", "request")
 _SCALARS = (
     "events_seen", "events_filtered", "events_selected", "units_selected", "units_dropped", "secrets_pruned",
     "bytes_per_token", "calibrated", "prefix_fingerprint", "selection_fingerprint", "envelope_fingerprint",

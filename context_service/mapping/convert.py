@@ -340,11 +340,14 @@ def selection_from_proto(p: policy_pb2.SelectionPolicy) -> cfg.SelectionPolicy:
         filter=filter_from_proto(p.filter) if p.HasField("filter") else None,
         extra_secret_keys=tuple(p.extra_secret_keys),
         disable_calibration=p.disable_calibration,
+        max_attachment_bytes=_opt(p, "max_attachment_bytes"),
+        max_attachment_tokens=_opt(p, "max_attachment_tokens"),
     )
 
 
 def selection_to_proto(p: cfg.SelectionPolicy, out: policy_pb2.SelectionPolicy) -> None:
-    for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token"):
+    for name in ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token",
+                 "max_attachment_bytes", "max_attachment_tokens"):
         value = getattr(p, name)
         if value is not None:
             setattr(out, name, value)
@@ -410,6 +413,7 @@ def config_from_proto(c: policy_pb2.ContextConfig) -> cfg.ContextConfig:
         selection=selection_from_proto(c.selection),
         compaction=compaction_from_proto(c.compaction, enabled_set=c.HasField("compaction")),
         cache=cache_policy_from_proto(c.cache, enabled_set=c.HasField("cache")),
+        tools=tuple(cfg.ToolDeclaration(t.name, tuple(t.capabilities)) for t in c.tools),
     )
 
 
@@ -424,3 +428,5 @@ def config_to_proto(c: cfg.ContextConfig, out: policy_pb2.ContextConfig) -> None
         compaction_to_proto(c.compaction, out.compaction)
     if cfg.to_json(c.cache):
         cache_policy_to_proto(c.cache, out.cache)
+    for tool in c.tools:
+        out.tools.add(name=tool.name, capabilities=tool.capabilities)

@@ -23,6 +23,7 @@ from context_service.domain.model import SessionKey
 from context_service.storage import codec
 from context_service.storage.append_plan import (
     InsertEvents,
+    InsertToolCalls,
     Live,
     LoadEvent,
     LockSessions,
@@ -35,7 +36,7 @@ from context_service.storage.append_plan import (
     WriteSharedStates,
 )
 from context_service.storage.shared_state import lock_shared, write_shared
-from context_service.storage.tables import events, sessions
+from context_service.storage.tables import events, sessions, tool_calls
 
 LockRows = Callable[[AsyncConnection, set[SessionKey]], Awaitable[dict[SessionKey, Live]]]
 
@@ -64,6 +65,8 @@ class CoreOps:
             return [tuple(r) for r in await conn.execute(stmt)]
         if isinstance(op, InsertEvents):
             return await conn.execute(sa.insert(events), [dict(r) for r in op.rows])
+        if isinstance(op, InsertToolCalls):
+            return await conn.execute(sa.insert(tool_calls), [dict(r) for r in op.rows])
         if isinstance(op, UpdateSessions):
             for version, last_sequence, event_count, update_time, pk in op.rows:
                 await conn.execute(sa.update(sessions).where(sessions.c.pk == pk).values(

@@ -41,6 +41,9 @@ class Append:
     body: str
     fingerprint: str
     delta: StateDelta | None = None  # merged when the event is stored (not on a retry)
+    # tool_calls rows (tool_call_rows.open_row) inserted when the event is
+    # stored (not on a retry): the tokens minted for a reply's calls.
+    calls: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(slots=True)
@@ -83,6 +86,11 @@ class StoredFingerprints:
 @dataclass(frozen=True, slots=True)
 class InsertEvents:
     rows: Sequence[dict[str, Any]]  # codec.event_row
+
+
+@dataclass(frozen=True, slots=True)
+class InsertToolCalls:
+    rows: Sequence[dict[str, Any]]  # tool_call_rows.open_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +139,7 @@ class WriteSharedStates:
     now: dt.datetime
 
 
-Op = (LockSessions | StoredFingerprints | InsertEvents | UpdateSessions | LoadEvent
+Op = (LockSessions | StoredFingerprints | InsertEvents | InsertToolCalls | UpdateSessions | LoadEvent
       | SessionStates | WriteSessionStates | LockSharedStates | WriteSharedStates)
 Results = list[AppendResult | Exception]
 Plan = Generator[Op, Any, Results]
@@ -220,6 +228,7 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
     replays: list[tuple[int, SessionKey, str]] = []  # (result index, session, event id)
     pending: dict[tuple[int, str], tuple[str, Event]] = {}
     rows: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
     deltas: list[tuple[Append, Live]] = []  # of the stored items that carry one
     for item in items:
         s = live.get(item.key)
@@ -255,12 +264,15 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
             body=item.body, fingerprint=item.fingerprint,
         ))
         pending[ident] = (item.fingerprint, event)
+        calls.extend(item.calls)
         if item.delta:
             deltas.append((item, s))
         results.append(AppendResult(event, s.etag, session_update_time=s.update_time))
 
     if rows:
         yield InsertEvents(rows)
+        if calls:
+            yield InsertToolCalls(calls)
         yield UpdateSessions([
             (s.version, s.last_sequence, s.event_count, s.update_time or now, s.pk) for s in live.values() if s.touched
         ])

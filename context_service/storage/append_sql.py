@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from context_service.storage.append_plan import (
     Append,
     InsertEvents,
+    InsertToolCalls,
     LoadEvent,
     LockSessions,
     Op,
@@ -49,6 +50,12 @@ EVENT_COLUMNS = (
 )
 _LIVE = "pk, app, user_id, session_id, incarnation, version, last_sequence, event_count"
 _INSERT = f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
+TOOL_CALL_COLUMNS = (
+    "token_id", "app", "user_id", "session_id", "call_id", "event_id", "state", "expire_time", "staged_json",
+    "create_time",
+)
+_INSERT_CALLS = (f"INSERT INTO tool_calls ({', '.join(TOOL_CALL_COLUMNS)}) "
+                 f"VALUES ({', '.join('?' * len(TOOL_CALL_COLUMNS))})")
 _UPDATE = "UPDATE sessions SET version = ?, last_sequence = ?, event_count = ?, update_time = ? WHERE pk = ?"
 _LOAD = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE session_pk = ? AND event_id = ?"
 
@@ -115,6 +122,9 @@ class PostgresAppender:
             return [tuple(r) for r in await conn.fetch(self._FINGERPRINTS, list(op.pks), list(op.ids))]
         if isinstance(op, InsertEvents):
             return await conn.executemany(_numbered(_INSERT), [tuple(r[c] for c in EVENT_COLUMNS) for r in op.rows])
+        if isinstance(op, InsertToolCalls):
+            return await conn.executemany(_numbered(_INSERT_CALLS),
+                                          [tuple(r[c] for c in TOOL_CALL_COLUMNS) for r in op.rows])
         if isinstance(op, UpdateSessions):
             return await conn.executemany(_numbered(_UPDATE), op.rows)
         if not isinstance(op, LoadEvent):
@@ -207,6 +217,10 @@ class SqliteAppender:
         if isinstance(op, InsertEvents):
             return conn.executemany(_INSERT, [
                 tuple(_sqlite_time(r[c]) if c == "create_time" else r[c] for c in EVENT_COLUMNS) for r in op.rows
+            ])
+        if isinstance(op, InsertToolCalls):
+            return conn.executemany(_INSERT_CALLS, [
+                tuple(_sqlite_time(r[c]) if c.endswith("_time") else r[c] for c in TOOL_CALL_COLUMNS) for r in op.rows
             ])
         if isinstance(op, UpdateSessions):
             return conn.executemany(_UPDATE, [(v, s, n, _sqlite_time(t), pk) for v, s, n, t, pk in op.rows])

@@ -74,3 +74,14 @@ async def release_versions(conn: AsyncConnection, where: sa.ColumnElement[bool],
 def session_artifacts(app: str, user: str, session: str) -> sa.ColumnElement[bool]:
     """A session's own artifacts (never the user's, whose session_id is "")."""
     return sa.and_(_V.app == app, _V.user_id == user, _V.session_id == session)
+
+
+def staged_by(call: str) -> sa.ColumnElement[bool]:
+    """The versions a tool call staged (release them to drop the call's saves)."""
+    return _V.staged_call == call
+
+
+async def publish_staged(conn: AsyncConnection, call: str) -> int:
+    """Makes the versions ``call`` staged visible, in the caller's transaction."""
+    result = await conn.execute(sa.update(artifact_versions).where(staged_by(call)).values(staged_call=None))
+    return int(result.rowcount or 0)

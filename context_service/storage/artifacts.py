@@ -65,6 +65,13 @@ def _scope_clause(scope: ArtifactScope) -> sa.ColumnElement[bool]:
     return sa.and_(_V.app == scope.app, _V.user_id == scope.user, _V.session_id == (scope.session or ""))
 
 
+def _visible(call: str | None) -> sa.ColumnElement[bool]:
+    """Versions a reader sees: the published ones, and those staged by the
+    tool call ``call`` (its own writes)."""
+    published = _V.staged_call.is_(None)
+    return published if call is None else sa.or_(published, _V.staged_call == call)
+
+
 def _record(row: Any, scope: ArtifactScope) -> ArtifactVersionRecord:
     return ArtifactVersionRecord(
         scope=scope, artifact=row.artifact, version=int(row.version), mime_type=row.mime_type,
@@ -99,7 +106,7 @@ class SqlArtifactStore:
 
     async def save(
         self, scope: ArtifactScope, artifact: str, *, mime_type: str, text: bool, custom_metadata: JsonObject,
-        chunks: AsyncIterable[bytes], digest: ContentDigest, quota_bytes: int,
+        chunks: AsyncIterable[bytes], digest: ContentDigest, quota_bytes: int, staged_call: str | None = None,
     ) -> ArtifactVersionRecord:
         blobs = self.blobs
         upload = blobs.kind + secrets.token_hex(16)
@@ -118,7 +125,7 @@ class SqlArtifactStore:
                 try:
                     record, stored = await self._commit(
                         scope, artifact, upload, sha=sha, size=digest.size, parts=parts, mime_type=mime_type,
-                        text=text, custom_metadata=custom_metadata, quota_bytes=quota_bytes,
+                        text=text, custom_metadata=custom_metadata, quota_bytes=quota_bytes, staged_call=staged_call,
                     )
                     break
                 except IntegrityError:
@@ -148,7 +155,7 @@ class SqlArtifactStore:
 
     async def _commit(
         self, scope: ArtifactScope, artifact: str, upload: str, *, sha: str, size: int, parts: int,
-        mime_type: str, text: bool, custom_metadata: JsonObject, quota_bytes: int,
+        mime_type: str, text: bool, custom_metadata: JsonObject, quota_bytes: int, staged_call: str | None,
     ) -> tuple[ArtifactVersionRecord, bool]:
         """The version, and whether the upload's bytes became its blob's
         (False: the blob was stored already; the upload's bytes are dropped,
@@ -196,7 +203,7 @@ class SqlArtifactStore:
                 "app": scope.app, "user_id": scope.user, "session_id": scope.session or "", "artifact": artifact,
                 "version": version, "mime_type": mime_type, "size_bytes": size, "sha256": sha, "is_text": text,
                 "metadata_json": json.dumps(custom_metadata, separators=(",", ":"), sort_keys=True),
-                "create_time": now,
+                "create_time": now, "staged_call": staged_call,
             }
             await conn.execute(sa.insert(artifact_versions).values(values))
         record = ArtifactVersionRecord(
@@ -247,8 +254,9 @@ class SqlArtifactStore:
 
     # --- read -------------------------------------------------------------------
 
-    async def get_version(self, scope: ArtifactScope, artifact: str, version: int | None) -> ArtifactVersionRecord:
-        stmt = sa.select(artifact_versions).where(_scope_clause(scope), _V.artifact == artifact)
+    async def get_version(self, scope: ArtifactScope, artifact: str, version: int | None,
+                          call: str | None = None) -> ArtifactVersionRecord:
+        stmt = sa.select(artifact_versions).where(_scope_clause(scope), _V.artifact == artifact, _visible(call))
         stmt = stmt.where(_V.version == version) if version is not None else stmt.order_by(_V.version.desc()).limit(1)
         async with self._store.read_connection() as conn:
             row = (await conn.execute(stmt)).first()
@@ -273,15 +281,17 @@ class SqlArtifactStore:
             # Deleted while being read.
             raise not_found(record.scope, record.artifact, record.version) from None
 
-    async def list_names(self, app: str, user: str, session: str | None) -> list[str]:
+    async def list_names(self, app: str, user: str, session: str | None, call: str | None = None) -> list[str]:
         sessions = [""] if session is None else ["", session]
         stmt = (sa.select(_V.artifact).distinct()
-                .where(_V.app == app, _V.user_id == user, _V.session_id.in_(sessions)).order_by(_V.artifact))
+                .where(_V.app == app, _V.user_id == user, _V.session_id.in_(sessions), _visible(call))
+                .order_by(_V.artifact))
         async with self._store.read_connection() as conn:
             return list((await conn.execute(stmt)).scalars())
 
-    async def list_versions(self, scope: ArtifactScope, artifact: str) -> list[ArtifactVersionRecord]:
-        stmt = (sa.select(artifact_versions).where(_scope_clause(scope), _V.artifact == artifact)
+    async def list_versions(self, scope: ArtifactScope, artifact: str,
+                            call: str | None = None) -> list[ArtifactVersionRecord]:
+        stmt = (sa.select(artifact_versions).where(_scope_clause(scope), _V.artifact == artifact, _visible(call))
                 .order_by(_V.version))
         async with self._store.read_connection() as conn:
             return [_record(row, scope) for row in (await conn.execute(stmt)).all()]
@@ -295,8 +305,8 @@ class SqlArtifactStore:
 
     # --- delete -------------------------------------------------------------------
 
-    async def delete(self, scope: ArtifactScope, artifact: str, version: int | None) -> int:
-        where = sa.and_(_scope_clause(scope), _V.artifact == artifact)
+    async def delete(self, scope: ArtifactScope, artifact: str, version: int | None, call: str | None = None) -> int:
+        where = sa.and_(_scope_clause(scope), _V.artifact == artifact, _visible(call))
         if version is not None:
             where = sa.and_(where, _V.version == version)
         released: list[tuple[str, str]] = []

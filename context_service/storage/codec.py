@@ -48,7 +48,7 @@ def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value) if value is not None else None
 
 
-def _part_json(p: m.Part) -> dict[str, Any]:
+def part_json(p: m.Part) -> dict[str, Any]:
     out: dict[str, Any]
     if p.text is not None:
         out = {"text": p.text}
@@ -71,7 +71,7 @@ def _part_json(p: m.Part) -> dict[str, Any]:
     return out
 
 
-def _part(d: dict[str, Any]) -> m.Part:
+def part_from_json(d: dict[str, Any]) -> m.Part:
     common = {"thought": d.get("thought", False), "thought_signature": base64.b64decode(d.get("thought_signature", ""))}
     if "text" in d:
         return m.Part(text=d["text"], **common)
@@ -159,7 +159,7 @@ def event_body(e: m.Event) -> str:
     """The JSON body: everything not stored in its own column."""
     body: dict[str, Any] = {}
     if e.content is not None:
-        body["content"] = {"role": e.content.role, "parts": [_part_json(p) for p in e.content.parts]}
+        body["content"] = {"role": e.content.role, "parts": [part_json(p) for p in e.content.parts]}
     if e.usage is not None:
         body["usage"] = _usage_json(e.usage)
     if e.cache is not None:
@@ -217,7 +217,7 @@ def event_from_row(row: Any) -> m.Event:
     return m.Event(
         id=row.event_id,
         author=row.author,
-        content=m.Content(content["role"], tuple(_part(p) for p in content["parts"])) if content is not None else None,
+        content=m.Content(content["role"], tuple(part_from_json(p) for p in content["parts"])) if content is not None else None,
         sequence=row.sequence,
         invocation_id=row.invocation_id,
         branch=row.branch,

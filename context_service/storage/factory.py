@@ -21,6 +21,7 @@ from context_service.ports import (
     MemoryStore,
     SessionHeads,
     SessionStore,
+    ToolCalls,
 )
 from context_service.settings import ContextSettings
 from context_service.storage.artifacts import SqlArtifactStore
@@ -31,6 +32,7 @@ from context_service.storage.heads import SqliteSessionHeads, StoreSessionHeads
 from context_service.storage.lifecycle import SqlLifecycleReader
 from context_service.storage.memory_store import SqlMemoryStore
 from context_service.storage.sql_store import SqlSessionStore, open_from_settings
+from context_service.storage.tool_calls import SqlToolCalls
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Backend:
     jobs: CompactionJobs
     artifacts: ArtifactStore
     memory: MemoryStore
+    tool_calls: ToolCalls
     # Where artifact bytes live outside the database, when they do.
     objects: BlobStore | None = None
 
@@ -63,6 +66,7 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads, objects: BlobStore 
         jobs=SqlJobStore(store),
         artifacts=SqlArtifactStore(store, objects),
         memory=SqlMemoryStore(store),
+        tool_calls=SqlToolCalls(store),
         objects=objects,
     )
 

@@ -46,6 +46,7 @@ from context_service.domain.paging import (
     encode_session_cursor,
 )
 from context_service.domain.session_records import AppendResult, SessionRecord, StateDelta
+from context_service.domain.tool_tokens import OpenCall, merge_delta, response_ids
 from context_service.domain.update_masks import apply_config_fields
 from context_service.storage import codec, schema
 from context_service.storage.append_core import CoreOps
@@ -66,6 +67,8 @@ from context_service.storage.engine import (
 from context_service.storage.group_commit import GroupCommitter
 from context_service.storage.shared_state import load_shared
 from context_service.storage.tables import events, sessions
+from context_service.storage.tool_call_rows import any_open, drop_session_calls, open_row
+from context_service.storage.tool_call_rows import collect as collect_calls
 
 if TYPE_CHECKING:
     from context_service.settings import ContextSettings
@@ -279,19 +282,24 @@ class SqlSessionStore:
             await conn.execute(sa.delete(sessions).where(sessions.c.pk == row.pk))
             # Its own artifacts go with it; the user's ("user:") stay.
             await release_versions(conn, session_artifacts(key.app, key.user, key.session))
+            await drop_session_calls(conn, key)
 
     # --- events -------------------------------------------------------------------
 
     async def append_event(self, key: SessionKey, event: Event, *, expected_etag: str | None = None,
-                           state_delta: StateDelta | None = None) -> AppendResult:
+                           state_delta: StateDelta | None = None, open_calls: Sequence[OpenCall] = ()) -> AppendResult:
         if not event.id:
             event = dataclasses.replace(event, id=new_id())
         body = codec.event_body(event)
         fingerprint = codec.event_fingerprint(event, body)
-        if state_delta:
-            # Its own transaction, so the event and its states commit together.
-            return (await self._append_all([Append(key, event, expected_etag, body, fingerprint, state_delta)]))[0]
-        return await self._appends.submit(Append(key, event, expected_etag, body, fingerprint))
+        now = self._clock()
+        item = Append(key, event, expected_etag, body, fingerprint, state_delta,
+                      tuple(open_row(c, now) for c in open_calls))
+        if state_delta or await self._answers_open_calls([item]):
+            # Its own transaction, so the event, its states and the tool
+            # calls it answers commit together.
+            return (await self._append_all([item]))[0]
+        return await self._appends.submit(item)
 
     async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
         """ports.SessionStore.append_events: one transaction of its own."""
@@ -301,12 +309,47 @@ class SqlSessionStore:
                 event = dataclasses.replace(event, id=new_id())
             body = codec.event_body(event)
             items.append(Append(key, event, None, body, codec.event_fingerprint(event, body)))
-        return await self._append_all(items)
+        return await self._append_all(items, collect=await self._answers_open_calls(items))
 
-    async def _append_all(self, items: Sequence[Append]) -> list[AppendResult]:
-        """The plan on SQLAlchemy Core in a write transaction, all or nothing."""
+    async def _answers_open_calls(self, items: Sequence[Append]) -> bool:
+        """Whether an item is a function response to a call with an open tool
+        token (most appends answer none: no query)."""
+        for item in items:
+            ids = response_ids(item.event.content.parts) if item.event.content is not None else []
+            if ids:
+                async with self.read_connection() as conn:
+                    if await any_open(conn, item.key, ids):
+                        return True
+        return False
+
+    async def _append_all(self, items: Sequence[Append], *, collect: bool = True) -> list[AppendResult]:
+        """The plan on SQLAlchemy Core in a write transaction, all or nothing;
+        with ``collect``, a function response closes the tool calls it
+        answers in the same transaction (their staged effects join it)."""
         async with self.write_transaction() as conn:
-            return await execute(plan_all(items, self._clock()), CoreOps(conn, self.lock_sessions))
+            now = self._clock()
+            if collect:
+                items = [await self._collected(conn, item, now) for item in items]
+            return await execute(plan_all(items, now), CoreOps(conn, self.lock_sessions))
+
+    @staticmethod
+    async def _collected(conn: AsyncConnection, item: Append, now: dt.datetime) -> Append:
+        """``item`` with the staged effects of the open calls it answers: their
+        state delta merged under its own, their attachments after its parts.
+        The fingerprint stays the submitted event's, so a retry of the same
+        append is recognized."""
+        content = item.event.content
+        ids = response_ids(content.parts) if content is not None else []
+        if not ids:
+            return item
+        found = await collect_calls(conn, item.key, ids, now)
+        if not found.calls or (not found.parts and not found.delta):
+            return item
+        event = item.event
+        if found.parts and content is not None:
+            event = dataclasses.replace(event, content=dataclasses.replace(content, parts=content.parts + found.parts))
+        delta = merge_delta(found.delta, item.delta) if item.delta else found.delta
+        return dataclasses.replace(item, event=event, body=codec.event_body(event), delta=delta or None)
 
     async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
         async with self._write_lock:

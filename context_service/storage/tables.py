@@ -138,7 +138,12 @@ artifact_versions = sa.Table(
     sa.Column("is_text", sa.Boolean, nullable=False),
     sa.Column("metadata_json", sa.Text, nullable=False),
     sa.Column("create_time", UtcDateTime, nullable=False),
+    # The tool call (its token id) a staged version waits for: invisible
+    # (but for that call's own reads) until its function response is
+    # appended, dropped with its bytes at the call's deadline. NULL: visible.
+    sa.Column("staged_call", sa.String(32), nullable=True),
     sa.UniqueConstraint("app", "user_id", "session_id", "artifact", "version"),
+    sa.Index(None, "staged_call"),
     sqlite_autoincrement=True,
 )
 
@@ -207,6 +212,28 @@ memory_metadata = sa.Table(
     sa.Column("memory_pk", BigIntKey, sa.ForeignKey("memories.pk", ondelete="CASCADE"), primary_key=True),
     sa.Column("key", sa.String(128), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
+)
+
+# One row per minted tool token (domain.tool_tokens): its call, its
+# deadline, its state (open; collected when the function response was
+# appended; dropped at its deadline) and the effects staged against it (a
+# state delta, attachments as Part JSON). Every replica checks the state:
+# that is the revocation.
+tool_calls = sa.Table(
+    "tool_calls",
+    metadata,
+    sa.Column("token_id", sa.String(32), primary_key=True),
+    sa.Column("app", sa.String(128), nullable=False),
+    sa.Column("user_id", sa.String(128), nullable=False),
+    sa.Column("session_id", sa.String(128), nullable=False),
+    sa.Column("call_id", sa.String(256), nullable=False),
+    sa.Column("event_id", sa.String(128), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("expire_time", UtcDateTime, nullable=False),
+    sa.Column("staged_json", sa.Text, nullable=False),
+    sa.Column("create_time", UtcDateTime, nullable=False),
+    sa.Index(None, "app", "user_id", "session_id", "call_id"),
+    sa.Index(None, "state", "expire_time"),
 )
 
 # What each backend's migration adds for search and this metadata leaves

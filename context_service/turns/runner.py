@@ -54,6 +54,7 @@ from context_service.domain.cache_calls import CacheScope, LeaseRequest
 from context_service.domain.config import ContextConfig
 from context_service.domain.model import Event, SessionKey
 from context_service.ports import CachePort, SessionStore
+from context_service.tools.service import MintedToken, ToolContexts
 from context_service.turns import telemetry
 from context_service.turns.gateway import ModelGateway, cache_scope, lease_request
 from context_service.turns.types import Turn, TurnResult
@@ -76,9 +77,11 @@ class TurnCompaction(Protocol):
 
 class TurnRunner:
     def __init__(
-        self, *, sessions: SessionStore, builder: ContextBuilder, compaction: TurnCompaction, cache: CachePort
+        self, *, sessions: SessionStore, builder: ContextBuilder, compaction: TurnCompaction, cache: CachePort,
+        tools: ToolContexts | None = None,
     ) -> None:
         self._sessions = sessions
+        self._tools = tools
         self._builder = builder
         self._compaction = compaction
         self.gateway = ModelGateway(cache)
@@ -95,14 +98,14 @@ class TurnRunner:
             first: AgentCtxError | None = None
             while True:
                 try:
-                    reply, deduplicated = await self._attempt(key, turn, built, deadline)
+                    reply, deduplicated, tokens = await self._attempt(key, turn, built, deadline)
                     break
                 except AgentCtxError as err:
                     if not turn_rules.is_context_overflow(err):
                         raise
                     built = await self._recover(key, turn, err, first, compactions, deadline)
                     first = err
-            result = await self._finish(key, reply, built, compactions, deduplicated, deadline)
+            result = await self._finish(key, reply, built, compactions, deduplicated, deadline, tokens)
             telemetry.completed(span, result, stream=False, overflow_recovered=first is not None)
             return result
 
@@ -113,13 +116,15 @@ class TurnRunner:
         inputs = len(turn.inputs) - (len(turn.build.inputs) - len(built.parts.inputs))
         if not turn.store:
             inputs = turn_rules.current_input_count([r.content for r in built.selection.history], inputs)
-        return scope, lease_request(key, built.config.cache, inputs)
+        # Attachments sit among the last contents, after the leased prefix.
+        return scope, lease_request(key, built.config.cache, inputs + len(built.parts.attachments))
 
-    async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext, deadline: turn_rules.Deadline) -> tuple[Event, bool]:
+    async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext,
+                       deadline: turn_rules.Deadline) -> tuple[Event, bool, tuple[MintedToken, ...]]:
         _require_time(deadline)
         scope, lease = self._lease(key, turn, built)
         answer = await self.gateway.generate(scope, built, lease, deadline)
-        return await self._store_reply(key, turn, answer)
+        return await self._store_reply(key, turn, answer, built)
 
     # --- StreamGenerate ---------------------------------------------------------
 
@@ -138,6 +143,7 @@ class TurnRunner:
             first: AgentCtxError | None = None
             reply: Event | None = None
             deduplicated = False
+            tokens: tuple[MintedToken, ...] = ()
             while True:
                 _require_time(deadline)
                 scope, lease = self._lease(key, turn, built)
@@ -146,7 +152,7 @@ class TurnRunner:
                 try:
                     async for item in self.gateway.stream(scope, built, lease, deadline):
                         if isinstance(item, turn_rules.ModelAnswer):
-                            reply, deduplicated = await self._store_reply(key, turn, item)
+                            reply, deduplicated, tokens = await self._store_reply(key, turn, item, built)
                         else:
                             chunk = turn_rules.chunk_event(
                                 item, turn.ids, len(partials), author=turn.author, branch=turn.branch
@@ -163,7 +169,7 @@ class TurnRunner:
                 built = await self._recover(key, turn, overflow, first, compactions, deadline)
                 first = overflow
             assert reply is not None  # the gateway's stream always ends with the answer
-            result = await self._finish(key, reply, built, compactions, deduplicated, deadline)
+            result = await self._finish(key, reply, built, compactions, deduplicated, deadline, tokens)
             telemetry.completed(span, result, stream=True, overflow_recovered=first is not None, chunks=len(partials))
             yield result
 
@@ -174,6 +180,8 @@ class TurnRunner:
         is stored, the context for the model call."""
         if not turn.store:
             return await self._build(key, turn, deadline)
+        # A missing attachment fails the turn before its input is stored.
+        await self._builder.resolve_attachments(key, turn.build.attachments)
         # All or nothing: a turn that fails while storing its input leaves none
         # of it. One input (most turns) takes the store's group-commit path.
         if len(turn.inputs) == 1:
@@ -194,12 +202,17 @@ class TurnRunner:
         exclude = turn.input_ids if turn.store else frozenset()
         return await self._builder.build(head, turn.build, remaining=deadline.remaining(), exclude_events=exclude)
 
-    async def _store_reply(self, key: SessionKey, turn: Turn, answer: turn_rules.ModelAnswer) -> tuple[Event, bool]:
+    async def _store_reply(self, key: SessionKey, turn: Turn, answer: turn_rules.ModelAnswer,
+                           built: BuiltContext) -> tuple[Event, bool, tuple[MintedToken, ...]]:
+        """The stored reply, whether an earlier attempt stored it, and the
+        tokens for its function calls (stored with it: none when it was
+        stored before, see the servicer)."""
         event = turn_rules.reply_event(answer, turn.ids, author=turn.author, branch=turn.branch)
         if not turn.store:
-            return event, False
+            return event, False, ()
+        minted = self._tools.prepare(key, event, built.config.tools) if self._tools is not None else []
         try:
-            result = await self._sessions.append_event(key, event)
+            result = await self._sessions.append_event(key, event, open_calls=[row for _, row in minted])
         except AlreadyExists as err:
             if err.reason != Reason.EVENT_ID_CONFLICT:
                 raise
@@ -207,8 +220,9 @@ class TurnRunner:
             stored = await self._sessions.get_event(key, turn.ids.reply_id)
             if stored is None or not turn_rules.is_reply(stored):
                 raise turn_rules.reply_id_conflict() from None
-            return stored, True
-        return result.event, result.deduplicated
+            return stored, True, ()
+        tokens = () if result.deduplicated else tuple(token for token, _ in minted)
+        return result.event, result.deduplicated, tokens
 
     async def _recover(
         self, key: SessionKey, turn: Turn, err: AgentCtxError, first: AgentCtxError | None,
@@ -230,13 +244,16 @@ class TurnRunner:
 
     async def _finish(
         self, key: SessionKey, reply: Event, built: BuiltContext, compactions: list[Event], deduplicated: bool,
-        deadline: turn_rules.Deadline,
+        deadline: turn_rules.Deadline, tokens: tuple[MintedToken, ...] = (),
     ) -> TurnResult:
         boundary: list[Event] = []
         background = False
         if not deduplicated:
             usage = reply.usage
             reported = usage.prompt_tokens + usage.output_tokens if usage is not None and usage.prompt_tokens else None
+            if reported is not None and built.accounting.attachments.tokens:
+                # Attachments go with this call only, never into the history.
+                reported = max(0, reported - built.accounting.attachments.tokens)
             try:
                 # The build's config: the check need not read the session again.
                 outcome = await self._compaction.maybe_compact_at_turn_boundary(
@@ -250,7 +267,7 @@ class TurnRunner:
                 if outcome.compacted and outcome.event is not None:
                     boundary.append(outcome.event)
                 background = outcome.background_scheduled
-        return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated)
+        return TurnResult(reply, built.accounting, (*compactions, *boundary), background, deduplicated, tokens)
 
 
 def _require_time(deadline: turn_rules.Deadline) -> None:

@@ -9,6 +9,7 @@ from context_service.building.types import BuildRequest
 from context_service.domain import turn_rules
 from context_service.domain.model import Event
 from context_service.domain.selection import Accounting
+from context_service.tools.service import MintedToken
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +39,5 @@ class TurnResult:
     compactions: tuple[Event, ...] = ()
     background_scheduled: bool = False
     deduplicated: bool = False
+    # The tokens minted for the reply's function calls, stored with it.
+    tokens: tuple[MintedToken, ...] = ()

@@ -145,3 +145,17 @@ def test_a_home_of_the_one_file_keeps_its_keys_and_loses_the_file(tmp_path: path
     assert not legacy.exists()
     assert "s3cret" not in configs.context.read_text() and "a2V5" not in configs.context.read_text()
     assert wrong_modes(home) == {}
+
+
+def test_the_context_replicas_share_one_tool_token_key_across_restarts(tmp_path: pathlib.Path) -> None:
+    """Tokens minted on one context replica verify on the other, and after
+    a restart: one key in the context replicas' file, kept, never in the
+    cache replicas' file."""
+    cluster = Cluster(home=tmp_path / "home", context_port=51000, cache_port=52000)
+    first = prepare_cluster_home(cluster)
+    keys = tomllib.loads(first.context.read_text())["context"]["tool_token_keys"]
+    again = prepare_cluster_home(cluster)
+    assert tomllib.loads(again.context.read_text())["context"]["tool_token_keys"] == keys
+    assert len(keys) == 1 and len(keys[0]["secret"]) == 64
+    assert keys[0]["secret"] not in again.cache.read_text()
+    assert wrong_modes(cluster.home) == {}

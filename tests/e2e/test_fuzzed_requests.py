@@ -157,7 +157,8 @@ VALID: dict[str, dict[str, Any]] = {
     "AppendEvent": {"parent": SESSION, "event": {"author": "agent", "content": CALL, "invocation_id": "i1"},
                     "state_delta": {"session": {"k": 1}, "user": {"u": "x"}, "app": {"a": [1]}}},
     "BatchAppendEvents": {"parent": SESSION, "events": [
-        {"author": "agent", "content": CALL, "invocation_id": "i2"}, {"author": "user", "content": TEXT}]},
+        {"id": "fz-call", "author": "agent", "content": CALL, "invocation_id": "i2"},
+        {"author": "user", "content": TEXT}]},
     "ListEvents": {"parent": SESSION, "page_size": 5, "include_compactions": True, "most_recent": 3,
                    "after_time": "2020-01-01T00:00:00Z"},
     "GetSharedState": {"parent": "apps/fuzz/users/u1"},
@@ -166,6 +167,7 @@ VALID: dict[str, dict[str, Any]] = {
     "Generate": TURN,
     "StreamGenerate": {"turn": TURN},
     "GetContextLifecycle": {"session": SESSION, "model": "local-sim-1"},
+    "MintToolTokens": {"session": SESSION, "event_id": "fz-call"},
     "InvalidateContextCache": {"session": SESSION, "model": "local-sim-1", "confirmation": {
         "app": "fuzz", "user": "u1", "session": "s1", "model": "local-sim-1", "scope_fingerprint": "0" * 64}},
     "AcquireLease": {"scope": SCOPE, "prefix": {"history": HISTORY, "tools": TOOLS}, "ttl": "30s"},

@@ -672,16 +672,21 @@ def test_python_client_types_carry_every_field(data: st.DataObject) -> None:
     assert not unexposed, f"Event fields agentctx_client.Event does not expose: {unexposed}"
 
 
-def test_python_client_artifact_and_memory_types_expose_every_field() -> None:
-    """A field added to ArtifactVersion or MemoryEntry is an attribute of the
-    client's type, with the proto's value (timestamps as datetimes)."""
-    from agentctx.context.v1 import artifacts_pb2
+def test_python_client_artifact_memory_and_tool_types_expose_every_field() -> None:
+    """A field added to ArtifactVersion, MemoryEntry or the tool context's
+    messages (ToolToken, ToolIdentity, ToolState) is an attribute of the
+    client's type, with the proto's value (timestamps as datetimes,
+    repeated fields as tuples)."""
+    from agentctx.context.v1 import artifacts_pb2, tool_context_pb2
     from agentctx.memory.v1 import memory_service_pb2
-    from agentctx_client import ArtifactVersion, MemoryEntry
+    from agentctx_client import ArtifactVersion, MemoryEntry, ToolIdentity, ToolState, ToolToken
 
     for proto_type, client_type, build in ((artifacts_pb2.ArtifactVersion, ArtifactVersion,
                                             ArtifactVersion.from_proto),
-                                           (memory_service_pb2.MemoryEntry, MemoryEntry, MemoryEntry.from_proto)):
+                                           (memory_service_pb2.MemoryEntry, MemoryEntry, MemoryEntry.from_proto),
+                                           (tool_context_pb2.ToolToken, ToolToken, ToolToken.from_proto),
+                                           (tool_context_pb2.ToolIdentity, ToolIdentity, ToolIdentity.from_proto),
+                                           (tool_context_pb2.ToolState, ToolState, ToolState.from_proto)):
         sent = proto_type()
         for f in proto_type.DESCRIPTOR.fields:
             if f.message_type is not None and f.message_type.full_name == "google.protobuf.Timestamp":
@@ -690,6 +695,8 @@ def test_python_client_artifact_and_memory_types_expose_every_field() -> None:
                 getattr(sent, f.name).update({"k": "v"})
             elif f.message_type is not None:  # a map<string, string>
                 getattr(sent, f.name)["k"] = "v"
+            elif f.is_repeated:
+                getattr(sent, f.name).extend([f"{f.name}-1", f"{f.name}-2"])
             elif f.type == descriptor.FieldDescriptor.TYPE_BOOL:
                 setattr(sent, f.name, True)
             elif f.type == descriptor.FieldDescriptor.TYPE_STRING:
@@ -704,5 +711,7 @@ def test_python_client_artifact_and_memory_types_expose_every_field() -> None:
                 assert value is not None and value.timestamp() == 1_760_000_000, f.name
             elif f.message_type is not None:
                 assert dict(value) == {"k": "v"}, f.name
+            elif f.is_repeated:
+                assert value == (f"{f.name}-1", f"{f.name}-2"), f.name
             else:
                 assert value == getattr(sent, f.name), f.name

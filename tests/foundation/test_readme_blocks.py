@@ -231,6 +231,8 @@ def test_configuration_walkthrough_diagnostics_and_python_snippets_run_as_writte
         assert out.count("ERROR:") == 1, out  # the stale etag, shown
         assert out.count('"status": "SERVING"') == 4, out  # two health checks of each service
         assert '"compacted": true' in out, out
+        assert '"tool": "write_report"' in out and '"reported": true' in out, out  # through the tool's token
+        assert re.search(r'"artifacts": \[\s*"report\.md"', out), out  # listed once the response collected it
 
         diagnostics = _run("G=unused\n" + _only("diagnostics"), clone, env)
         out = diagnostics.stdout
@@ -242,10 +244,13 @@ def test_configuration_walkthrough_diagnostics_and_python_snippets_run_as_writte
         assert diagnostics.returncode == 1
         assert "INVALIDATION_CONFIRMATION_MISMATCH" in diagnostics.stderr and "scope_fingerprint" in diagnostics.stderr
 
-        first, errors = _snippets("client")
+        [tools] = [s for s in _snippets("client") if "ToolContext" in s]
+        first, errors = [s for s in _snippets("client") if s != tools]
         assert _run_python_snippet(first, clone, ports).strip()  # the reply's text and request tokens
         # The reason prints as its name (not 40), the etag follows.
         assert _run_python_snippet(errors, clone, ports).startswith("ETAG_MISMATCH ")
+        # The tool's staged save, visible once the agent answered the call.
+        assert _run_python_snippet(tools, clone, ports).strip() == "# Oslo: sunny"
     finally:
         _stop_group(pair)
     text = log.read_text()

@@ -9,6 +9,11 @@ conversation:
 - agent.js: plain Node.js with the stubs loaded from protos/ at run time
   (@grpc/grpc-js and @grpc/proto-loader).
 
+and artifacts_memory.ts, on the same generated stubs: artifacts saved and
+loaded as streams, attached to BuildContext, and memory searched; and
+tool_agent.ts, whose tool runs in a separate Node process
+(tool_process.ts) holding only its tool token.
+
 Node packages come from package-lock.json (npm ci)."""
 
 from __future__ import annotations
@@ -140,3 +145,69 @@ def test_openai_agents_sdk_session_in_typescript(ts_agent: list[str], certs_dir:
 
 def test_node_agent_with_protos_loaded_at_run_time(node: str, certs_dir: pathlib.Path, tmp_path: pathlib.Path) -> None:
     run_agent([node, str(HERE / "agent.js")], certs_dir, tmp_path)
+
+
+def test_typescript_artifacts_attachments_and_memory(ts_agent: list[str], certs_dir: pathlib.Path,
+                                                     tmp_path: pathlib.Path) -> None:
+    """artifacts_memory.ts on the generated ArtifactService, ContextService
+    and MemoryService stubs: streamed save and load, a pinned version
+    attached to BuildContext next to a user image, memory added and found."""
+    node, _ = ts_agent
+    pair = ServiceProcesses(certs_dir, tmp_path).start()
+    try:
+        run = subprocess.run([node, str(HERE / "build" / "artifacts_memory.js")], env=_env(pair, certs_dir),
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        pair.stop()
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report == {
+        "ok": True, "versions_saved": [0, 1, 0], "sha256_matches": True,
+        "loaded_text": "Day 1: Belém. Day 2: Sintra.", "loaded_metadata": {"by": "ts"},
+        "versions": [len("Day 1: Belém. Day 2: Sintra.".encode()), len("Day 1: Alfama.")],
+        "names": ["plan.md", "user:map.png"], "contents": 3, "attached_text": "Day 1: Alfama.",
+        "attached_image": {"mime_type": "image/png", "bytes": 1024},
+        "attachment_bytes": report["attachment_bytes"],
+        # Any of the query's words, ranked: the entry about seats first.
+        "matches": ["apps/polyglot/users/ts-traveller/memories/seat", "apps/polyglot/users/ts-traveller/memories/food"],
+        "top_score_positive": True,
+        "filtered": ["apps/polyglot/users/ts-traveller/memories/food"],
+    }, report
+    assert report["attachment_bytes"] > 1024 + len("Day 1: Alfama.")
+
+
+def test_typescript_tool_runs_in_its_own_process_on_its_token(ts_agent: list[str], certs_dir: pathlib.Path,
+                                                              tmp_path: pathlib.Path) -> None:
+    """tool_agent.ts runs Generate with a declared tool on the local
+    simulator and hands the call's token to tool_process.ts, a second Node
+    process whose certificate grants no app: it reads identity and state,
+    stages a state key and saves an artifact through ToolContextService,
+    and is refused the agent's ContextService and an undeclared capability.
+    The writes land with the function response, which revokes the token."""
+    node, _ = ts_agent
+    pair = ServiceProcesses(certs_dir, tmp_path, context={"require_client_cert": True}).start()
+    env = {**_env(pair, certs_dir), "AGENTCTX_TOOL_CERT": str(certs_dir / "context-client.pem"),
+           "AGENTCTX_TOOL_KEY": str(certs_dir / "context-client.key")}
+    try:
+        run = subprocess.run([node, str(HERE / "build" / "tool_agent.js")], env=env, capture_output=True, text=True,
+                             timeout=120)
+    finally:
+        pair.stop()
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["call"] == {"name": "write_report", "id_matches": True}
+    assert report["token"] == {"tool": "write_report", "capabilities": ["identity", "state_read", "state_write",
+                                                                          "artifact_put"], "has_deadline": True}
+    tool = report["tool"]
+    assert tool["identity"]["tool"] == "write_report" and tool["identity"]["session"].startswith("apps/polyglot-tools/")
+    assert (tool["city"], tool["staged_state"]) == ("Oslo", "Oslo")
+    assert tool["saved"] == {"artifact": "report.md", "version": 0, "size_bytes": len("# Weather in Oslo\nsunny, 21 C")}
+    assert tool["refused"] == {"agent_call": "PermissionDenied", "undeclared": {
+        "code": "PermissionDenied", "reason": "TOOL_CAPABILITY_MISSING",
+        "metadata": {"capability": "artifact_delete", "tool": "write_report"}}}
+    assert report["before"] == {"artifacts": [], "state_has_report": False}
+    assert report["after"] == {"artifacts": ["report.md"], "report": "# Weather in Oslo\nsunny, 21 C",
+                               "state_report_city": "Oslo"}
+    assert report["answer_tokens"] == 0
+    assert report["revoked"] == "PermissionDenied TOOL_TOKEN_REVOKED"
+    assert "tt1." not in run.stdout + run.stderr, "no token (tt1.<claims>.<mac>) in either process's output"

@@ -1,10 +1,11 @@
-// The context service's typed client over Connect's gRPC transport, with
+// The context service's typed clients over Connect's gRPC transport, with
 // TLS and the client certificate the environment names (AGENTCTX_TARGET,
-// AGENTCTX_CA, AGENTCTX_CERT, AGENTCTX_KEY).
+// AGENTCTX_CA, AGENTCTX_CERT, AGENTCTX_KEY; a tool process names its own,
+// which grants no app, in AGENTCTX_TOOL_CERT and AGENTCTX_TOOL_KEY).
 
 import { readFileSync } from "node:fs";
 
-import { type Client, createClient } from "@connectrpc/connect";
+import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import { ContextService } from "./gen/agentctx/context/v1/context_service_pb.js";
@@ -17,16 +18,23 @@ export function env(name: string): string {
   return value;
 }
 
-export function connect(): ContextClient {
-  const transport = createGrpcTransport({
+/** The TLS gRPC transport to the context service (AGENTCTX_TARGET, trusting
+ * AGENTCTX_CA), which serves ContextService, ArtifactService, MemoryService
+ * and ToolContextService, presenting the certificate and key the two
+ * variables named hold. */
+export function grpcTransport(certVar = "AGENTCTX_CERT", keyVar = "AGENTCTX_KEY"): Transport {
+  return createGrpcTransport({
     baseUrl: `https://${env("AGENTCTX_TARGET")}`,
     nodeOptions: {
       ca: readFileSync(env("AGENTCTX_CA")),
-      cert: readFileSync(env("AGENTCTX_CERT")),
-      key: readFileSync(env("AGENTCTX_KEY")),
+      cert: readFileSync(env(certVar)),
+      key: readFileSync(env(keyVar)),
       // The dev certificates name localhost; the target is an address.
       servername: "localhost",
     },
   });
-  return createClient(ContextService, transport);
+}
+
+export function connect(): ContextClient {
+  return createClient(ContextService, grpcTransport());
 }

@@ -15,7 +15,7 @@ from cryptography.x509 import load_pem_x509_certificate
 from google.protobuf import field_mask_pb2
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import context_service_pb2_grpc, session_pb2
+from agentctx.context.v1 import context_service_pb2_grpc, session_pb2, tool_context_pb2
 from agentctx_common.certs import CONTEXT_SERVICE_ID, SAMPLE_AGENT_ID, Leaf, issue
 from agentctx_common.errors import ConfigError, PermissionDenied, Unauthenticated
 from context_service.authz import Authorizer, TokenGrant
@@ -41,6 +41,7 @@ def _every_rpc(parent: str) -> dict[str, object]:
         "AppendEvent": append_request(name, pb_text_event("e1")),
         "BatchAppendEvents": pb.BatchAppendEventsRequest(parent=name, events=[pb_text_event("e2")]),
         "ListEvents": pb.ListEventsRequest(parent=name),
+        "MintToolTokens": tool_context_pb2.MintToolTokensRequest(session=name, event_id="e1"),
         "DeleteSession": pb.DeleteSessionRequest(name=name),
     }
 

@@ -6,29 +6,48 @@ in ADK; versions count from 0, as ADK's do."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from google.adk.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from google.genai import types
 from typing_extensions import override
 
 from agentctx_adk._session_service import AgentCtxSessionService
+from agentctx_client import Artifact, NotFoundError, session_name, user_parent
 from agentctx_client import ArtifactVersion as CtxVersion
-from agentctx_client import ContextClient, NotFoundError, session_name, user_parent
 
 USER_PREFIX = "user:"
 
 
+class ArtifactCalls(Protocol):
+    """The artifact calls this service makes: ContextClient's, or a tool
+    token's (agentctx_adk._tool_context), which ignore ``parent``."""
+
+    async def save_artifact(self, parent: str, artifact: str, content: str | bytes, *, mime_type: str = ...,
+                            custom_metadata: Mapping[str, Any] | None = ...) -> CtxVersion: ...
+
+    async def load_artifact(self, parent: str, artifact: str, *, version: int | None = ...) -> Artifact: ...
+
+    async def list_artifacts(self, parent: str) -> list[str]: ...
+
+    async def list_artifact_versions(self, parent: str, artifact: str) -> list[CtxVersion]: ...
+
+    async def delete_artifact(self, parent: str, artifact: str) -> int: ...
+
+
 class AgentCtxArtifactService(BaseArtifactService):
     """Artifacts of the sessions ``sessions`` serves (the same client and
-    app prefix)."""
+    app prefix). ``calls`` makes the calls instead of that client
+    (AgentCtxToolPlugin gives a tool call's token's)."""
 
-    def __init__(self, sessions: AgentCtxSessionService) -> None:
+    def __init__(self, sessions: AgentCtxSessionService, *, calls: ArtifactCalls | None = None) -> None:
         self.sessions = sessions
+        self._calls = calls
 
     @property
-    def _client(self) -> ContextClient:
-        return self.sessions.client
+    def _client(self) -> ArtifactCalls:
+        return self._calls or self.sessions.client
 
     def _parent(self, app_name: str, user_id: str, filename: str, session_id: str | None) -> str:
         app = self.sessions.app_prefix + app_name

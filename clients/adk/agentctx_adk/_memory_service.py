@@ -7,6 +7,7 @@ BM25 ranking, best first."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
@@ -15,21 +16,37 @@ from google.genai import types
 from typing_extensions import override
 
 from agentctx_adk._session_service import AgentCtxSessionService
-from agentctx_client import ContextClient, NotFoundError
+from agentctx_client import MemoryAdded, MemoryMatch, NotFoundError
 from agentctx_client import MemoryEntry as CtxEntry
+
+
+class MemoryCalls(Protocol):
+    """The memory calls this service makes: ContextClient's, or a tool
+    token's (agentctx_adk._tool_context), bound to the token's user."""
+
+    async def add_session_to_memory(self, session: str) -> MemoryAdded: ...
+
+    async def add_memory(self, app: str, user: str, text: str, *, metadata: Mapping[str, str] | None = ...,
+                         author: str = ..., memory_id: str = ...) -> CtxEntry: ...
+
+    async def search_memory(self, app: str, user: str, query: str, *, limit: int = ...) -> list[MemoryMatch]: ...
+
+    async def delete_memory(self, name: str) -> None: ...
 
 
 class AgentCtxMemoryService(BaseMemoryService):
     """Memory of the users of the sessions ``sessions`` serves (the same
-    client and app prefix)."""
+    client and app prefix). ``calls`` makes the calls instead of that
+    client (AgentCtxToolPlugin gives a tool call's token's)."""
 
-    def __init__(self, sessions: AgentCtxSessionService, *, limit: int = 10) -> None:
+    def __init__(self, sessions: AgentCtxSessionService, *, limit: int = 10, calls: MemoryCalls | None = None) -> None:
         self.sessions = sessions
         self.limit = limit
+        self._calls = calls
 
     @property
-    def _client(self) -> ContextClient:
-        return self.sessions.client
+    def _client(self) -> MemoryCalls:
+        return self._calls or self.sessions.client
 
     @override
     async def add_session_to_memory(self, session: Session) -> None:

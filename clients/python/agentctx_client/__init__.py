@@ -67,13 +67,29 @@ reason this client does not know: then decide by the class), ``metadata``,
     └── UnknownError              UNKNOWN
 
 ``error_from_rpc`` decodes a grpc.aio.AioRpcError of a raw stub the same way.
+
+Tools
+-----
+Each function call of a stored reply gets a tool token
+(``GenerateResult.tool_tokens``, ``turn.tool_token(call)``, or
+``client.mint_tool_tokens(session, event_id)`` for an event you appended
+yourself). The tool that runs the call opens its context with the token
+alone, in any process::
+
+    async with ToolContext.connect(token, target, tls=TlsConfig(ca="certs/ca.pem")) as tool:
+        state = await tool.state()
+        await tool.save_artifact("report.txt", "...")
+
+It may touch what the session's config declares for its tool
+(``ContextConfig.tools``); its state updates and saves become visible with
+the call's function response, which revokes the token.
 """
 
 from agentctx.context.v1.context_service_pb2 import TURN_STORAGE_APPEND, TURN_STORAGE_NONE, TurnStorage
 from agentctx.error.v1.error_reason_pb2 import ErrorReason
 from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
 from agentctx.type.v1.event_pb2 import CompactionTrigger
-from agentctx_client._artifacts import Artifact, ArtifactVersion, user_parent
+from agentctx_client._artifacts import Artifact, ArtifactRef, ArtifactVersion, user_parent
 from agentctx_client._client import ContextClient, GenerateStream, connect, session_name
 from agentctx_client._config import RetryPolicy, TlsConfig
 from agentctx_client._errors import (
@@ -101,6 +117,7 @@ from agentctx_client._errors import (
     error_class,
     error_from_rpc,
 )
+from agentctx_client._tool_context import TOOL_TOKEN_METADATA_KEY, ToolContext
 from agentctx_client._types import (
     Accounting,
     AppendResult,
@@ -122,6 +139,9 @@ from agentctx_client._types import (
     Page,
     Part,
     Session,
+    ToolIdentity,
+    ToolState,
+    ToolToken,
     Usage,
     new_id,
 )
@@ -130,6 +150,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ERROR_DOMAIN",
+    "TOOL_TOKEN_METADATA_KEY",
     "TURN_STORAGE_APPEND",
     "TURN_STORAGE_NONE",
     "Accounting",
@@ -137,6 +158,7 @@ __all__ = [
     "AlreadyExistsError",
     "AppendResult",
     "Artifact",
+    "ArtifactRef",
     "ArtifactVersion",
     "BudgetExceededError",
     "BuiltContext",
@@ -178,6 +200,10 @@ __all__ = [
     "RetryPolicy",
     "Session",
     "TlsConfig",
+    "ToolContext",
+    "ToolIdentity",
+    "ToolState",
+    "ToolToken",
     "TurnStorage",
     "UnauthenticatedError",
     "UnavailableError",

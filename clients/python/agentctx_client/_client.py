@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import datetime
-import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 from google.protobuf import field_mask_pb2
 
 from agentctx.context.v1 import context_service_pb2 as pb
-from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
+from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2, tool_context_pb2
 from agentctx.memory.v1 import memory_service_pb2 as mpb
 from agentctx.memory.v1 import memory_service_pb2_grpc
 from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
-from agentctx_client._artifacts import ArtifactCalls
-from agentctx_client._config import RetryPolicy, TlsConfig
+from agentctx_client._artifacts import ArtifactCalls, AttachmentLike, attachment_refs
+from agentctx_client._config import DEFAULT_MAX_MESSAGE_BYTES, RetryPolicy, TlsConfig, open_channel
 from agentctx_client._errors import InternalError, error_from_rpc
 from agentctx_client._retry import Deadline, Retrier
+from agentctx_client._tool_context import ToolContext
 from agentctx_client._types import (
     JSON,
     AppendResult,
@@ -38,6 +38,7 @@ from agentctx_client._types import (
     Page,
     Session,
     ToolLike,
+    ToolToken,
     _dict,
     _struct,
     _time,
@@ -48,9 +49,7 @@ from agentctx_client._types import (
     tools_proto,
 )
 
-R = TypeVar("R")
 Metadata = Sequence[tuple[str, str]]
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the services' default
 
 
 def connect(
@@ -75,38 +74,9 @@ def connect(
     channel options. Use the client as an async context manager, or call
     ``close()``.
     """
-    channel_options: list[tuple[str, Any]] = [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-    ]
-    if tls is not None:
-        root, key, chain = tls.read()
-        creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
-        if tls.server_name:
-            channel_options.append(("grpc.ssl_target_name_override", tls.server_name))
-        channel = grpc.aio.secure_channel(target, creds, options=[*channel_options, *options])
-    elif insecure_loopback:
-        if not _is_loopback(target):
-            raise ValueError(f"insecure_loopback needs a loopback target (127.0.0.1, localhost, [::1]), not {target}")
-        channel = grpc.aio.insecure_channel(target, options=[*channel_options, *options])
-    else:
-        raise ValueError("connect needs tls=TlsConfig(...), or insecure_loopback=True for a local plaintext server")
+    channel = open_channel(target, tls=tls, insecure_loopback=insecure_loopback, max_message_bytes=max_message_bytes,
+                           options=options)
     return ContextClient(channel, timeout=timeout, retry=retry, metadata=metadata)
-
-
-def _is_loopback(target: str) -> bool:
-    for scheme in ("dns:///", "ipv4:", "ipv6:"):
-        target = target.removeprefix(scheme)
-    if target.startswith("["):
-        host = target[1:].split("]", 1)[0]
-    else:
-        host = target.rsplit(":", 1)[0] if target.count(":") == 1 else target
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def session_name(app: str, user: str, session: str) -> str:
@@ -291,12 +261,16 @@ class ContextClient(ArtifactCalls):
         tools: Sequence[ToolLike] = (), tool_config: generation_pb2.ToolConfig | None = None,
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", timeout: float | None = None,
+        attachments: Sequence[AttachmentLike] = (),
     ) -> BuiltContext:
-        """The bounded, secret-pruned request for one model call (read-only)."""
+        """The bounded, secret-pruned request for one model call (read-only).
+        ``attachments``: artifacts of the session (or its user's "user:"
+        ones) to include right before the input: ids (latest version),
+        ``ArtifactRef``s or saved ``ArtifactVersion``s."""
         request = pb.BuildContextRequest(
             session=session, input=[_content(c) for c in input], system_instruction=content_proto(system_instruction),
             tools=tools_proto(tools), tool_config=tool_config, generation_config=generation_config,
-            memory=[_content(c) for c in memory], policy=policy, model=model,
+            memory=[_content(c) for c in memory], policy=policy, model=model, attachments=attachment_refs(attachments),
         )
         return BuiltContext.from_proto(await self._call(self.stub.BuildContext, request, timeout))
 
@@ -314,7 +288,7 @@ class ContextClient(ArtifactCalls):
         tool_config: generation_pb2.ToolConfig | None = None,
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
-        storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED,
+        storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, attachments: Sequence[AttachmentLike] = (),
     ) -> pb.GenerateRequest:
         """The GenerateRequest for a turn, every id assigned: pass it to
         ``generate``/``stream_generate`` again to retry the turn yourself."""
@@ -324,6 +298,7 @@ class ContextClient(ArtifactCalls):
             reply_event_id=reply_event_id or new_id("reply"), system_instruction=content_proto(system_instruction),
             tools=tools_proto(tools), tool_config=tool_config, generation_config=generation_config,
             memory=[_content(c) for c in memory], policy=policy, model=model, agent=agent, storage=storage,
+            attachments=attachment_refs(attachments),
         )
 
     async def generate(
@@ -333,18 +308,20 @@ class ContextClient(ArtifactCalls):
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
         storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, timeout: float | None = None,
+        attachments: Sequence[AttachmentLike] = (),
     ) -> GenerateResult:
         """Runs one turn: ``input`` (text, Content, Events or tool results)
         is stored, the model answers, the reply is stored and returned.
         Retried with the same ids on UNAVAILABLE within the RetryPolicy.
         ``session`` may also be a request from ``turn_request``. With
         ``storage=TURN_STORAGE_NONE`` nothing is stored: the caller appends
-        its events itself (as an ADK Runner does)."""
+        its events itself (as an ADK Runner does). ``attachments``: as
+        ``build_context``'s, sent with this turn only, never stored."""
         request = session if isinstance(session, pb.GenerateRequest) else self.turn_request(
             session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
             system_instruction=system_instruction, tools=tools, tool_config=tool_config,
             generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
-            storage=storage,
+            storage=storage, attachments=attachments,
         )
         return GenerateResult.from_proto(await self._call(self.stub.Generate, request, timeout))
 
@@ -355,6 +332,7 @@ class ContextClient(ArtifactCalls):
         generation_config: generation_pb2.GenerationConfig | None = None, memory: Sequence[str | Content] = (),
         policy: policy_pb2.SelectionPolicy | None = None, model: str = "", agent: str = "",
         storage: pb.TurnStorage = pb.TURN_STORAGE_UNSPECIFIED, timeout: float | None = None,
+        attachments: Sequence[AttachmentLike] = (),
     ) -> GenerateStream:
         """Like ``generate``, streaming the reply: iterate the chunks, then
         read ``stream.result``. Retried like ``generate`` until the first
@@ -364,9 +342,29 @@ class ContextClient(ArtifactCalls):
             session, input, invocation_id=invocation_id, reply_event_id=reply_event_id,
             system_instruction=system_instruction, tools=tools, tool_config=tool_config,
             generation_config=generation_config, memory=memory, policy=policy, model=model, agent=agent,
-            storage=storage,
+            storage=storage, attachments=attachments,
         )
         return GenerateStream(self, request, Deadline(self.timeout if timeout is None else timeout))
+
+    # --- tool tokens
+
+    async def mint_tool_tokens(self, session: str, event_id: str, *,
+                               timeout: float | None = None) -> list[ToolToken]:
+        """Tokens for the function calls of the stored event ``event_id``
+        that have no response yet, one per call, for an agent that appends
+        its model events itself (``generate`` returns them in
+        ``tool_tokens``). Minting again gives new tokens (each stages its
+        own writes); every token of a call is collected and revoked with
+        the call's response."""
+        request = tool_context_pb2.MintToolTokensRequest(session=session, event_id=event_id)
+        response = await self._call(self.stub.MintToolTokens, request, timeout)
+        return [ToolToken.from_proto(t) for t in response.tokens]
+
+    def tool_context(self, token: str | ToolToken) -> ToolContext:
+        """A ToolContext for ``token`` on this client's channel (for a tool
+        running in the agent's process; the token is still its only
+        credential). Closing it leaves the channel open."""
+        return ToolContext(token, self.channel, timeout=self.timeout, retry=self.retry)
 
     # --- diagnostics
 
@@ -427,22 +425,6 @@ class ContextClient(ArtifactCalls):
         (``MemoryEntry.name``). Not retried: a retry would meet its own
         first attempt as NotFoundError."""
         await self._call(self.memory_stub.DeleteMemory, mpb.DeleteMemoryRequest(name=name), timeout, retry=False)
-
-    # --- plumbing
-
-    async def _call(self, rpc: Callable[..., Awaitable[R]], request: Any, timeout: float | None, *,
-                    retry: bool = True) -> R:
-        deadline = Deadline(self.timeout if timeout is None else timeout)
-
-        async def attempt(left: float | None) -> R:
-            try:
-                return await rpc(request, timeout=left, metadata=self.metadata)
-            except grpc.aio.AioRpcError as err:
-                raise error_from_rpc(err) from None
-
-        if not retry:
-            return await attempt(deadline.remaining())
-        return await self._retrier.run(attempt, deadline)
 
 
 def _content(value: str | Content) -> content_pb2.Content:

@@ -1,12 +1,18 @@
-"""Connection and retry settings."""
+"""Connection and retry settings, and the channel they open."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pathlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import grpc
 
 PathLike = str | os.PathLike[str]
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the services' default
 
 
 @dataclass(frozen=True)
@@ -74,3 +80,40 @@ class RetryPolicy:
             raise ValueError("backoffs must be non-negative and multiplier at least 1")
         if not 0 <= self.jitter <= 1:
             raise ValueError("jitter must be between 0 and 1")
+
+
+def open_channel(target: str, *, tls: TlsConfig | None = None, insecure_loopback: bool = False,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+    """The channel ``connect`` (and ``ToolContext.connect``) uses: TLS, or
+    plaintext to a loopback address with ``insecure_loopback``."""
+    channel_options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
+    if tls is not None:
+        root, key, chain = tls.read()
+        creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
+        if tls.server_name:
+            channel_options.append(("grpc.ssl_target_name_override", tls.server_name))
+        return grpc.aio.secure_channel(target, creds, options=[*channel_options, *options])
+    if insecure_loopback:
+        if not _is_loopback(target):
+            raise ValueError(f"insecure_loopback needs a loopback target (127.0.0.1, localhost, [::1]), not {target}")
+        return grpc.aio.insecure_channel(target, options=[*channel_options, *options])
+    raise ValueError("connect needs tls=TlsConfig(...), or insecure_loopback=True for a local plaintext server")
+
+
+def _is_loopback(target: str) -> bool:
+    for scheme in ("dns:///", "ipv4:", "ipv6:"):
+        target = target.removeprefix(scheme)
+    if target.startswith("["):
+        host = target[1:].split("]", 1)[0]
+    else:
+        host = target.rsplit(":", 1)[0] if target.count(":") == 1 else target
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

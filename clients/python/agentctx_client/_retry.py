@@ -7,12 +7,12 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
 from agentctx_client._config import RetryPolicy
-from agentctx_client._errors import AgentCtxError
+from agentctx_client._errors import AgentCtxError, error_from_rpc
 
 T = TypeVar("T")
 
@@ -76,3 +76,28 @@ class Retrier:
                 left = deadline.remaining()
                 if left is not None and left <= 0:
                     raise
+
+
+class Calls:
+    """Unary calls under the overall deadline (``timeout``, the call's own
+    or the object's), with ``metadata`` sent along and failures decoded by
+    error_from_rpc; retried by the RetryPolicy unless ``retry=False``.
+    Shared by ContextClient and ToolContext."""
+
+    timeout: float | None
+    metadata: tuple[tuple[str, str], ...]
+    _retrier: Retrier
+
+    async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any, timeout: float | None, *,
+                    retry: bool = True) -> T:
+        deadline = Deadline(self.timeout if timeout is None else timeout)
+
+        async def attempt(left: float | None) -> T:
+            try:
+                return await rpc(request, timeout=left, metadata=self.metadata)
+            except grpc.aio.AioRpcError as err:
+                raise error_from_rpc(err) from None
+
+        if not retry:
+            return await attempt(deadline.remaining())
+        return await self._retrier.run(attempt, deadline)

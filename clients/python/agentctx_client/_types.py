@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
-from agentctx.context.v1 import context_service_pb2, session_pb2
+from agentctx.context.v1 import context_service_pb2, session_pb2, tool_context_pb2
 from agentctx.memory.v1 import memory_service_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
@@ -338,6 +338,8 @@ class Accounting:
     prefix_fingerprint: str
     envelope_fingerprint: str
     proto: context_service_pb2.ContextAccounting = field(compare=False, repr=False)
+    attachment_bytes: int = 0
+    attachment_tokens: int = 0
 
     @staticmethod
     def from_proto(a: context_service_pb2.ContextAccounting) -> Accounting:
@@ -347,6 +349,7 @@ class Accounting:
             request_bytes=a.request.bytes, request_tokens=a.request.tokens, history_tokens=a.history.tokens,
             bytes_per_token=a.bytes_per_token, calibrated=a.calibrated, compressed=a.compressed,
             prefix_fingerprint=a.prefix_fingerprint, envelope_fingerprint=a.envelope_fingerprint, proto=a,
+            attachment_bytes=a.attachments.bytes, attachment_tokens=a.attachments.tokens,
         )
 
 
@@ -412,6 +415,14 @@ class GenerateResult:
     background_compaction_scheduled: bool
     deduplicated: bool
     proto: context_service_pb2.GenerateResponse = field(compare=False, repr=False)
+    # One per function call of the stored reply (none when the turn stored
+    # nothing): give each to the tool that runs the call, and nothing else.
+    tool_tokens: tuple[ToolToken, ...] = ()
+
+    def tool_token(self, call: FunctionCall | str) -> ToolToken | None:
+        """The token minted for ``call`` (a FunctionCall or its id), or None."""
+        call_id = call if isinstance(call, str) else call.id
+        return next((t for t in self.tool_tokens if t.function_call_id == call_id), None)
 
     @property
     def text(self) -> str:
@@ -431,7 +442,7 @@ class GenerateResult:
             reply=Event.from_proto(r.reply), accounting=Accounting.from_proto(r.accounting),
             compactions=tuple(Event.from_proto(e) for e in r.compactions),
             background_compaction_scheduled=r.background_compaction_scheduled, deduplicated=r.deduplicated,
-            proto=r,
+            proto=r, tool_tokens=tuple(ToolToken.from_proto(t) for t in r.tool_tokens),
         )
 
     @property
@@ -649,3 +660,65 @@ class MemoryAdded:
 
     added: int
     existing: int
+
+
+@dataclass(frozen=True)
+class ToolToken:
+    """The tool token minted for one function call (GenerateResult's
+    ``tool_tokens``, ``ContextClient.mint_tool_tokens``): hand ``token`` to
+    the tool that runs the call, which builds a ``ToolContext`` from it. Its
+    repr never shows the token; never log or store it."""
+
+    function_call_id: str
+    tool: str
+    token: str = field(repr=False)
+    capabilities: tuple[str, ...]
+    expire_time: datetime.datetime | None
+    proto: tool_context_pb2.ToolToken = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(t: tool_context_pb2.ToolToken) -> ToolToken:
+        return ToolToken(
+            function_call_id=t.function_call_id, tool=t.tool, token=t.token, capabilities=tuple(t.capabilities),
+            expire_time=_time(t.expire_time, t.HasField("expire_time")), proto=t,
+        )
+
+
+@dataclass(frozen=True)
+class ToolIdentity:
+    """What a tool token names: the app, user and session (its name), the
+    event holding the function call, the call's id, the tool, the token's
+    capabilities ("identity" first) and its deadline."""
+
+    app: str
+    user: str
+    session: str
+    event_id: str
+    function_call_id: str
+    tool: str
+    capabilities: tuple[str, ...]
+    expire_time: datetime.datetime | None
+    proto: tool_context_pb2.ToolIdentity = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(i: tool_context_pb2.ToolIdentity) -> ToolIdentity:
+        return ToolIdentity(
+            app=i.app, user=i.user, session=i.session, event_id=i.event_id, function_call_id=i.function_call_id,
+            tool=i.tool, capabilities=tuple(i.capabilities),
+            expire_time=_time(i.expire_time, i.HasField("expire_time")), proto=i,
+        )
+
+
+@dataclass(frozen=True)
+class ToolState:
+    """The state a tool call reads: its session's (``state``), its user's
+    and its app's, each with the call's own staged delta merged in."""
+
+    state: JSON
+    user_state: JSON
+    app_state: JSON
+    proto: tool_context_pb2.ToolState = field(compare=False, repr=False)
+
+    @staticmethod
+    def from_proto(s: tool_context_pb2.ToolState) -> ToolState:
+        return ToolState(state=_dict(s.state), user_state=_dict(s.user_state), app_state=_dict(s.app_state), proto=s)

@@ -3,17 +3,18 @@ the request budget, and the three fingerprints.
 
 Sections (bytes of canonical JSON, inline data at its raw length):
 instructions, settings (generation config + tool config), history (the
-summary included), memory, input, tools, and a framing allowance of 64
-bytes per content and per tool plus 256 for what a provider's wire format
-adds around them. ``request`` is their sum; its token estimate is taken on
+summary included), memory, input, attachments (artifacts the caller
+attached, ``RequestParts.current`` places them), tools, and a framing
+allowance of 64 bytes per content and per tool plus 256 for what a
+provider's wire format adds around them. ``request`` is their sum; its token estimate is taken on
 the summed bytes. Over ``max_request_bytes`` / ``max_request_tokens``:
 RESOURCE_EXHAUSTED, reason REQUEST_CONTEXT_BUDGET_EXCEEDED, with the figures.
 
 Fingerprints (SHA-256 hex):
 - prefix: canonical JSON of ``agentctx_common.canonical.prefix_json`` over
   model, system instruction, tools, tool config and every content before the
-  current input (memory, summary, history) - the value the cache service
-  computes for the same request;
+  current input (memory, summary, history; never the attachments) - the
+  value the cache service computes for the same request;
 - selection: over the SHA-256 digests of the selected history contents, in
   order (each content hashed once, when it was stored);
 - envelope: canonical JSON of the whole request
@@ -57,6 +58,26 @@ class RequestParts:
     generation_config: bytes | None
     memory: Sequence[ContentRecord]
     inputs: Sequence[ContentRecord]
+    attachments: Sequence[ContentRecord] = ()
+
+    @property
+    def current(self) -> list[ContentRecord]:
+        """The contents after the stable prefix, as sent: the current input
+        with the attachments right before it, after the function responses
+        it opens with (a response must follow its call)."""
+        if not self.attachments:
+            return list(self.inputs)
+        at = attachment_index(self.inputs)
+        return [*self.inputs[:at], *self.attachments, *self.inputs[at:]]
+
+
+def attachment_index(inputs: Sequence[ContentRecord]) -> int:
+    """Where attachments go among the current input: after the contents
+    it opens with that answer function calls."""
+    at = 0
+    while at < len(inputs) and inputs[at].response_ids:
+        at += 1
+    return at
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +104,7 @@ class Accounting:
     compaction_sequence: int
     last_sequence: int
     compressed: bool
+    attachments: Section = Section(0, 0)
 
 
 def _join(items: Sequence[bytes | memoryview]) -> bytes:
@@ -164,7 +186,7 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
     elif selection.summary is not None:
         opening.append(selection.summary.canonical)
     n_history = len(paired) if paired is not None else len(selection.events)
-    n_contents = len(parts.memory) + n_history + len(parts.inputs)
+    n_contents = len(parts.memory) + n_history + len(parts.inputs) + len(parts.attachments)
     if paired is None and selection.summary is not None:
         n_contents += 1
     si = parts.system_instruction
@@ -174,6 +196,7 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
         "history": selection.history_bytes,
         "memory": sum(c.size for c in parts.memory),
         "input": sum(c.size for c in parts.inputs),
+        "attachments": sum(c.size for c in parts.attachments),
         "tools": sum(len(t) for t in parts.tools),
         "framing": FRAMING_PER_ITEM * (n_contents + len(parts.tools) + (1 if si is not None else 0)) + FRAMING_BASE,
     }
@@ -192,7 +215,7 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
             max_tokens=policy.max_request_tokens,
             bytes_per_token=bpt,
         )
-    pruned = sum(c.secrets_pruned for c in (*parts.memory, *parts.inputs))
+    pruned = sum(c.secrets_pruned for c in (*parts.memory, *parts.inputs, *parts.attachments))
     if paired is not None:
         pruned += sum(c.secrets_pruned for c in paired)
         history_bytes: memoryview | bytes = b""
@@ -204,7 +227,7 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
         fingerprint = _selection_fingerprint(selection, g)
     # One join of the contents serves both fingerprints.
     before_bytes = _join([b for b in (*opening, history_bytes) if b])
-    contents_bytes = _join([b for b in (before_bytes, *(c.canonical for c in parts.inputs)) if b])
+    contents_bytes = _join([b for b in (before_bytes, *(c.canonical for c in parts.current)) if b])
     return Accounting(
         events_seen=selection.events_seen,
         events_filtered=selection.events_filtered,

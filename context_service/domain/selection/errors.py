@@ -3,12 +3,16 @@ figures only (sizes, limits, the estimate's ratio), never content."""
 
 from __future__ import annotations
 
-from agentctx_common.errors import ResourceExhausted, Unimplemented
+from collections.abc import Iterable
+
+from agentctx_common.errors import FieldViolation, ResourceExhausted, Unimplemented
 from agentctx_common.reasons import Reason
+
+_PREFIXES = {"request": "max_request_", "attachment": "max_attachment_"}
 
 
 def _limit_name(kind: str, measured_bytes: int, max_bytes: int | None) -> str:
-    prefix = "max_request_" if kind == "request" else "max_"
+    prefix = _PREFIXES.get(kind, "max_")
     if max_bytes is not None and measured_bytes > max_bytes:
         return prefix + "bytes"
     return prefix + "tokens"
@@ -24,9 +28,11 @@ def budget_exceeded(
     max_bytes: int | None,
     max_tokens: int | None,
     bytes_per_token: float,
+    field_violations: Iterable[FieldViolation] = (),
 ) -> ResourceExhausted:
-    """``kind`` is "history" (max_bytes/max_tokens) or "request"
-    (max_request_bytes/max_request_tokens)."""
+    """``kind`` is "history" (max_bytes/max_tokens), "request"
+    (max_request_bytes/max_request_tokens) or "attachment"
+    (max_attachment_bytes/max_attachment_tokens)."""
     metadata: dict[str, object] = {
         "limit": _limit_name(kind, measured_bytes, max_bytes),
         "measured_bytes": measured_bytes,
@@ -37,7 +43,7 @@ def budget_exceeded(
         metadata["allowed_bytes"] = max_bytes
     if max_tokens is not None:
         metadata["allowed_tokens"] = max_tokens
-    return ResourceExhausted(message, reason=reason, metadata=metadata)
+    return ResourceExhausted(message, reason=reason, metadata=metadata, field_violations=field_violations)
 
 
 def compress_not_available() -> Unimplemented:

@@ -63,7 +63,7 @@ def record(build: Span, envelope: Span, a: Accounting) -> None:
         "context.last_sequence": a.last_sequence,
         "context.selection_fingerprint": a.selection_fingerprint,
     })
-    sections = ("instructions", "settings", "history", "memory", "input", "tools", "framing", "request")
+    sections = ("instructions", "settings", "history", "memory", "input", "attachments", "tools", "framing", "request")
     attributes: dict[str, str | int] = {}
     for name in sections:
         section = getattr(a, name)

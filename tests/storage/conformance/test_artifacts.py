@@ -43,11 +43,12 @@ async def _chunks(data: bytes, digest: ContentDigest, piece: int = 300_000) -> A
 
 
 async def save(store: ArtifactStore, scope: ArtifactScope, name: str, data: bytes, *, quota: int = 0,
-               text: bool = False, max_bytes: int = 1 << 30, metadata: dict[str, object] | None = None) -> int:
+               text: bool = False, max_bytes: int = 1 << 30, metadata: dict[str, object] | None = None,
+               staged_call: str | None = None) -> int:
     digest = ContentDigest(max_bytes, text=text)
     record = await store.save(scope, name, mime_type="text/plain" if text else "application/octet-stream",
                               text=text, custom_metadata=metadata or {}, chunks=_chunks(data, digest),
-                              digest=digest, quota_bytes=quota)
+                              digest=digest, quota_bytes=quota, staged_call=staged_call)
     return record.version
 
 

@@ -118,3 +118,11 @@ class DeleteArtifactResponse(_message.Message):
     DELETED_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     deleted_versions: int
     def __init__(self, deleted_versions: _Optional[int] = ...) -> None: ...
+
+class ArtifactRef(_message.Message):
+    __slots__ = ("name", "version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: int
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...

@@ -1,7 +1,9 @@
 import datetime
 
+from agentctx.context.v1 import artifacts_pb2 as _artifacts_pb2
 from agentctx.context.v1 import policy_pb2 as _policy_pb2
 from agentctx.context.v1 import session_pb2 as _session_pb2
+from agentctx.context.v1 import tool_context_pb2 as _tool_context_pb2
 from agentctx.type.v1 import cache_pb2 as _cache_pb2
 from agentctx.type.v1 import content_pb2 as _content_pb2
 from agentctx.type.v1 import event_pb2 as _event_pb2
@@ -161,7 +163,7 @@ class ListEventsResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class BuildContextRequest(_message.Message):
-    __slots__ = ("session", "input", "system_instruction", "tools", "tool_config", "generation_config", "memory", "policy", "model")
+    __slots__ = ("session", "input", "system_instruction", "tools", "tool_config", "generation_config", "memory", "policy", "model", "attachments")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +173,7 @@ class BuildContextRequest(_message.Message):
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
     session: str
     input: _containers.RepeatedCompositeFieldContainer[_content_pb2.Content]
     system_instruction: _content_pb2.Content
@@ -180,7 +183,8 @@ class BuildContextRequest(_message.Message):
     memory: _containers.RepeatedCompositeFieldContainer[_content_pb2.Content]
     policy: _policy_pb2.SelectionPolicy
     model: str
-    def __init__(self, session: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., generation_config: _Optional[_Union[_generation_pb2.GenerationConfig, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., policy: _Optional[_Union[_policy_pb2.SelectionPolicy, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
+    attachments: _containers.RepeatedCompositeFieldContainer[_artifacts_pb2.ArtifactRef]
+    def __init__(self, session: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., generation_config: _Optional[_Union[_generation_pb2.GenerationConfig, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., policy: _Optional[_Union[_policy_pb2.SelectionPolicy, _Mapping]] = ..., model: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_artifacts_pb2.ArtifactRef, _Mapping]]] = ...) -> None: ...
 
 class BudgetSection(_message.Message):
     __slots__ = ("bytes", "tokens")
@@ -191,7 +195,7 @@ class BudgetSection(_message.Message):
     def __init__(self, bytes: _Optional[int] = ..., tokens: _Optional[int] = ...) -> None: ...
 
 class ContextAccounting(_message.Message):
-    __slots__ = ("events_seen", "events_filtered", "events_selected", "units_selected", "units_dropped", "secrets_pruned", "instructions", "settings", "history", "memory", "input", "tools", "framing", "request", "bytes_per_token", "calibrated", "prefix_fingerprint", "selection_fingerprint", "envelope_fingerprint", "compaction_sequence", "last_sequence", "compressed")
+    __slots__ = ("events_seen", "events_filtered", "events_selected", "units_selected", "units_dropped", "secrets_pruned", "instructions", "settings", "history", "memory", "input", "tools", "framing", "request", "bytes_per_token", "calibrated", "prefix_fingerprint", "selection_fingerprint", "envelope_fingerprint", "compaction_sequence", "last_sequence", "compressed", "attachments")
     EVENTS_SEEN_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FILTERED_FIELD_NUMBER: _ClassVar[int]
     EVENTS_SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +218,7 @@ class ContextAccounting(_message.Message):
     COMPACTION_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     COMPRESSED_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
     events_seen: int
     events_filtered: int
     events_selected: int
@@ -236,7 +241,8 @@ class ContextAccounting(_message.Message):
     compaction_sequence: int
     last_sequence: int
     compressed: bool
-    def __init__(self, events_seen: _Optional[int] = ..., events_filtered: _Optional[int] = ..., events_selected: _Optional[int] = ..., units_selected: _Optional[int] = ..., units_dropped: _Optional[int] = ..., secrets_pruned: _Optional[int] = ..., instructions: _Optional[_Union[BudgetSection, _Mapping]] = ..., settings: _Optional[_Union[BudgetSection, _Mapping]] = ..., history: _Optional[_Union[BudgetSection, _Mapping]] = ..., memory: _Optional[_Union[BudgetSection, _Mapping]] = ..., input: _Optional[_Union[BudgetSection, _Mapping]] = ..., tools: _Optional[_Union[BudgetSection, _Mapping]] = ..., framing: _Optional[_Union[BudgetSection, _Mapping]] = ..., request: _Optional[_Union[BudgetSection, _Mapping]] = ..., bytes_per_token: _Optional[float] = ..., calibrated: _Optional[bool] = ..., prefix_fingerprint: _Optional[str] = ..., selection_fingerprint: _Optional[str] = ..., envelope_fingerprint: _Optional[str] = ..., compaction_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., compressed: _Optional[bool] = ...) -> None: ...
+    attachments: BudgetSection
+    def __init__(self, events_seen: _Optional[int] = ..., events_filtered: _Optional[int] = ..., events_selected: _Optional[int] = ..., units_selected: _Optional[int] = ..., units_dropped: _Optional[int] = ..., secrets_pruned: _Optional[int] = ..., instructions: _Optional[_Union[BudgetSection, _Mapping]] = ..., settings: _Optional[_Union[BudgetSection, _Mapping]] = ..., history: _Optional[_Union[BudgetSection, _Mapping]] = ..., memory: _Optional[_Union[BudgetSection, _Mapping]] = ..., input: _Optional[_Union[BudgetSection, _Mapping]] = ..., tools: _Optional[_Union[BudgetSection, _Mapping]] = ..., framing: _Optional[_Union[BudgetSection, _Mapping]] = ..., request: _Optional[_Union[BudgetSection, _Mapping]] = ..., bytes_per_token: _Optional[float] = ..., calibrated: _Optional[bool] = ..., prefix_fingerprint: _Optional[str] = ..., selection_fingerprint: _Optional[str] = ..., envelope_fingerprint: _Optional[str] = ..., compaction_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., compressed: _Optional[bool] = ..., attachments: _Optional[_Union[BudgetSection, _Mapping]] = ...) -> None: ...
 
 class BuildContextResponse(_message.Message):
     __slots__ = ("request", "accounting")
@@ -271,7 +277,7 @@ class CompactSessionResponse(_message.Message):
     def __init__(self, compacted: _Optional[bool] = ..., compaction: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., kept_events: _Optional[int] = ..., kept_tokens: _Optional[int] = ..., kept_over_budget: _Optional[bool] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("session", "input", "invocation_id", "reply_event_id", "system_instruction", "tools", "tool_config", "generation_config", "memory", "policy", "model", "agent", "storage")
+    __slots__ = ("session", "input", "invocation_id", "reply_event_id", "system_instruction", "tools", "tool_config", "generation_config", "memory", "policy", "model", "agent", "storage", "attachments")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     INVOCATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +291,7 @@ class GenerateRequest(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     STORAGE_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
     session: str
     input: _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]
     invocation_id: str
@@ -298,21 +305,24 @@ class GenerateRequest(_message.Message):
     model: str
     agent: str
     storage: TurnStorage
-    def __init__(self, session: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., invocation_id: _Optional[str] = ..., reply_event_id: _Optional[str] = ..., system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., generation_config: _Optional[_Union[_generation_pb2.GenerationConfig, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., policy: _Optional[_Union[_policy_pb2.SelectionPolicy, _Mapping]] = ..., model: _Optional[str] = ..., agent: _Optional[str] = ..., storage: _Optional[_Union[TurnStorage, str]] = ...) -> None: ...
+    attachments: _containers.RepeatedCompositeFieldContainer[_artifacts_pb2.ArtifactRef]
+    def __init__(self, session: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., invocation_id: _Optional[str] = ..., reply_event_id: _Optional[str] = ..., system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., generation_config: _Optional[_Union[_generation_pb2.GenerationConfig, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ..., policy: _Optional[_Union[_policy_pb2.SelectionPolicy, _Mapping]] = ..., model: _Optional[str] = ..., agent: _Optional[str] = ..., storage: _Optional[_Union[TurnStorage, str]] = ..., attachments: _Optional[_Iterable[_Union[_artifacts_pb2.ArtifactRef, _Mapping]]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("reply", "accounting", "compactions", "background_compaction_scheduled", "deduplicated")
+    __slots__ = ("reply", "accounting", "compactions", "background_compaction_scheduled", "deduplicated", "tool_tokens")
     REPLY_FIELD_NUMBER: _ClassVar[int]
     ACCOUNTING_FIELD_NUMBER: _ClassVar[int]
     COMPACTIONS_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_COMPACTION_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     reply: _event_pb2.Event
     accounting: ContextAccounting
     compactions: _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]
     background_compaction_scheduled: bool
     deduplicated: bool
-    def __init__(self, reply: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., accounting: _Optional[_Union[ContextAccounting, _Mapping]] = ..., compactions: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., background_compaction_scheduled: _Optional[bool] = ..., deduplicated: _Optional[bool] = ...) -> None: ...
+    tool_tokens: _containers.RepeatedCompositeFieldContainer[_tool_context_pb2.ToolToken]
+    def __init__(self, reply: _Optional[_Union[_event_pb2.Event, _Mapping]] = ..., accounting: _Optional[_Union[ContextAccounting, _Mapping]] = ..., compactions: _Optional[_Iterable[_Union[_event_pb2.Event, _Mapping]]] = ..., background_compaction_scheduled: _Optional[bool] = ..., deduplicated: _Optional[bool] = ..., tool_tokens: _Optional[_Iterable[_Union[_tool_context_pb2.ToolToken, _Mapping]]] = ...) -> None: ...
 
 class StreamGenerateRequest(_message.Message):
     __slots__ = ("turn",)

@@ -5,6 +5,7 @@ import warnings
 
 from agentctx.context.v1 import context_service_pb2 as agentctx_dot_context_dot_v1_dot_context__service__pb2
 from agentctx.context.v1 import session_pb2 as agentctx_dot_context_dot_v1_dot_session__pb2
+from agentctx.context.v1 import tool_context_pb2 as agentctx_dot_context_dot_v1_dot_tool__context__pb2
 from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -117,6 +118,11 @@ class ContextServiceStub:
                 '/agentctx.context.v1.ContextService/InvalidateContextCache',
                 request_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.InvalidateContextCacheRequest.SerializeToString,
                 response_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.InvalidateContextCacheResponse.FromString,
+                _registered_method=True)
+        self.MintToolTokens = channel.unary_unary(
+                '/agentctx.context.v1.ContextService/MintToolTokens',
+                request_serializer=agentctx_dot_context_dot_v1_dot_tool__context__pb2.MintToolTokensRequest.SerializeToString,
+                response_deserializer=agentctx_dot_context_dot_v1_dot_tool__context__pb2.MintToolTokensResponse.FromString,
                 _registered_method=True)
 
 
@@ -243,6 +249,16 @@ class ContextServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MintToolTokens(self, request, context):
+        """Mints a tool token for each function call of a stored event that has
+        no response yet (an agent that runs its turns with BuildContext and
+        AppendEvent itself; Generate mints them in its reply). See
+        ToolContextService.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ContextServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -320,6 +336,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.InvalidateContextCache,
                     request_deserializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.InvalidateContextCacheRequest.FromString,
                     response_serializer=agentctx_dot_context_dot_v1_dot_context__service__pb2.InvalidateContextCacheResponse.SerializeToString,
+            ),
+            'MintToolTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.MintToolTokens,
+                    request_deserializer=agentctx_dot_context_dot_v1_dot_tool__context__pb2.MintToolTokensRequest.FromString,
+                    response_serializer=agentctx_dot_context_dot_v1_dot_tool__context__pb2.MintToolTokensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +755,33 @@ class ContextService:
             '/agentctx.context.v1.ContextService/InvalidateContextCache',
             agentctx_dot_context_dot_v1_dot_context__service__pb2.InvalidateContextCacheRequest.SerializeToString,
             agentctx_dot_context_dot_v1_dot_context__service__pb2.InvalidateContextCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MintToolTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentctx.context.v1.ContextService/MintToolTokens',
+            agentctx_dot_context_dot_v1_dot_tool__context__pb2.MintToolTokensRequest.SerializeToString,
+            agentctx_dot_context_dot_v1_dot_tool__context__pb2.MintToolTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,

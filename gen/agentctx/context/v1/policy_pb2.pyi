@@ -52,16 +52,26 @@ COMPACTOR_KIND_MODEL: CompactorKind
 COMPACTOR_KIND_REMOTE: CompactorKind
 
 class ContextConfig(_message.Message):
-    __slots__ = ("model", "selection", "compaction", "cache")
+    __slots__ = ("model", "selection", "compaction", "cache", "tools")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SELECTION_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     model: str
     selection: SelectionPolicy
     compaction: CompactionPolicy
     cache: CachePolicy
-    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ...) -> None: ...
+    tools: _containers.RepeatedCompositeFieldContainer[ToolDeclaration]
+    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ToolDeclaration, _Mapping]]] = ...) -> None: ...
+
+class ToolDeclaration(_message.Message):
+    __slots__ = ("name", "capabilities")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    capabilities: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EventFilter(_message.Message):
     __slots__ = ("authors", "exclude_authors", "invocation_ids", "content_types", "start_time", "end_time", "include_partial", "final_only", "branch")
@@ -86,7 +96,7 @@ class EventFilter(_message.Message):
     def __init__(self, authors: _Optional[_Iterable[str]] = ..., exclude_authors: _Optional[_Iterable[str]] = ..., invocation_ids: _Optional[_Iterable[str]] = ..., content_types: _Optional[_Iterable[_Union[ContentType, str]]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_partial: _Optional[bool] = ..., final_only: _Optional[bool] = ..., branch: _Optional[str] = ...) -> None: ...
 
 class SelectionPolicy(_message.Message):
-    __slots__ = ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token", "overflow", "filter", "extra_secret_keys", "disable_calibration")
+    __slots__ = ("max_bytes", "max_tokens", "max_request_bytes", "max_request_tokens", "bytes_per_token", "overflow", "filter", "extra_secret_keys", "disable_calibration", "max_attachment_bytes", "max_attachment_tokens")
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +106,8 @@ class SelectionPolicy(_message.Message):
     FILTER_FIELD_NUMBER: _ClassVar[int]
     EXTRA_SECRET_KEYS_FIELD_NUMBER: _ClassVar[int]
     DISABLE_CALIBRATION_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTACHMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTACHMENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     max_bytes: int
     max_tokens: int
     max_request_bytes: int
@@ -105,7 +117,9 @@ class SelectionPolicy(_message.Message):
     filter: EventFilter
     extra_secret_keys: _containers.RepeatedScalarFieldContainer[str]
     disable_calibration: bool
-    def __init__(self, max_bytes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_request_tokens: _Optional[int] = ..., bytes_per_token: _Optional[float] = ..., overflow: _Optional[_Union[OverflowMode, str]] = ..., filter: _Optional[_Union[EventFilter, _Mapping]] = ..., extra_secret_keys: _Optional[_Iterable[str]] = ..., disable_calibration: _Optional[bool] = ...) -> None: ...
+    max_attachment_bytes: int
+    max_attachment_tokens: int
+    def __init__(self, max_bytes: _Optional[int] = ..., max_tokens: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., max_request_tokens: _Optional[int] = ..., bytes_per_token: _Optional[float] = ..., overflow: _Optional[_Union[OverflowMode, str]] = ..., filter: _Optional[_Union[EventFilter, _Mapping]] = ..., extra_secret_keys: _Optional[_Iterable[str]] = ..., disable_calibration: _Optional[bool] = ..., max_attachment_bytes: _Optional[int] = ..., max_attachment_tokens: _Optional[int] = ...) -> None: ...
 
 class CompactionPolicy(_message.Message):
     __slots__ = ("enabled", "compactor", "remote_target", "context_window", "reserve_tokens", "keep_recent_tokens", "retain_recent_exchanges", "background_tokens", "event_threshold", "turn_interval", "overflow_keep_recent_tokens", "timeout", "max_input_bytes", "max_summary_bytes", "model")

@@ -97,6 +97,13 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ARTIFACT_TOO_LARGE: _ClassVar[ErrorReason]
     ARTIFACT_QUOTA_EXCEEDED: _ClassVar[ErrorReason]
     ARTIFACT_STORE_UNAVAILABLE: _ClassVar[ErrorReason]
+    ATTACHMENT_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
+    TOOL_TOKEN_MISSING: _ClassVar[ErrorReason]
+    TOOL_TOKEN_INVALID: _ClassVar[ErrorReason]
+    TOOL_TOKEN_EXPIRED: _ClassVar[ErrorReason]
+    TOOL_TOKEN_REVOKED: _ClassVar[ErrorReason]
+    TOOL_CAPABILITY_MISSING: _ClassVar[ErrorReason]
+    TOOL_SCOPE_MISMATCH: _ClassVar[ErrorReason]
     INVALID_MEMORY_REQUEST: _ClassVar[ErrorReason]
     MEMORY_NOT_FOUND: _ClassVar[ErrorReason]
     MEMORY_ALREADY_EXISTS: _ClassVar[ErrorReason]
@@ -195,6 +202,13 @@ ARTIFACT_NOT_FOUND: ErrorReason
 ARTIFACT_TOO_LARGE: ErrorReason
 ARTIFACT_QUOTA_EXCEEDED: ErrorReason
 ARTIFACT_STORE_UNAVAILABLE: ErrorReason
+ATTACHMENT_BUDGET_EXCEEDED: ErrorReason
+TOOL_TOKEN_MISSING: ErrorReason
+TOOL_TOKEN_INVALID: ErrorReason
+TOOL_TOKEN_EXPIRED: ErrorReason
+TOOL_TOKEN_REVOKED: ErrorReason
+TOOL_CAPABILITY_MISSING: ErrorReason
+TOOL_SCOPE_MISMATCH: ErrorReason
 INVALID_MEMORY_REQUEST: ErrorReason
 MEMORY_NOT_FOUND: ErrorReason
 MEMORY_ALREADY_EXISTS: ErrorReason

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentctx/context/v1/policy.proto.
  */
 export const file_agentctx_context_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("CiBhZ2VudGN0eC9jb250ZXh0L3YxL3BvbGljeS5wcm90bxITYWdlbnRjdHguY29udGV4dC52MSLDAQoNQ29udGV4dENvbmZpZxINCgVtb2RlbBgBIAEoCRI3CglzZWxlY3Rpb24YAiABKAsyJC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlbGVjdGlvblBvbGljeRI5Cgpjb21wYWN0aW9uGAMgASgLMiUuYWdlbnRjdHguY29udGV4dC52MS5Db21wYWN0aW9uUG9saWN5Ei8KBWNhY2hlGAQgASgLMiAuYWdlbnRjdHguY29udGV4dC52MS5DYWNoZVBvbGljeSKjAgoLRXZlbnRGaWx0ZXISDwoHYXV0aG9ycxgBIAMoCRIXCg9leGNsdWRlX2F1dGhvcnMYAiADKAkSFgoOaW52b2NhdGlvbl9pZHMYAyADKAkSNwoNY29udGVudF90eXBlcxgEIAMoDjIgLmFnZW50Y3R4LmNvbnRleHQudjEuQ29udGVudFR5cGUSLgoKc3RhcnRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2luY2x1ZGVfcGFydGlhbBgHIAEoCBISCgpmaW5hbF9vbmx5GAggASgIEg4KBmJyYW5jaBgJIAEoCSKeAwoPU2VsZWN0aW9uUG9saWN5EhYKCW1heF9ieXRlcxgBIAEoA0gAiAEBEhcKCm1heF90b2tlbnMYAiABKANIAYgBARIeChFtYXhfcmVxdWVzdF9ieXRlcxgDIAEoA0gCiAEBEh8KEm1heF9yZXF1ZXN0X3Rva2VucxgEIAEoA0gDiAEBEhwKD2J5dGVzX3Blcl90b2tlbhgFIAEoAUgEiAEBEjMKCG92ZXJmbG93GAYgASgOMiEuYWdlbnRjdHguY29udGV4dC52MS5PdmVyZmxvd01vZGUSMAoGZmlsdGVyGAcgASgLMiAuYWdlbnRjdHguY29udGV4dC52MS5FdmVudEZpbHRlchIZChFleHRyYV9zZWNyZXRfa2V5cxgIIAMoCRIbChNkaXNhYmxlX2NhbGlicmF0aW9uGAkgASgIQgwKCl9tYXhfYnl0ZXNCDQoLX21heF90b2tlbnNCFAoSX21heF9yZXF1ZXN0X2J5dGVzQhUKE19tYXhfcmVxdWVzdF90b2tlbnNCEgoQX2J5dGVzX3Blcl90b2tlbiLOBQoQQ29tcGFjdGlvblBvbGljeRIPCgdlbmFibGVkGAEgASgIEjUKCWNvbXBhY3RvchgCIAEoDjIiLmFnZW50Y3R4LmNvbnRleHQudjEuQ29tcGFjdG9yS2luZBIVCg1yZW1vdGVfdGFyZ2V0GAMgASgJEhsKDmNvbnRleHRfd2luZG93GAQgASgDSACIAQESGwoOcmVzZXJ2ZV90b2tlbnMYBSABKANIAYgBARIfChJrZWVwX3JlY2VudF90b2tlbnMYBiABKANIAogBARIkChdyZXRhaW5fcmVjZW50X2V4Y2hhbmdlcxgHIAEoBUgDiAEBEh4KEWJhY2tncm91bmRfdG9rZW5zGAggASgDSASIAQESHAoPZXZlbnRfdGhyZXNob2xkGAkgASgDSAWIAQESGgoNdHVybl9pbnRlcnZhbBgKIAEoBUgGiAEBEigKG292ZXJmbG93X2tlZXBfcmVjZW50X3Rva2VucxgLIAEoA0gHiAEBEioKB3RpbWVvdXQYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHAoPbWF4X2lucHV0X2J5dGVzGA0gASgDSAiIAQESHgoRbWF4X3N1bW1hcnlfYnl0ZXMYDiABKANICYgBARINCgVtb2RlbBgPIAEoCUIRCg9fY29udGV4dF93aW5kb3dCEQoPX3Jlc2VydmVfdG9rZW5zQhUKE19rZWVwX3JlY2VudF90b2tlbnNCGgoYX3JldGFpbl9yZWNlbnRfZXhjaGFuZ2VzQhQKEl9iYWNrZ3JvdW5kX3Rva2Vuc0ISChBfZXZlbnRfdGhyZXNob2xkQhAKDl90dXJuX2ludGVydmFsQh4KHF9vdmVyZmxvd19rZWVwX3JlY2VudF90b2tlbnNCEgoQX21heF9pbnB1dF9ieXRlc0IUChJfbWF4X3N1bW1hcnlfYnl0ZXMidQoLQ2FjaGVQb2xpY3kSDwoHZW5hYmxlZBgBIAEoCBImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoMc2NvcGVfcG9saWN5GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCp+CgxPdmVyZmxvd01vZGUSHQoZT1ZFUkZMT1dfTU9ERV9VTlNQRUNJRklFRBAAEhoKFk9WRVJGTE9XX01PREVfVFJVTkNBVEUQARIXChNPVkVSRkxPV19NT0RFX0VSUk9SEAISGgoWT1ZFUkZMT1dfTU9ERV9DT01QUkVTUxADKtoBCgtDb250ZW50VHlwZRIcChhDT05URU5UX1RZUEVfVU5TUEVDSUZJRUQQABIVChFDT05URU5UX1RZUEVfVEVYVBABEhwKGENPTlRFTlRfVFlQRV9JTkxJTkVfREFUQRACEhoKFkNPTlRFTlRfVFlQRV9GSUxFX0RBVEEQAxIeChpDT05URU5UX1RZUEVfRlVOQ1RJT05fQ0FMTBAEEiIKHkNPTlRFTlRfVFlQRV9GVU5DVElPTl9SRVNQT05TRRAFEhgKFENPTlRFTlRfVFlQRV9USE9VR0hUEAYqgwEKDUNvbXBhY3RvcktpbmQSHgoaQ09NUEFDVE9SX0tJTkRfVU5TUEVDSUZJRUQQABIdChlDT01QQUNUT1JfS0lORF9FWFRSQUNUSVZFEAESGAoUQ09NUEFDVE9SX0tJTkRfTU9ERUwQAhIZChVDT01QQUNUT1JfS0lORF9SRU1PVEUQA0KnAQoXZGV2LmFnZW50Y3R4LmNvbnRleHQudjFCC1BvbGljeVByb3RvUAFaM2FnZW50Y3R4LmRldi9nZW5wcm90by9hZ2VudGN0eC9jb250ZXh0L3YxO2NvbnRleHR2MaICA0FDWKoCE0FnZW50Q3R4LkNvbnRleHQuVjHKAhNBZ2VudEN0eFxDb250ZXh0XFYx6gIVQWdlbnRDdHg6OkNvbnRleHQ6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiBhZ2VudGN0eC9jb250ZXh0L3YxL3BvbGljeS5wcm90bxITYWdlbnRjdHguY29udGV4dC52MSL4AQoNQ29udGV4dENvbmZpZxINCgVtb2RlbBgBIAEoCRI3CglzZWxlY3Rpb24YAiABKAsyJC5hZ2VudGN0eC5jb250ZXh0LnYxLlNlbGVjdGlvblBvbGljeRI5Cgpjb21wYWN0aW9uGAMgASgLMiUuYWdlbnRjdHguY29udGV4dC52MS5Db21wYWN0aW9uUG9saWN5Ei8KBWNhY2hlGAQgASgLMiAuYWdlbnRjdHguY29udGV4dC52MS5DYWNoZVBvbGljeRIzCgV0b29scxgKIAMoCzIkLmFnZW50Y3R4LmNvbnRleHQudjEuVG9vbERlY2xhcmF0aW9uIjUKD1Rvb2xEZWNsYXJhdGlvbhIMCgRuYW1lGAEgASgJEhQKDGNhcGFiaWxpdGllcxgCIAMoCSKjAgoLRXZlbnRGaWx0ZXISDwoHYXV0aG9ycxgBIAMoCRIXCg9leGNsdWRlX2F1dGhvcnMYAiADKAkSFgoOaW52b2NhdGlvbl9pZHMYAyADKAkSNwoNY29udGVudF90eXBlcxgEIAMoDjIgLmFnZW50Y3R4LmNvbnRleHQudjEuQ29udGVudFR5cGUSLgoKc3RhcnRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2luY2x1ZGVfcGFydGlhbBgHIAEoCBISCgpmaW5hbF9vbmx5GAggASgIEg4KBmJyYW5jaBgJIAEoCSKYBAoPU2VsZWN0aW9uUG9saWN5EhYKCW1heF9ieXRlcxgBIAEoA0gAiAEBEhcKCm1heF90b2tlbnMYAiABKANIAYgBARIeChFtYXhfcmVxdWVzdF9ieXRlcxgDIAEoA0gCiAEBEh8KEm1heF9yZXF1ZXN0X3Rva2VucxgEIAEoA0gDiAEBEhwKD2J5dGVzX3Blcl90b2tlbhgFIAEoAUgEiAEBEjMKCG92ZXJmbG93GAYgASgOMiEuYWdlbnRjdHguY29udGV4dC52MS5PdmVyZmxvd01vZGUSMAoGZmlsdGVyGAcgASgLMiAuYWdlbnRjdHguY29udGV4dC52MS5FdmVudEZpbHRlchIZChFleHRyYV9zZWNyZXRfa2V5cxgIIAMoCRIbChNkaXNhYmxlX2NhbGlicmF0aW9uGAkgASgIEiEKFG1heF9hdHRhY2htZW50X2J5dGVzGAogASgDSAWIAQESIgoVbWF4X2F0dGFjaG1lbnRfdG9rZW5zGAsgASgDSAaIAQFCDAoKX21heF9ieXRlc0INCgtfbWF4X3Rva2Vuc0IUChJfbWF4X3JlcXVlc3RfYnl0ZXNCFQoTX21heF9yZXF1ZXN0X3Rva2Vuc0ISChBfYnl0ZXNfcGVyX3Rva2VuQhcKFV9tYXhfYXR0YWNobWVudF9ieXRlc0IYChZfbWF4X2F0dGFjaG1lbnRfdG9rZW5zIs4FChBDb21wYWN0aW9uUG9saWN5Eg8KB2VuYWJsZWQYASABKAgSNQoJY29tcGFjdG9yGAIgASgOMiIuYWdlbnRjdHguY29udGV4dC52MS5Db21wYWN0b3JLaW5kEhUKDXJlbW90ZV90YXJnZXQYAyABKAkSGwoOY29udGV4dF93aW5kb3cYBCABKANIAIgBARIbCg5yZXNlcnZlX3Rva2VucxgFIAEoA0gBiAEBEh8KEmtlZXBfcmVjZW50X3Rva2VucxgGIAEoA0gCiAEBEiQKF3JldGFpbl9yZWNlbnRfZXhjaGFuZ2VzGAcgASgFSAOIAQESHgoRYmFja2dyb3VuZF90b2tlbnMYCCABKANIBIgBARIcCg9ldmVudF90aHJlc2hvbGQYCSABKANIBYgBARIaCg10dXJuX2ludGVydmFsGAogASgFSAaIAQESKAobb3ZlcmZsb3dfa2VlcF9yZWNlbnRfdG9rZW5zGAsgASgDSAeIAQESKgoHdGltZW91dBgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIcCg9tYXhfaW5wdXRfYnl0ZXMYDSABKANICIgBARIeChFtYXhfc3VtbWFyeV9ieXRlcxgOIAEoA0gJiAEBEg0KBW1vZGVsGA8gASgJQhEKD19jb250ZXh0X3dpbmRvd0IRCg9fcmVzZXJ2ZV90b2tlbnNCFQoTX2tlZXBfcmVjZW50X3Rva2Vuc0IaChhfcmV0YWluX3JlY2VudF9leGNoYW5nZXNCFAoSX2JhY2tncm91bmRfdG9rZW5zQhIKEF9ldmVudF90aHJlc2hvbGRCEAoOX3R1cm5faW50ZXJ2YWxCHgocX292ZXJmbG93X2tlZXBfcmVjZW50X3Rva2Vuc0ISChBfbWF4X2lucHV0X2J5dGVzQhQKEl9tYXhfc3VtbWFyeV9ieXRlcyJ1CgtDYWNoZVBvbGljeRIPCgdlbmFibGVkGAEgASgIEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgxzY29wZV9wb2xpY3kYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Kn4KDE92ZXJmbG93TW9kZRIdChlPVkVSRkxPV19NT0RFX1VOU1BFQ0lGSUVEEAASGgoWT1ZFUkZMT1dfTU9ERV9UUlVOQ0FURRABEhcKE09WRVJGTE9XX01PREVfRVJST1IQAhIaChZPVkVSRkxPV19NT0RFX0NPTVBSRVNTEAMq2gEKC0NvbnRlbnRUeXBlEhwKGENPTlRFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhUKEUNPTlRFTlRfVFlQRV9URVhUEAESHAoYQ09OVEVOVF9UWVBFX0lOTElORV9EQVRBEAISGgoWQ09OVEVOVF9UWVBFX0ZJTEVfREFUQRADEh4KGkNPTlRFTlRfVFlQRV9GVU5DVElPTl9DQUxMEAQSIgoeQ09OVEVOVF9UWVBFX0ZVTkNUSU9OX1JFU1BPTlNFEAUSGAoUQ09OVEVOVF9UWVBFX1RIT1VHSFQQBiqDAQoNQ29tcGFjdG9yS2luZBIeChpDT01QQUNUT1JfS0lORF9VTlNQRUNJRklFRBAAEh0KGUNPTVBBQ1RPUl9LSU5EX0VYVFJBQ1RJVkUQARIYChRDT01QQUNUT1JfS0lORF9NT0RFTBACEhkKFUNPTVBBQ1RPUl9LSU5EX1JFTU9URRADQqcBChdkZXYuYWdlbnRjdHguY29udGV4dC52MUILUG9saWN5UHJvdG9QAVozYWdlbnRjdHguZGV2L2dlbnByb3RvL2FnZW50Y3R4L2NvbnRleHQvdjE7Y29udGV4dHYxogIDQUNYqgITQWdlbnRDdHguQ29udGV4dC5WMcoCE0FnZW50Q3R4XENvbnRleHRcVjHqAhVBZ2VudEN0eDo6Q29udGV4dDo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ContextConfig is a session's context configuration: which model it talks
@@ -49,6 +49,15 @@ export type ContextConfig = Message<"agentctx.context.v1.ContextConfig"> & {
    * @generated from field: agentctx.context.v1.CachePolicy cache = 4;
    */
   cache?: CachePolicy | undefined;
+
+  /**
+   * What each tool may touch through its tool token (ToolContextService).
+   * A tool not named here gets "identity" only. Replaces the server's
+   * declarations as a whole when set.
+   *
+   * @generated from field: repeated agentctx.context.v1.ToolDeclaration tools = 10;
+   */
+  tools: ToolDeclaration[];
 };
 
 /**
@@ -57,6 +66,38 @@ export type ContextConfig = Message<"agentctx.context.v1.ContextConfig"> & {
  */
 export const ContextConfigSchema: GenMessage<ContextConfig> = /*@__PURE__*/
   messageDesc(file_agentctx_context_v1_policy, 0);
+
+/**
+ * ToolDeclaration is the context one tool may touch.
+ *
+ * @generated from message agentctx.context.v1.ToolDeclaration
+ */
+export type ToolDeclaration = Message<"agentctx.context.v1.ToolDeclaration"> & {
+  /**
+   * The tool's name, as in FunctionCall.name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Capabilities: identity (always included), state_read, state_write,
+   * artifact_put, artifact_get, artifact_list, artifact_list_versions,
+   * artifact_delete, artifact_attach, memory_search, memory_add,
+   * memory_delete. Unknown names are INVALID_ARGUMENT
+   * INVALID_CONTEXT_CONFIG.
+   *
+   * @generated from field: repeated string capabilities = 2;
+   */
+  capabilities: string[];
+};
+
+/**
+ * Describes the message agentctx.context.v1.ToolDeclaration.
+ * Use `create(ToolDeclarationSchema)` to create a new message.
+ */
+export const ToolDeclarationSchema: GenMessage<ToolDeclaration> = /*@__PURE__*/
+  messageDesc(file_agentctx_context_v1_policy, 1);
 
 /**
  * EventFilter selects which stored events may enter a request. All set
@@ -136,7 +177,7 @@ export type EventFilter = Message<"agentctx.context.v1.EventFilter"> & {
  * Use `create(EventFilterSchema)` to create a new message.
  */
 export const EventFilterSchema: GenMessage<EventFilter> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_policy, 1);
+  messageDesc(file_agentctx_context_v1_policy, 2);
 
 /**
  * SelectionPolicy bounds and shapes the history of each model request. An
@@ -225,6 +266,27 @@ export type SelectionPolicy = Message<"agentctx.context.v1.SelectionPolicy"> & {
    * @generated from field: bool disable_calibration = 9;
    */
   disableCalibration: boolean;
+
+  /**
+   * Maximum bytes (canonical JSON, inline data at its raw length) of the
+   * attached artifacts together (BuildContextRequest.attachments), at least
+   * 1 (unset: 8388608, 8 MiB). Attachments are never dropped: over it the
+   * call fails with RESOURCE_EXHAUSTED ATTACHMENT_BUDGET_EXCEEDED, a field
+   * violation naming the first artifact that does not fit, before the
+   * content of an artifact over it is read. Not part of max_bytes; part of
+   * max_request_bytes.
+   *
+   * @generated from field: optional int64 max_attachment_bytes = 10;
+   */
+  maxAttachmentBytes?: bigint | undefined;
+
+  /**
+   * Maximum estimated tokens of the attached artifacts together, at least 1
+   * (unset: unlimited).
+   *
+   * @generated from field: optional int64 max_attachment_tokens = 11;
+   */
+  maxAttachmentTokens?: bigint | undefined;
 };
 
 /**
@@ -232,7 +294,7 @@ export type SelectionPolicy = Message<"agentctx.context.v1.SelectionPolicy"> & {
  * Use `create(SelectionPolicySchema)` to create a new message.
  */
 export const SelectionPolicySchema: GenMessage<SelectionPolicy> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_policy, 2);
+  messageDesc(file_agentctx_context_v1_policy, 3);
 
 /**
  * CompactionPolicy configures compaction. Compaction never deletes events:
@@ -370,7 +432,7 @@ export type CompactionPolicy = Message<"agentctx.context.v1.CompactionPolicy"> &
  * Use `create(CompactionPolicySchema)` to create a new message.
  */
 export const CompactionPolicySchema: GenMessage<CompactionPolicy> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_policy, 3);
+  messageDesc(file_agentctx_context_v1_policy, 4);
 
 /**
  * CachePolicy configures the provider prefix cache for a session.
@@ -406,7 +468,7 @@ export type CachePolicy = Message<"agentctx.context.v1.CachePolicy"> & {
  * Use `create(CachePolicySchema)` to create a new message.
  */
 export const CachePolicySchema: GenMessage<CachePolicy> = /*@__PURE__*/
-  messageDesc(file_agentctx_context_v1_policy, 4);
+  messageDesc(file_agentctx_context_v1_policy, 5);
 
 /**
  * OverflowMode says what happens when the selected history exceeds
