@@ -239,6 +239,8 @@ class SqlArtifactStore:
         collected = 0
         for row in rows:
             key = row.upload_key.removeprefix(RELEASED)
+            if key[:1] not in self._by_kind:
+                continue  # bytes in an object store this service is not configured for
             if row.upload_key == key:
                 # Taken from its save, which can no longer commit it.
                 async with self._store.write_transaction() as conn:
