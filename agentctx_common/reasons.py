@@ -244,6 +244,14 @@ class Reason(str, enum.Enum):
     MEMORY_NOT_FOUND = "MEMORY_NOT_FOUND"
     # ALREADY_EXISTS: a memory id was reused with a different entry.
     MEMORY_ALREADY_EXISTS = "MEMORY_ALREADY_EXISTS"
+    # FAILED_PRECONDITION: the provider that serves the model has no embedding
+    # API (Anthropic); use a Gemini, OpenAI or local-sim embedding model.
+    # Nothing was sent.
+    EMBEDDINGS_NOT_SUPPORTED = "EMBEDDINGS_NOT_SUPPORTED"
+    # INVALID_ARGUMENT: an Embed request is malformed (no texts, an empty text,
+    # more texts than the provider takes, bad dimensions); see the field
+    # violations. Nothing was sent.
+    INVALID_EMBED_REQUEST = "INVALID_EMBED_REQUEST"
     # INVALID_ARGUMENT: the request's bytes are not a valid message of the
     # method's request type (not protobuf, invalid UTF-8 in a string field,
     # nesting deeper than the decoder allows). No field violations: nothing
@@ -269,7 +277,8 @@ class Reason(str, enum.Enum):
     # stays stored); fix the deployment, then retry with the same ids. A cache
     # service that does not lease in the call (an older one, which ignores
     # GenerateContent's acquire) is no error: the call goes uncached (BYPASS
-    # UNSUPPORTED).
+    # UNSUPPORTED). Memory never fails for a missing Embed: it ranks lexically
+    # (semantic_unavailable).
     CACHE_SERVICE_INCOMPATIBLE = "CACHE_SERVICE_INCOMPATIBLE"
 
     def __str__(self) -> str:
@@ -319,6 +328,7 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.ARTIFACT_STORE_UNAVAILABLE: ('error_type',),
     Reason.ATTACHMENT_BUDGET_EXCEEDED: ('limit', 'measured_bytes', 'measured_tokens', 'allowed_bytes', 'allowed_tokens', 'bytes_per_token',),
     Reason.TOOL_CAPABILITY_MISSING: ('capability', 'tool',),
+    Reason.EMBEDDINGS_NOT_SUPPORTED: ('provider',),
     Reason.MALFORMED_REQUEST: ('request_bytes',),
     Reason.SERVER_OVERLOADED: ('bound', 'limit',),
     Reason.DEADLINE_TOO_SHORT: ('remaining_ms',),

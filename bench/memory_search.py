@@ -1,5 +1,7 @@
 """Memory search: latency at scale and recall on a labelled set, lexical
-ranking only (SQLite FTS5 bm25, PostgreSQL tsvector ts_rank).
+ranking (SQLite FTS5 bm25, PostgreSQL tsvector ts_rank) and fused ranking
+(reciprocal rank fusion of the lexical rank and the cosine rank of the
+local simulator's embeddings, ``local-sim-embed``).
 
 For each backend (``sqlite``; ``postgres`` when 127.0.0.1:5432 answers, or
 always with AGENTCTX_REQUIRE_POSTGRES=1) and each ``--sizes`` value N, one
@@ -22,6 +24,21 @@ lexical ranker finds those only among the person's eight facts.
 ``recall_at_5_paraphrase`` per half; ``recall_at_5_in_N``: the same set
 inside the largest corpus (another user's noise does not count: it is the
 same user's N entries).
+
+Fused (semantic mode): entries are loaded with the local simulator's
+vectors (the store's packed form) while the corpus is at most
+``--fused-max`` entries (default 10k: the store reads every vector of
+the user per search and ranks them with one matrix product, so the cost
+grows with the user's entries; larger corpora are left lexical-only and
+not measured fused). ``fused_recall_at_5`` (and per
+half) on the labelled set, ``fused_recall_at_5_in_N`` inside the corpus,
+and ``fused_store_p50_ms`` / ``fused_over_lexical`` (the same queries,
+through ``MemoryService.search`` with the simulator's embedder in process:
+the query's embedding, both rankings and the fusion, against the lexical
+store search measured interleaved). The simulator hashes words, word stems
+and trigrams: it finds what shares a stem ("allergy"/"allergic"), not a
+paraphrase ("occupation"/"works as"), so fused recall is what this
+simulator gives, not what a provider's embedding model would.
 
 Aims (issue 22): p50 under 10 ms at 10k entries and under 50 ms at 1M, on
 both backends. The default sizes are 10k and 100k; ``--sizes 10000,1000000``
@@ -54,7 +71,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentctx.memory.v1 import memory_service_pb2 as mpb
 from agentctx.memory.v1 import memory_service_pb2_grpc
 from agentctx_common.certs import init_dev_certs
-from context_service.domain.memory import MemoryKey, MemoryQuery, query_terms
+from cache_service.domain.ports import EmbedCall
+from cache_service.providers.local.adapter import LocalProvider, embed_text
+from context_service.domain.memory import MemoryKey, MemoryQuery, SemanticMemory, normalized, pack_vector, query_terms
+from context_service.memory.service import MemoryService
 from context_service.settings import ContextSettings
 from context_service.storage import schema
 from context_service.storage.engine import create_engine
@@ -64,6 +84,7 @@ from tests.support import postgres
 from tests.support.servers import context_settings, secure_channel, start_context
 
 APP, USER = "bench", "u1"
+EMBED_MODEL = "local-sim-embed"
 LABELLED_USER = "labelled"
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 SEED = 22
@@ -140,8 +161,27 @@ def labelled_set(rng: random.Random) -> tuple[dict[str, str], list[tuple[str, st
 # --- loading and measuring ------------------------------------------------------------
 
 
-async def bulk_load(url: str, user: str, texts: Iterator[tuple[str, str]], batch: int = 5000) -> float:
-    """Inserts (id, text) rows for (APP, user); seconds taken."""
+class LocalEmbeddings:
+    """ports.EmbeddingPort on the local simulator, in process."""
+
+    def __init__(self) -> None:
+        self.provider = LocalProvider()
+
+    async def embed(self, provider: str, model: str, texts: Any, *, query: bool, dimensions: int | None = None,
+                    remaining: float | None = None) -> list[list[float]]:
+        result = await self.provider.embed(EmbedCall(model, tuple(texts), dimensions=dimensions))
+        return [list(v) for v in result.vectors]
+
+
+def fused_service(backend: Any) -> MemoryService:
+    return MemoryService(backend.memory, backend.sessions, semantic=SemanticMemory(EMBED_MODEL),
+                         embeddings=LocalEmbeddings())
+
+
+async def bulk_load(url: str, user: str, texts: Iterator[tuple[str, str]], batch: int = 5000,
+                    vectors: bool = False) -> float:
+    """Inserts (id, text) rows for (APP, user), with the simulator's
+    vectors when ``vectors``; seconds taken."""
     engine = create_engine(url)
     started = time.perf_counter()
     try:
@@ -153,8 +193,11 @@ async def bulk_load(url: str, user: str, texts: Iterator[tuple[str, str]], batch
             rows.clear()
 
         for memory_id, text in texts:
-            rows.append({"app": APP, "user_id": user, "memory_id": memory_id, "text": text, "metadata_json": "{}",
-                         "session_id": "", "event_id": "", "author": "", "create_time": T0})
+            row = {"app": APP, "user_id": user, "memory_id": memory_id, "text": text, "metadata_json": "{}",
+                   "session_id": "", "event_id": "", "author": "", "create_time": T0}
+            if vectors:
+                row.update(embedding=pack_vector(normalized(embed_text(text))), embedding_model=EMBED_MODEL)
+            rows.append(row)
             if len(rows) >= batch:
                 await flush()
         if rows:
@@ -174,7 +217,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(url: str, tmp: pathlib.Path, certs: pathlib.Path, user: str, texts: list[str],
-                  labelled: list[tuple[str, str, bool]] | None, first_id: str) -> dict[str, Any]:
+                  labelled: list[tuple[str, str, bool]] | None, first_id: str, fused: bool = False) -> dict[str, Any]:
     settings = ContextSettings(database_url=url, data_dir=tmp / "data", dev_plaintext=True, host="127.0.0.1")
     backend = await open_backend(settings)
     out: dict[str, Any] = {}
@@ -195,8 +238,13 @@ async def measure(url: str, tmp: pathlib.Path, certs: pathlib.Path, user: str, t
         out["store_p50_ms"] = round(statistics.median(store_ms), 3)
         out["store_get_p50_ms"] = round(statistics.median(get_ms), 3)
         out["store_over_get"] = round(statistics.median(store_ms) / statistics.median(get_ms), 2)
+        if fused:
+            out.update(await measure_fused(backend, user, texts))
         if labelled is not None:
             out.update(await recall(backend.memory, user, labelled))
+            if fused:
+                found = await recall(fused_service(backend), user, labelled)
+                out.update({f"fused_{k}": v for k, v in found.items()})
     finally:
         await backend.close()
     server = await start_context(context_settings(certs, tmp, database_url=url))
@@ -225,12 +273,33 @@ async def measure(url: str, tmp: pathlib.Path, certs: pathlib.Path, user: str, t
     return out
 
 
+async def measure_fused(backend: Any, user: str, texts: list[str], count: int = 50) -> dict[str, Any]:
+    """Fused searches (the query's embedding, both rankings, the fusion)
+    against lexical store searches, interleaved."""
+    service = fused_service(backend)
+    lexical_ms, fused_ms = [], []
+    for text in texts[:count]:
+        query = MemoryQuery(APP, user, query_terms(text), {}, 10, text)
+        started = time.perf_counter()
+        await backend.memory.search(query)
+        lexical_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        result = await service.search(query)
+        fused_ms.append((time.perf_counter() - started) * 1000)
+        assert result.ranking.value == "FUSED"
+    return {"fused_store_p50_ms": round(statistics.median(fused_ms), 3),
+            "fused_over_lexical": round(statistics.median(fused_ms) / statistics.median(lexical_ms), 2)}
+
+
 async def recall(store: Any, user: str, labelled: list[tuple[str, str, bool]]) -> dict[str, float]:
+    """Recall@5 through ``store.search`` (a MemoryStore: lexical; a
+    MemoryService: its ranking)."""
     hits = {True: 0, False: 0}
     totals = {True: 0, False: 0}
     for question, answer, overlap in labelled:
-        found = await store.search(MemoryQuery(APP, user, query_terms(question), {}, 5))
-        hits[overlap] += answer in [m.record.key.memory_id for m in found]
+        found = await store.search(MemoryQuery(APP, user, query_terms(question), {}, 5, question))
+        matches = found.matches if hasattr(found, "matches") else found
+        hits[overlap] += answer in [m.record.key.memory_id for m in matches]
         totals[overlap] += 1
     return {
         "recall_at_5": round((hits[True] + hits[False]) / (totals[True] + totals[False]), 3),
@@ -240,7 +309,7 @@ async def recall(store: Any, user: str, labelled: list[tuple[str, str, bool]]) -
 
 
 async def run_backend(name: str, url: str, sizes: list[int], query_count: int, tmp: pathlib.Path,
-                      certs: pathlib.Path) -> dict[str, Any]:
+                      certs: pathlib.Path, fused_max: int) -> dict[str, Any]:
     engine = create_engine(url)
     try:
         await schema.upgrade(engine)
@@ -250,46 +319,55 @@ async def run_backend(name: str, url: str, sizes: list[int], query_count: int, t
     words = vocabulary(rng)
     entries, questions = labelled_set(random.Random(SEED))
     figures: dict[str, Any] = {}
-    await bulk_load(url, LABELLED_USER, iter(entries.items()))
+    await bulk_load(url, LABELLED_USER, iter(entries.items()), vectors=True)
     labelled_only = await measure(url, tmp, certs, LABELLED_USER, [q for q, _, _ in questions], questions,
-                                  next(iter(entries)))
+                                  next(iter(entries)), fused=True)
     figures["labelled_entries"] = len(entries)
     figures["labelled_questions"] = len(questions)
-    figures.update({k: v for k, v in labelled_only.items() if k.startswith("recall")})
+    figures.update({k: v for k, v in labelled_only.items() if "recall" in k})
+    figures["labelled_store_p50_ms"] = labelled_only["store_p50_ms"]
+    figures["labelled_fused_store_p50_ms"] = labelled_only["fused_store_p50_ms"]
+    figures["labelled_fused_over_lexical"] = labelled_only["fused_over_lexical"]
     texts = queries(query_count, words, rng)
     loaded = 0
     for size in sorted(sizes):
         seconds = 0.0
+        fused = size <= fused_max
         if not loaded:
             # The labelled set is part of the corpus: the user's first entries.
-            seconds += await bulk_load(url, USER, iter(entries.items()))
+            seconds += await bulk_load(url, USER, iter(entries.items()), vectors=fused)
             loaded = len(entries)
         fresh = corpus(max(0, size - loaded), words, rng)
-        seconds += await bulk_load(url, USER, ((f"n{loaded + i}", text) for i, text in enumerate(fresh)))
+        seconds += await bulk_load(url, USER, ((f"n{loaded + i}", text) for i, text in enumerate(fresh)),
+                                   vectors=fused)
         loaded = max(size, loaded)
-        result = await measure(url, tmp, certs, USER, texts, questions if size == max(sizes) else None,
-                               next(iter(entries)))
+        fused_recall = fused and not any(s <= fused_max for s in sizes if s > size)
+        result = await measure(url, tmp, certs, USER, texts,
+                               questions if size == max(sizes) or fused_recall else None, next(iter(entries)),
+                               fused=fused)
         label = f"{size // 1000}k" if size < 1_000_000 else f"{size // 1_000_000}m"
         figures[f"load_s_{label}"] = round(seconds, 1)
         for key, value in result.items():
-            suffix = f"_in_{label}" if key.startswith("recall") else f"_{label}"
+            suffix = f"_in_{label}" if "recall" in key else f"_{label}"
             figures[key + suffix] = value
         print(f"{name} {label}: {json.dumps(result)}", file=sys.stderr, flush=True)
     return figures
 
 
-async def main_async(sizes: list[int], query_count: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"sizes": sizes, "queries": query_count, "ranking": "lexical"}
+async def main_async(sizes: list[int], query_count: int, fused_max: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"sizes": sizes, "queries": query_count, "ranking": "lexical and fused",
+                           "fused_max": fused_max, "embedding_model": EMBED_MODEL}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)
         certs = tmp / "certs"
         init_dev_certs(certs)
         out["sqlite"] = await run_backend("sqlite", f"sqlite:///{tmp / 'memory.db'}", sizes, query_count,
-                                          tmp / "sqlite", certs)
+                                          tmp / "sqlite", certs, fused_max)
         if postgres.available() or os.environ.get("AGENTCTX_REQUIRE_POSTGRES") == "1":
             name, url = postgres.create_database()
             try:
-                out["postgres"] = await run_backend("postgres", url, sizes, query_count, tmp / "postgres", certs)
+                out["postgres"] = await run_backend("postgres", url, sizes, query_count, tmp / "postgres", certs,
+                                                    fused_max)
             finally:
                 postgres.drop_database(name)
         else:
@@ -301,9 +379,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="corpus sizes, comma-separated")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--fused-max", type=int, default=10_000,
+                        help="largest corpus loaded with vectors and measured fused")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(json.dumps(asyncio.run(main_async(sizes, args.queries)), sort_keys=True))
+    print(json.dumps(asyncio.run(main_async(sizes, args.queries, args.fused_max)), sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
@@ -157,6 +157,15 @@ class CacheClient:
             "InvalidateScope", cpb.InvalidateScopeRequest(scope=scope_to_proto(scope)), remaining
         )
         return ScopeInvalidation(done.scope_fingerprint, done.entries_removed, done.inflight_cancelled)
+
+    # --- ports.EmbeddingPort ------------------------------------------------------
+
+    async def embed(self, provider: str, model: str, texts: Sequence[str], *, query: bool,
+                    dimensions: int | None = None, remaining: float | None = None) -> list[list[float]]:
+        task = cpb.EMBED_TASK_RETRIEVAL_QUERY if query else cpb.EMBED_TASK_RETRIEVAL_DOCUMENT
+        answer: cpb.EmbedResponse = await self._call("Embed", cpb.EmbedRequest(
+            provider=provider, model=model, texts=list(texts), task=task, dimensions=dimensions or 0), remaining)
+        return [list(e.values) for e in answer.embeddings]
 
     # --- for the MODEL compactor, an adapter itself ----------------------------
 

@@ -23,10 +23,10 @@ from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelRe
 from context_service.domain.compaction_rules.history import History
 from context_service.domain.compaction_rules.jobs import Job
 from context_service.domain.compaction_rules.plan import CompactionPlan
-from context_service.domain.config import ContextConfig
+from context_service.domain.config import ContextConfig, RetrievalPolicy
 from context_service.domain.diagnostics import LifecycleFacts
 from context_service.domain.memory import AddedFromSession, MemoryKey, MemoryMatch, MemoryQuery, MemoryRecord, NewMemory
-from context_service.domain.model import CompactionTrigger, Event, JsonObject, SessionKey
+from context_service.domain.model import CompactionTrigger, Content, Event, JsonObject, SessionKey
 from context_service.domain.paging import SessionPage, SessionQuery
 from context_service.domain.selection import Compressor
 from context_service.domain.session_records import AppendResult, SessionHead, SessionRecord, StateDelta
@@ -173,6 +173,34 @@ class MemoryStore(Protocol):
         """The owner's entries matching any of the query's terms and every
         metadata filter, best first (ties by insertion), at most ``limit``."""
         ...
+
+    async def set_vectors(self, model: str, vectors: Sequence[tuple[MemoryKey, Sequence[float]]]) -> int:
+        """Stores the entries' vectors (made by ``model``); entries gone
+        meanwhile are skipped. How many were stored."""
+        ...
+
+    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int) -> list[MemoryMatch]:
+        """The owner's entries with a vector of ``model`` passing every
+        metadata filter, by cosine with ``vector`` (the match's score), best
+        first, at most ``n``. Entries without a vector are not found."""
+        ...
+
+
+class EmbeddingPort(Protocol):
+    """Embeddings through the cache service (``cache_client.CacheClient``):
+    one vector per text. A call it cannot make is UNAVAILABLE
+    CACHE_SERVICE_UNAVAILABLE; its own errors come back as raised there."""
+
+    async def embed(self, provider: str, model: str, texts: Sequence[str], *, query: bool,
+                    dimensions: int | None = None, remaining: float | None = None) -> list[list[float]]: ...
+
+
+class MemoryRetriever(Protocol):
+    """Memory for a turn (``memory.service.MemoryService``): the contents a
+    retrieval policy puts in the request's memory section."""
+
+    async def retrieve(self, key: SessionKey, query: str, policy: RetrievalPolicy,
+                       remaining: float | None = None) -> list[Content]: ...
 
 
 class SessionHeads(Protocol):

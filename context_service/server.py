@@ -44,6 +44,7 @@ from context_service.building.tail import TailReader
 from context_service.cache_client import CacheClient
 from context_service.compaction.runtime import CompactionRuntime, start_compaction
 from context_service.domain.config import overlay
+from context_service.domain.memory import SemanticMemory
 from context_service.domain.tool_tokens import KeySet, SigningKey, ToolTokenCodec
 from context_service.mapping.wire import render
 from context_service.memory.service import MemoryService
@@ -129,6 +130,8 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
     tail = TailReader(backend.sessions, render)
     # Appends through the application extend the history caches (no read after).
     sessions = ObservedSessions(backend.sessions, history, tail)
+    memory = MemoryService(backend.memory, sessions, semantic=semantic_memory(settings), embeddings=cache,
+                           embed_timeout_s=settings.memory_embedding_timeout_s)
     builder = ContextBuilder(
         heads=backend.heads,
         history=history,
@@ -137,6 +140,7 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
         effective_config=functools.partial(overlay, defaults),
         compressors=compaction.service,
         tail=tail,
+        retriever=memory,
         attachments=AttachmentLoader(backend.artifacts, render),
     )
     tools = tool_contexts(settings, backend)
@@ -144,10 +148,18 @@ def compose(settings: ContextSettings, backend: Backend, cache: CacheClient) -> 
     app = ContextApp(
         settings=settings, defaults=defaults, sessions=sessions, lifecycle=backend.lifecycle,
         builder=builder, compaction=compaction.service, cache=cache, turns=turns, artifacts=backend.artifacts,
-        memory=MemoryService(backend.memory, sessions),
+        memory=memory,
         tools=tools,
     )
     return app, compaction
+
+
+def semantic_memory(settings: ContextSettings) -> SemanticMemory | None:
+    """Semantic memory as the settings configure it (None: lexical only)."""
+    if not settings.memory_embedding_model:
+        return None
+    return SemanticMemory(settings.memory_embedding_model, settings.memory_embedding_provider,
+                          settings.memory_embedding_dimensions or None)
 
 
 def tool_contexts(settings: ContextSettings, backend: Backend) -> ToolContexts:

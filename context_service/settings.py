@@ -117,6 +117,19 @@ class ContextSettings(ServerSettings):
         "bytes (database rows or object-store object and multipart parts) are deleted.",
     )
 
+    # Memory (MemoryService): semantic ranking on top of the lexical one.
+    memory_embedding_model: str = Field(
+        "", max_length=128,
+        description="Embedding model for semantic memory (e.g. local-sim-embed, gemini-embedding-001, "
+        "text-embedding-3-small), called through the cache service's Embed. Empty: lexical search only.",
+    )
+    memory_embedding_provider: str = Field(
+        "", max_length=64, description="The cache service's provider instance for it; empty: routed by model.")
+    memory_embedding_dimensions: int = Field(
+        0, ge=0, le=8192, description="Output dimensions for models that can shorten vectors; 0: the model's own.")
+    memory_embedding_timeout_s: float = Field(
+        5.0, gt=0, description="Longest wait for one embedding call; past it a search ranks lexically.")
+
     # Sessions and events: input limits. A violation is INVALID_ARGUMENT
     # naming the field.
     max_event_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest event AppendEvent accepts (encoded).")

@@ -21,10 +21,12 @@ from agentctx.type.v1 import cache_pb2, content_pb2, generation_pb2
 from agentctx_common.canonical import content_json, struct_to_dict, tool_config_json, tool_json
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.protos import unknown_field_violations, value_violations
+from agentctx_common.reasons import Reason
 from cache_service.api.content_memo import ContentMemo
 from cache_service.domain.call_lease import CallLease
 from cache_service.domain.keys import CanonicalContent, Prefix, Scope
 from cache_service.domain.model import JSON, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
+from cache_service.domain.ports import EmbedCall, Embeddings, EmbedTask
 from cache_service.domain.routing import ProviderRouter
 
 _ROLES = ("user", "model")
@@ -264,3 +266,38 @@ def info_to_proto(i: CacheInfo, out: cache_pb2.CacheMetadata) -> None:
         out.expire_time.FromNanoseconds(int(i.expire_time * 1e9))
     out.scope_fingerprint = i.scope_fingerprint
     out.uses = i.uses
+
+
+# --- embeddings ------------------------------------------------------------------
+
+_EMBED_TASKS = {
+    pb.EMBED_TASK_UNSPECIFIED: EmbedTask.UNSPECIFIED,
+    pb.EMBED_TASK_RETRIEVAL_DOCUMENT: EmbedTask.RETRIEVAL_DOCUMENT,
+    pb.EMBED_TASK_RETRIEVAL_QUERY: EmbedTask.RETRIEVAL_QUERY,
+}
+
+
+def embed_from_proto(r: pb.EmbedRequest, router: ProviderRouter) -> tuple[str, EmbedCall]:
+    """The provider instance and the call (INVALID_ARGUMENT INVALID_EMBED_REQUEST
+    for an unknown provider, task or negative dimensions)."""
+    violations = []
+    if r.task not in _EMBED_TASKS:
+        violations.append(FieldViolation("task", f"unknown task {r.task}"))
+    if r.dimensions < 0:
+        violations.append(FieldViolation("dimensions", "must not be negative"))
+    if not r.model:
+        violations.append(FieldViolation("model", "is required"))
+    if violations:
+        raise InvalidArgument.fields(violations, reason=Reason.INVALID_EMBED_REQUEST)
+    provider = r.provider or router.provider_for(r.model)
+    if provider not in router.known:
+        raise InvalidArgument.fields([FieldViolation("provider", f"must be one of {', '.join(sorted(router.known))}")],
+                                     reason=Reason.INVALID_EMBED_REQUEST)
+    return provider, EmbedCall(r.model, tuple(r.texts), _EMBED_TASKS[r.task], r.dimensions or None)
+
+
+def embeddings_to_proto(model: str, result: Embeddings) -> pb.EmbedResponse:
+    out = pb.EmbedResponse(model=model, input_tokens=result.input_tokens)
+    for vector in result.vectors:
+        out.embeddings.add().values.extend(vector)
+    return out

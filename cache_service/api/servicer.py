@@ -13,6 +13,7 @@ from agentctx.cache.v1 import cache_service_pb2_grpc
 from cache_service.api import convert
 from cache_service.api.content_memo import ContentMemo
 from cache_service.app import CacheApp
+from cache_service.domain import embedding
 from cache_service.domain.call_lease import CallLease, CallLeases
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall
@@ -107,6 +108,14 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
             scope_fingerprint=status.scope_fingerprint, entry_count=status.entry_count,
             inflight_count=status.inflight_count, waiter_count=status.waiter_count, prefix_bytes=status.prefix_bytes,
         )
+
+    async def Embed(self, request: pb.EmbedRequest, context: Context) -> pb.EmbedResponse:
+        provider_name, call = convert.embed_from_proto(request, self.router)
+        provider = self.app.registry.provider(provider_name)
+        remaining = context.time_remaining()
+        limit = self.app.generator.request_timeout_s
+        timeout = limit if remaining is None else max(0.0, min(remaining, limit))
+        return convert.embeddings_to_proto(call.model, await embedding.embed(provider, call, timeout))
 
     def _call(self, request: pb.GenerateContentRequest) -> tuple[Scope, ModelCall, CallLease | None]:
         call = convert.call_from_proto(request.request, self.contents)

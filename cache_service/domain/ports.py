@@ -34,7 +34,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from agentctx_common.errors import Unavailable
 from agentctx_common.reasons import Reason
@@ -153,6 +153,45 @@ class Provider(Protocol):
     async def count_tokens(self, call: ModelCall) -> int: ...
 
     async def close(self) -> None: ...
+
+
+class EmbedTask(enum.Enum):
+    """What texts are embedded for (Gemini's task types; others ignore it)."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    RETRIEVAL_DOCUMENT = "RETRIEVAL_DOCUMENT"
+    RETRIEVAL_QUERY = "RETRIEVAL_QUERY"
+
+
+@dataclass(frozen=True)
+class EmbedCall:
+    """Texts to embed with ``model``; ``dimensions`` None: the model's own."""
+
+    model: str
+    texts: tuple[str, ...]
+    task: EmbedTask = EmbedTask.UNSPECIFIED
+    dimensions: int | None = None
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """One vector per text of the call, in order; the input tokens the
+    provider reported (0: none reported)."""
+
+    vectors: tuple[tuple[float, ...], ...]
+    input_tokens: int = 0
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A provider with an embedding API (optional: Anthropic has none).
+    ``max_embed_texts``: the most texts one call takes, as the provider's
+    own API bounds it (checked before anything is sent)."""
+
+    @property
+    def max_embed_texts(self) -> int: ...
+
+    async def embed(self, call: EmbedCall) -> Embeddings: ...
 
 
 class ProviderError(Exception):

@@ -35,7 +35,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         caller = self.app.caller(context)
         key = parse_session_name(request.session, self.app.limits, "session")
         caller.require(key.app)
-        result = await self.app.memory.add_session(key)
+        result = await self.app.memory.add_session(key, context.time_remaining())
         return pb.AddSessionToMemoryResponse(added_count=result.added, existing_count=result.existing)
 
     async def AddMemory(self, request: pb.AddMemoryRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.MemoryEntry:
@@ -53,7 +53,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             session_id = source.session
         entry = new_memory(MemoryKey(app, user, request.memory_id or new_id()), request.memory, session_id)
         check_new_memory(entry, limits)
-        return entry_to_proto(await self.app.memory.add(entry))
+        return entry_to_proto(await self.app.memory.add(entry, context.time_remaining()))
 
     async def SearchMemory(self, request: pb.SearchMemoryRequest,
                            context: grpc.aio.ServicerContext[Any, Any]) -> pb.SearchMemoryResponse:
@@ -61,7 +61,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         app, user = parse_user_parent(request.parent, self.app.limits, "parent")
         caller.require(app)
         query = search_query(app, user, request.query, dict(request.metadata_filter), request.limit)
-        return search_response(await self.app.memory.search(query))
+        return search_response(await self.app.memory.search(query, context.time_remaining()))
 
     async def DeleteMemory(self, request: pb.DeleteMemoryRequest,
                            context: grpc.aio.ServicerContext[Any, Any]) -> empty_pb2.Empty:

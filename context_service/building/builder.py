@@ -9,6 +9,11 @@ cache client map (``context_service.mapping``). Request contents keep the
 transport form they arrived in, and stored events' records keep theirs
 (``building.history``), so an edge can send the result without converting
 anything again.
+
+A session whose config enables memory retrieval (``RetrievalPolicy``) has
+its memory section filled here too: the newest user text (the input's,
+else the selected history's) searches the user's memory through
+``ports.MemoryRetriever``, and the matches follow the request's own memory.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ from context_service.domain import selection as sel
 from context_service.domain.config import ContextConfig, SelectionPolicy
 from context_service.domain.event_validation import content_violations
 from context_service.domain.limits import Limits
+from context_service.domain.memory import retrieval_query
 from context_service.domain.model import SessionKey
 from context_service.domain.selection import telemetry
 from context_service.domain.selection.errors import compress_not_available
 from context_service.domain.selection.records import Render
 from context_service.domain.session_records import SessionHead
 from context_service.domain.validation import selection_violations
-from context_service.ports import Compressors, SessionHeads
+from context_service.ports import Compressors, MemoryRetriever, SessionHeads
 
 log = logging.getLogger("agentctx.context.selection")
 
@@ -55,7 +61,8 @@ class ContextBuilder:
     defaults. ``compressors``: overflow COMPRESS (None: COMPRESS is
     UNIMPLEMENTED COMPRESS_NOT_AVAILABLE). ``tail``: bounded TRUNCATE builds
     read only the newest events (None: every build reads ``history``).
-    ``attachments``: loads the artifacts a request attaches (None: a request
+    ``retriever``: memory for a retrieval policy (None: the policy is
+    ignored). ``attachments``: loads the artifacts a request attaches (None: a request
     attaching any is UNIMPLEMENTED)."""
 
     def __init__(
@@ -68,9 +75,11 @@ class ContextBuilder:
         effective_config: Callable[[ContextConfig], ContextConfig],
         compressors: Compressors | None = None,
         tail: TailReader | None = None,
+        retriever: MemoryRetriever | None = None,
         attachments: AttachmentLoader | None = None,
     ) -> None:
         self.heads = heads
+        self.retriever = retriever
         self.attachments = attachments
         self.history = history
         self.tail = tail
@@ -120,6 +129,8 @@ class ContextBuilder:
                 compressor = await self.compressors.compressor(session.key, config, remaining=remaining)
                 summary = await compressor(selection.pending)
                 selection = sel.finish_compression(selection, summary, keys, self._render)
+            if config.retrieval.enabled and self.retriever is not None:
+                memory = memory + await self._retrieved(session.key, config, inputs, selection, keys, remaining)
             if attached:
                 # As rendered, with the (calibrated) estimate the request uses.
                 att.check_budget([r.name for r in request.attachments], [c.size for c in attached], policy,
@@ -206,6 +217,19 @@ class ContextBuilder:
         if len(self._memo) >= _MEMO_MAX:
             self._memo.clear()
         self._memo[slot] = value
+
+    async def _retrieved(self, key: SessionKey, config: ContextConfig, inputs: list[sel.ContentRecord],
+                         selection: sel.Selection, keys: sel.SecretKeys,
+                         remaining: float | None) -> list[sel.ContentRecord]:
+        """The retrieval policy's memory: records of the matches for the
+        newest user text."""
+        assert self.retriever is not None
+        query = retrieval_query([r.content for r in inputs]) or retrieval_query(
+            [r.content for r in selection.history])
+        if not query:
+            return []
+        found = await self.retriever.retrieve(key, query, config.retrieval, remaining)
+        return [self._record(RequestContent(c), keys) for c in found]
 
     def _contents(
         self, request: BuildRequest, keys: sel.SecretKeys

@@ -97,6 +97,17 @@ class CachePolicy:
 
 
 @dataclass(frozen=True)
+class RetrievalPolicy:
+    """A turn retrieves memory itself (``building.builder``): the newest
+    user text searches the user's memory; at most ``limit`` matches scoring
+    at least ``min_score`` fill the request's memory section."""
+
+    enabled: bool | None = None
+    limit: int | None = None
+    min_score: float | None = None
+
+
+@dataclass(frozen=True)
 class ToolDeclaration:
     """The capabilities one tool's calls get through their tool tokens
     (besides ``identity``; see domain.tool_tokens)."""
@@ -111,6 +122,7 @@ class ContextConfig:
     selection: SelectionPolicy = field(default_factory=SelectionPolicy)
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     cache: CachePolicy = field(default_factory=CachePolicy)
+    retrieval: RetrievalPolicy = field(default_factory=RetrievalPolicy)
     # Replaces the server's declarations as a whole when set.
     tools: tuple[ToolDeclaration, ...] = ()
 
@@ -177,6 +189,7 @@ _NESTED = {
     (ContextConfig, "selection"): SelectionPolicy,
     (ContextConfig, "compaction"): CompactionPolicy,
     (ContextConfig, "cache"): CachePolicy,
+    (ContextConfig, "retrieval"): RetrievalPolicy,
     (SelectionPolicy, "filter"): EventFilter,
 }
 _ENUMS = {

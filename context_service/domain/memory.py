@@ -5,7 +5,9 @@ session and event they came from. This module holds their types, the
 checks of what a client sends, the query's terms (free text is never handed
 to a query language: stores match the terms, each quoted), and which of a
 session's events become entries (ADK's ``add_session_to_memory``: the user's
-and the model's text, one entry per event).
+and the model's text, one entry per event), and semantic ranking's pure
+parts: vectors packed for storage, cosine, and the reciprocal rank fusion
+of the lexical and the vector rankings (``fuse``, k = ``RRF_K``).
 
 Memory outlives its sessions, as ADK's does: deleting a session leaves its
 entries (delete them by name).
@@ -15,15 +17,18 @@ Pure Python: no grpc, no protobuf, no storage.
 
 from __future__ import annotations
 
+import array
 import datetime as dt
+import enum
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agentctx_common.errors import FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
 from context_service.domain.limits import NOT_RESERVED, Limits, raise_if
-from context_service.domain.model import Event, SessionKey
+from context_service.domain.model import Content, Event, Part, SessionKey
 
 MAX_TEXT_BYTES = 256 * 1024
 MAX_METADATA_ENTRIES = 32
@@ -101,8 +106,41 @@ class MemoryRecord:
 
 @dataclass(frozen=True, slots=True)
 class MemoryMatch:
+    """``score``: higher is better, comparable within one search only.
+    ``lexical_rank``/``vector_rank``: 1-based ranks in each ranking that
+    found the entry (0: not found by it); ``vector_score`` the cosine."""
+
     record: MemoryRecord
-    score: float  # higher is better; comparable within one search only
+    score: float
+    lexical_rank: int = 0
+    vector_rank: int = 0
+    vector_score: float = 0.0
+
+
+class Ranking(enum.Enum):
+    LEXICAL = "LEXICAL"
+    FUSED = "FUSED"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A search's matches, how they were ranked, and whether semantic
+    ranking was configured but could not run (the query not embedded)."""
+
+    matches: list[MemoryMatch]
+    ranking: Ranking = Ranking.LEXICAL
+    semantic_unavailable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticMemory:
+    """Semantic mode: the embedding model (and provider instance, empty:
+    the cache tier routes by model) that vectors are made with; only
+    vectors of this model are compared."""
+
+    model: str
+    provider: str = ""
+    dimensions: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +153,16 @@ class MemoryQuery:
     terms: tuple[str, ...]
     metadata_filter: Mapping[str, str] = field(default_factory=dict)
     limit: int = DEFAULT_LIMIT
+    text: str = ""  # the query as sent (what semantic ranking embeds)
 
 
 @dataclass(frozen=True, slots=True)
 class AddedFromSession:
+    """Counts, and the entries this call added (to embed)."""
+
     added: int
     existing: int
+    entries: tuple[NewMemory, ...] = ()
 
 
 def query_terms(query: str) -> tuple[str, ...]:
@@ -232,4 +274,93 @@ def search_query(app: str, user: str, query: str, metadata_filter: Mapping[str, 
     if limit < 0 or limit > MAX_LIMIT:
         v.append(FieldViolation("limit", f"must be between 0 (default {DEFAULT_LIMIT}) and {MAX_LIMIT}"))
     raise_if(v, Reason.INVALID_MEMORY_REQUEST)
-    return MemoryQuery(app, user, terms, dict(metadata_filter), limit or DEFAULT_LIMIT)
+    return MemoryQuery(app, user, terms, dict(metadata_filter), limit or DEFAULT_LIMIT, query)
+
+
+# --- semantic ranking ---------------------------------------------------------------
+
+# Reciprocal rank fusion's k (Cormack et al. 2009): an entry's fused score is
+# the sum, over the rankings that found it, of 1 / (RRF_K + rank).
+RRF_K = 60
+# Each ranking contributes this many candidates at least (more when the
+# limit is larger), so an entry ranked low by one and high by the other can
+# still surface.
+MIN_FUSION_CANDIDATES = 50
+
+
+def fusion_candidates(limit: int) -> int:
+    return max(MIN_FUSION_CANDIDATES, 2 * limit)
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """float32, little-endian: the stored form of a vector."""
+    packed = array.array("f", vector)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def unpack_vector(data: bytes) -> array.array[float]:
+    packed = array.array("f")
+    packed.frombytes(data)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed
+
+
+def normalized(vector: Sequence[float]) -> list[float]:
+    """``vector`` at unit length (a zero vector stays zero), so a dot
+    product is the cosine."""
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector] if norm else list(vector)
+
+
+def fuse(lexical: Sequence[MemoryMatch], vector: Sequence[MemoryMatch], limit: int) -> list[MemoryMatch]:
+    """Reciprocal rank fusion of two rankings (each best first): each entry
+    once, scored by the sum of 1 / (RRF_K + rank) over the rankings that
+    found it, carrying both ranks and its cosine; best first, ties by
+    lexical rank then vector rank; at most ``limit``."""
+    fused: dict[MemoryKey, MemoryMatch] = {}
+    for rank, m in enumerate(lexical, 1):
+        fused[m.record.key] = MemoryMatch(m.record, 1 / (RRF_K + rank), lexical_rank=rank)
+    for rank, m in enumerate(vector, 1):
+        seen = fused.get(m.record.key)
+        if seen is None:
+            fused[m.record.key] = MemoryMatch(m.record, 1 / (RRF_K + rank), vector_rank=rank, vector_score=m.score)
+        else:
+            fused[m.record.key] = replace(seen, score=seen.score + 1 / (RRF_K + rank), vector_rank=rank,
+                                          vector_score=m.score)
+
+    def order(m: MemoryMatch) -> tuple[float, int, int]:
+        return (-m.score, m.lexical_rank or sys.maxsize, m.vector_rank or sys.maxsize)
+
+    return sorted(fused.values(), key=order)[:limit]
+
+
+def ranked_lexically(matches: Sequence[MemoryMatch]) -> list[MemoryMatch]:
+    """A lexical search's matches with their lexical ranks."""
+    return [replace(m, lexical_rank=rank) for rank, m in enumerate(matches, 1)]
+
+
+# --- retrieval for a turn -----------------------------------------------------------
+
+DEFAULT_RETRIEVAL_LIMIT = 5
+
+
+def retrieval_query(contents: Sequence[Content]) -> str:
+    """The text of the newest user content with any (its non-thought text
+    parts), cut to MAX_QUERY_BYTES; "" when none has text."""
+    for content in reversed(contents):
+        if content.role != "user":
+            continue
+        text = "\n".join(p.text for p in content.parts if p.text and not p.thought).strip()
+        if text:
+            return _cut(text, MAX_QUERY_BYTES)
+    return ""
+
+
+def retrieved_contents(matches: Sequence[MemoryMatch], min_score: float | None) -> list[Content]:
+    """One user content per match at or above ``min_score``, holding the
+    entry's text, best first."""
+    return [Content("user", (Part(text=m.record.text),)) for m in matches
+            if min_score is None or m.score >= min_score]

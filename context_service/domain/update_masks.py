@@ -16,11 +16,12 @@ from context_service.domain.limits import raise_if
 
 # Paths UpdateSession accepts, and the ContextConfig fields each replaces.
 CONFIG_PATHS = {
-    "config": ("model", "selection", "compaction", "cache", "tools"),
+    "config": ("model", "selection", "compaction", "cache", "retrieval", "tools"),
     "config.model": ("model",),
     "config.selection": ("selection",),
     "config.compaction": ("compaction",),
     "config.cache": ("cache",),
+    "config.retrieval": ("retrieval",),
     "config.tools": ("tools",),
 }
 

@@ -19,11 +19,14 @@ from context_service.domain.config import (
     CompactorKind,
     ContentType,
     ContextConfig,
+    RetrievalPolicy,
     SelectionPolicy,
 )
 from context_service.domain.tool_tokens import declaration_violations
 
 MAX_COMPACTOR_TIMEOUT_S = 300.0
+# Memory entries one turn retrieves at most (SearchMemory's own bound).
+MAX_RETRIEVAL_LIMIT = 100
 MAX_TTL_S = 7 * 24 * 3600.0
 # Far beyond any model, and small enough that byte and token arithmetic
 # stays exact in floating point.
@@ -146,11 +149,21 @@ def cache_violations(p: CachePolicy, path: str) -> list[FieldViolation]:
     return v
 
 
+def retrieval_violations(p: RetrievalPolicy, path: str) -> list[FieldViolation]:
+    v: list[FieldViolation] = []
+    if p.limit is not None and not 1 <= p.limit <= MAX_RETRIEVAL_LIMIT:
+        v.append(FieldViolation(f"{path}.limit", f"must be between 1 and {MAX_RETRIEVAL_LIMIT}"))
+    if p.min_score is not None and not math.isfinite(p.min_score):
+        v.append(FieldViolation(f"{path}.min_score", "must be a finite number"))
+    return v
+
+
 def config_violations(c: ContextConfig, path: str = "config") -> list[FieldViolation]:
     return (
         selection_violations(c.selection, f"{path}.selection")
         + compaction_violations(c.compaction, f"{path}.compaction")
         + cache_violations(c.cache, f"{path}.cache")
+        + retrieval_violations(c.retrieval, f"{path}.retrieval")
         + declaration_violations(c.tools, f"{path}.tools")
     )
 

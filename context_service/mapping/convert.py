@@ -405,14 +405,31 @@ def cache_policy_to_proto(p: cfg.CachePolicy, out: policy_pb2.CachePolicy) -> No
         dict_to_struct(p.scope_policy, out.scope_policy)
 
 
+def retrieval_from_proto(p: policy_pb2.MemoryRetrievalPolicy, *, enabled_set: bool = True) -> cfg.RetrievalPolicy:
+    return cfg.RetrievalPolicy(
+        enabled=p.enabled if enabled_set else None,
+        limit=p.limit if p.HasField("limit") else None,
+        min_score=p.min_score if p.HasField("min_score") else None,
+    )
+
+
+def retrieval_to_proto(p: cfg.RetrievalPolicy, out: policy_pb2.MemoryRetrievalPolicy) -> None:
+    out.enabled = bool(p.enabled)
+    if p.limit is not None:
+        out.limit = p.limit
+    if p.min_score is not None:
+        out.min_score = p.min_score
+
+
 def config_from_proto(c: policy_pb2.ContextConfig) -> cfg.ContextConfig:
-    """A client's config. A present compaction/cache message sets its
-    ``enabled`` flag explicitly (proto3 cannot tell false from unset)."""
+    """A client's config. A present compaction/cache/retrieval message sets
+    its ``enabled`` flag explicitly (proto3 cannot tell false from unset)."""
     return cfg.ContextConfig(
         model=c.model,
         selection=selection_from_proto(c.selection),
         compaction=compaction_from_proto(c.compaction, enabled_set=c.HasField("compaction")),
         cache=cache_policy_from_proto(c.cache, enabled_set=c.HasField("cache")),
+        retrieval=retrieval_from_proto(c.retrieval, enabled_set=c.HasField("retrieval")),
         tools=tuple(cfg.ToolDeclaration(t.name, tuple(t.capabilities)) for t in c.tools),
     )
 
@@ -428,5 +445,7 @@ def config_to_proto(c: cfg.ContextConfig, out: policy_pb2.ContextConfig) -> None
         compaction_to_proto(c.compaction, out.compaction)
     if cfg.to_json(c.cache):
         cache_policy_to_proto(c.cache, out.cache)
+    if cfg.to_json(c.retrieval):
+        retrieval_to_proto(c.retrieval, out.retrieval)
     for tool in c.tools:
         out.tools.add(name=tool.name, capabilities=tool.capabilities)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentctx.memory.v1 import memory_service_pb2 as pb
-from context_service.domain.memory import MemoryKey, MemoryMatch, MemoryRecord, NewMemory
+from context_service.domain.memory import MemoryKey, MemoryRecord, NewMemory, Ranking, SearchResult
 from context_service.mapping.convert import dt_to_ts
 
 
@@ -26,9 +26,13 @@ def new_memory(key: MemoryKey, entry: pb.MemoryEntry, session_id: str) -> NewMem
                      event_id=entry.event_id, author=entry.author)
 
 
-def search_response(matches: list[MemoryMatch]) -> pb.SearchMemoryResponse:
-    out = pb.SearchMemoryResponse()
-    for match in matches:
-        item = out.matches.add(score=match.score)
+_RANKINGS = {Ranking.LEXICAL: pb.MEMORY_RANKING_LEXICAL, Ranking.FUSED: pb.MEMORY_RANKING_FUSED}
+
+
+def search_response(result: SearchResult) -> pb.SearchMemoryResponse:
+    out = pb.SearchMemoryResponse(ranking=_RANKINGS[result.ranking], semantic_unavailable=result.semantic_unavailable)
+    for match in result.matches:
+        item = out.matches.add(score=match.score, lexical_rank=match.lexical_rank, vector_rank=match.vector_rank,
+                               vector_score=match.vector_score)
         entry_to_proto(match.record, item.memory)
     return out

@@ -8,15 +8,29 @@ so nothing is read as FTS5 syntax), PostgreSQL's tsvector column with its
 GIN index ranked by ``ts_rank`` (each term through ``plainto_tsquery``,
 a bound parameter). Writes go through the session store's write
 transaction, so on SQLite they queue with appends.
+
+Vectors (semantic mode) are a column of the entry, packed float32 with the
+model that made them; ``vector_search`` reads the owner's vectors of that
+model and ranks them by cosine here, as one matrix product (numpy): no
+vector extension is needed on either backend. A search without metadata
+filters uses this process's copy of the user's vectors (``_VectorCache``,
+bounded in bytes) while the user's row of ``memory_vector_versions`` is
+unchanged: every write of vectors and every delete bumps it in its own
+transaction, so a copy is never used after another replica changed them.
+A search with filters reads the matching vectors (filters in SQL).
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -30,10 +44,12 @@ from context_service.domain.memory import (
     MemoryRecord,
     NewMemory,
     fts5_match,
+    normalized,
+    pack_vector,
 )
 from context_service.storage.engine import is_sqlite
 from context_service.storage.sql_store import SqlSessionStore
-from context_service.storage.tables import memories, memory_metadata
+from context_service.storage.tables import memories, memory_metadata, memory_vector_versions
 
 # PostgreSQL's text search configuration (the migration's tsvector uses it).
 TS_CONFIG = "english"
@@ -61,12 +77,75 @@ def _key_clause(key: MemoryKey) -> sa.ColumnElement[bool]:
     return sa.and_(memories.c.app == key.app, memories.c.user_id == key.user, memories.c.memory_id == key.memory_id)
 
 
+def _filtered(stmt: sa.Select[Any], query: MemoryQuery) -> sa.Select[Any]:
+    """``stmt`` limited to entries whose metadata has every filter's value."""
+    for k, v in sorted(query.metadata_filter.items()):
+        stmt = stmt.where(sa.exists().where(
+            memory_metadata.c.memory_pk == memories.c.pk, memory_metadata.c.key == k, memory_metadata.c.value == v,
+        ))
+    return stmt
+
+
+# Bytes of vectors one process keeps cached, over all users.
+VECTOR_CACHE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Vectors:
+    """One user's vectors of one model, in pk order: a matrix of unit rows."""
+
+    version: int
+    pks: list[int]
+    matrix: np.ndarray[Any, np.dtype[np.float32]]
+
+
+class _VectorCache:
+    """(app, user, model) -> _Vectors, least recently used out first past
+    ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, str, str], _Vectors] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: tuple[str, str, str], version: int) -> _Vectors | None:
+        hit = self._items.get(key)
+        if hit is None or hit.version != version:
+            return None
+        self._items.move_to_end(key)
+        return hit
+
+    def put(self, key: tuple[str, str, str], vectors: _Vectors) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old.matrix.nbytes
+        if vectors.matrix.nbytes > self.max_bytes:
+            return
+        self._items[key] = vectors
+        self._bytes += vectors.matrix.nbytes
+        while self._bytes > self.max_bytes:
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= dropped.matrix.nbytes
+
+
+def _matrix(blobs: Sequence[bytes], dims: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
+
+
+async def _bump_version(conn: AsyncConnection, app: str, user: str) -> None:
+    dialect: Any = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(memory_vector_versions).values(app=app, user_id=user, version=1)
+    await conn.execute(stmt.on_conflict_do_update(
+        index_elements=["app", "user_id"], set_={"version": memory_vector_versions.c.version + 1}))
+
+
 class SqlMemoryStore:
     """ports.MemoryStore sharing ``store``'s engine, write lock and clock."""
 
-    def __init__(self, store: SqlSessionStore) -> None:
+    def __init__(self, store: SqlSessionStore, vector_cache_bytes: int = VECTOR_CACHE_BYTES) -> None:
         self._store = store
         self._sqlite = is_sqlite(store.engine)
+        self._vectors = _VectorCache(vector_cache_bytes)
 
     async def _insert(self, conn: AsyncConnection, entry: NewMemory) -> MemoryRecord:
         created = entry.create_time or self._store.now()
@@ -114,14 +193,68 @@ class SqlMemoryStore:
                 memories.c.event_id.in_(sorted({e.event_id for e in entries})),
             )
             known = set((await conn.execute(stmt)).scalars())
-            added = 0
+            added: list[NewMemory] = []
             for entry in entries:
                 if entry.event_id in known:
                     continue
                 known.add(entry.event_id)
                 await self._insert(conn, entry)
-                added += 1
-        return AddedFromSession(added, len(entries) - added)
+                added.append(entry)
+        return AddedFromSession(len(added), len(entries) - len(added), tuple(added))
+
+    async def set_vectors(self, model: str, vectors: Sequence[tuple[MemoryKey, Sequence[float]]]) -> int:
+        """Stores each entry's vector (at unit length) made by ``model``;
+        entries deleted meanwhile are skipped. How many were stored."""
+        stored = 0
+        async with self._store.write_transaction() as conn:
+            for key, vector in vectors:
+                done = await conn.execute(sa.update(memories).where(_key_clause(key)).values(
+                    embedding=pack_vector(normalized(vector)), embedding_model=model))
+                stored += done.rowcount
+            for app, user in sorted({(key.app, key.user) for key, _ in vectors}):
+                await _bump_version(conn, app, user)
+        return stored
+
+    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int) -> list[MemoryMatch]:
+        """The owner's entries with a vector of ``model`` that pass the
+        metadata filters, by cosine with ``vector``, best first (ties by
+        insertion), at most ``n``."""
+        unit = np.asarray(normalized(vector), dtype="<f4")
+        if n <= 0:
+            return []
+        async with self._store.read_connection() as conn:
+            held = await self._user_vectors(conn, query, model, len(unit))
+            if not held.pks:
+                return []
+            scores = held.matrix @ unit
+            top = np.argpartition(-scores, n - 1)[:n] if len(held.pks) > n else np.arange(len(held.pks))
+            # Best first; ties by insertion (rows are in pk order).
+            best = sorted(((float(scores[i]), held.pks[i]) for i in top), key=lambda sp: (-sp[0], sp[1]))
+            found = {r.pk: r for r in (await conn.execute(
+                sa.select(memories).where(memories.c.pk.in_([pk for _, pk in best])))).all()}
+        return [MemoryMatch(_record(found[pk]), score) for score, pk in best if pk in found]
+
+    async def _user_vectors(self, conn: AsyncConnection, query: MemoryQuery, model: str, dims: int) -> _Vectors:
+        """The owner's vectors of ``model`` that pass the filters: this
+        process's copy while current (no filters), else read."""
+        stmt = _filtered(sa.select(memories.c.pk, memories.c.embedding).where(
+            memories.c.app == query.app, memories.c.user_id == query.user, memories.c.embedding_model == model,
+            memories.c.embedding.is_not(None),
+        ), query).order_by(memories.c.pk)
+        if query.metadata_filter:
+            rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims]
+            return _Vectors(0, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+        # The version first: rows read after it are at least that new.
+        version = (await conn.execute(sa.select(memory_vector_versions.c.version).where(
+            memory_vector_versions.c.app == query.app, memory_vector_versions.c.user_id == query.user,
+        ))).scalar() or 0
+        slot = (query.app, query.user, model)
+        held = self._vectors.get(slot, version)
+        if held is None or held.matrix.shape[1] != dims:
+            rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims]
+            held = _Vectors(version, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+            self._vectors.put(slot, held)
+        return held
 
     async def get(self, key: MemoryKey) -> MemoryRecord:
         async with self._store.read_connection() as conn:
@@ -137,6 +270,7 @@ class SqlMemoryStore:
                 raise not_found(key)
             await conn.execute(sa.delete(memory_metadata).where(memory_metadata.c.memory_pk == pk))
             await conn.execute(sa.delete(memories).where(memories.c.pk == pk))
+            await _bump_version(conn, key.app, key.user)
 
     async def search(self, query: MemoryQuery) -> list[MemoryMatch]:
         if not query.terms:
@@ -157,11 +291,7 @@ class SqlMemoryStore:
             # labelled set, in about two thirds of the time.
             score = sa.func.ts_rank(_tsv, tsquery)
             stmt = sa.select(memories, score.label("score")).where(_tsv.op("@@")(tsquery))
-        stmt = stmt.where(memories.c.app == query.app, memories.c.user_id == query.user)
-        for k, v in sorted(query.metadata_filter.items()):
-            stmt = stmt.where(sa.exists().where(
-                memory_metadata.c.memory_pk == memories.c.pk, memory_metadata.c.key == k, memory_metadata.c.value == v,
-            ))
+        stmt = _filtered(stmt.where(memories.c.app == query.app, memories.c.user_id == query.user), query)
         stmt = stmt.order_by(sa.desc("score"), memories.c.pk).limit(query.limit)
         async with self._store.read_connection() as conn:
             if not self._sqlite:

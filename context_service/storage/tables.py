@@ -198,6 +198,10 @@ memories = sa.Table(
     sa.Column("event_id", sa.String(128), nullable=False, server_default=""),
     sa.Column("author", sa.String(128), nullable=False, server_default=""),
     sa.Column("create_time", UtcDateTime, nullable=False),
+    # The text's embedding (packed float32, domain.memory.pack_vector) and
+    # the model that made it; NULL and "" for an entry added without one.
+    sa.Column("embedding", sa.LargeBinary, nullable=True),
+    sa.Column("embedding_model", sa.String(128), nullable=False, server_default=""),
     sa.UniqueConstraint("app", "user_id", "memory_id"),
     # One entry per source event: add_session_to_memory is idempotent.
     sa.Index("ix_memories_source", "app", "user_id", "session_id", "event_id", unique=True,
@@ -234,6 +238,16 @@ tool_calls = sa.Table(
     sa.Column("create_time", UtcDateTime, nullable=False),
     sa.Index(None, "app", "user_id", "session_id", "call_id"),
     sa.Index(None, "state", "expire_time"),
+)
+
+# Each user's count of vector changes (set or deleted): a store's cached
+# copy of the user's vectors is current while this is unchanged.
+memory_vector_versions = sa.Table(
+    "memory_vector_versions",
+    metadata,
+    sa.Column("app", sa.String(128), primary_key=True),
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
 )
 
 # What each backend's migration adds for search and this metadata leaves

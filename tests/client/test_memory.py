@@ -14,6 +14,7 @@ from agentctx_client import (
     ContextClient,
     InvalidArgumentError,
     MemoryAdded,
+    MemoryRetrieval,
     NotFoundError,
     TlsConfig,
     connect,
@@ -61,3 +62,21 @@ async def test_memory_round_trip(client: ContextClient) -> None:
     with pytest.raises(InvalidArgumentError) as bad:
         await client.search_memory("shop", "alice", "...")
     assert [v.field for v in bad.value.field_violations] == ["query"]
+
+
+async def test_ranked_search_and_memory_retrieval(client: ContextClient) -> None:
+    await client.add_memory("shop", "alice", "Ana has a pet parrot", memory_id="pet")
+    await client.add_memory("shop", "alice", "Ana lives in Porto", memory_id="city")
+    ranked = await client.search_memory_ranked("shop", "alice", "Where does Ana live?")
+    # No embedding model configured: lexical, every match with its lexical rank.
+    assert ranked.ranking == "LEXICAL" and not ranked.semantic_unavailable
+    assert [(m.memory.id, m.lexical_rank, m.vector_rank) for m in ranked.matches] == [("city", 1, 0), ("pet", 2, 0)]
+
+    session = await client.create_session("shop", "alice", session_id="s2", memory_retrieval=MemoryRetrieval(limit=1))
+    assert session.proto.config.retrieval.enabled and session.proto.config.retrieval.limit == 1
+    built = await client.build_context(session.name, ["What pet does Ana have?"])
+    assert [c.parts[0].text for c in built.contents] == ["Ana has a pet parrot", "What pet does Ana have?"]
+    off = await client.set_memory_retrieval(session.name, None)
+    assert off.proto.config.HasField("retrieval") and not off.proto.config.retrieval.enabled
+    built = await client.build_context(session.name, ["What pet does Ana have?"])
+    assert [c.parts[0].text for c in built.contents] == ["What pet does Ana have?"]

@@ -9,7 +9,16 @@ outlives a service process a test kills.
 Paths (any API version prefix; Vertex prefixes ``projects/P/locations/L``):
 ``cachedContents`` POST/GET(list), ``cachedContents/ID`` GET/PATCH/DELETE,
 ``models/M:generateContent``, ``models/M:streamGenerateContent?alt=sse``
-(Vertex: ``publishers/google/models/M:...``).
+(Vertex: ``publishers/google/models/M:...``), ``models/M:embedContent``
+and ``models/M:batchEmbedContents`` (op ``embed``; Gemini API).
+
+Embeddings as the Gemini API answers them: ``gemini-embedding-001`` (3072
+dimensions) and ``text-embedding-004`` (768), shortened by
+``outputDimensionality`` (128 to the native size); an unknown model is a
+404 NOT_FOUND naming the method, a batch of more than 100 requests, a
+request for another model than the URL's, an empty text or an unknown
+``taskType`` a 400 INVALID_ARGUMENT. Vectors are deterministic per (model,
+task, text), unit length; ``embed_tasks`` records each request's task.
 
 Knobs: ``fail(op, status, ...)`` scripts the next answers of one operation
 (429 with RetryInfo, 400 "too small", 403/404 missing cache, a context-window
@@ -37,9 +46,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes.http_json import unit_vector
 from tests.fakes.tool_rules import gemini_violation
 
 NAME_MARK = "fakecache-"
+# Embedding model -> native dimensions.
+EMBEDDING_MODELS = {"gemini-embedding-001": 3072, "text-embedding-004": 768}
+MAX_EMBED_BATCH = 100
+TASK_TYPES = frozenset({"TASK_TYPE_UNSPECIFIED", "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY",
+                        "CLASSIFICATION", "CLUSTERING", "QUESTION_ANSWERING", "FACT_VERIFICATION",
+                        "CODE_RETRIEVAL_QUERY"})
 MISSING_MESSAGE = "CachedContent not found (or permission denied)"
 
 _STATUS_TEXT = {
@@ -49,7 +65,8 @@ _STATUS_TEXT = {
 _ROUTE = re.compile(
     r"^/(?P<version>v1(?:beta1?)?)/(?:projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/)?"
     r"(?:(?P<caches>cachedContents)(?:/(?P<cache_id>[^/:]+))?"
-    r"|(?:publishers/google/)?models/(?P<model>[^/:]+):(?P<verb>generateContent|streamGenerateContent))$"
+    r"|(?:publishers/google/)?models/(?P<model>[^/:]+)"
+    r":(?P<verb>generateContent|streamGenerateContent|embedContent|batchEmbedContents))$"
 )
 
 
@@ -119,6 +136,7 @@ class FakeGemini:
         self.create_gate: threading.Event | None = None
         self.create_arrived = threading.Event()
         self._scripts: dict[str, list[_Scripted]] = {}
+        self.embed_tasks: list[str] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -244,6 +262,8 @@ class FakeGemini:
         if scripted is not None and scripted.after_chunks is None:
             return _error(scripted.status, scripted.message, scripted.status_text, scripted.details)
         prefix = f"projects/{match['project']}/locations/{match['location']}/" if match["project"] else ""
+        if op == "embed":
+            return self._embed(match["model"], match["verb"], body)
         if op == "create":
             return self._create(prefix, body)
         if op == "list":
@@ -310,6 +330,43 @@ class FakeGemini:
             cache.expire = dt.datetime.fromisoformat(body["expireTime"].replace("Z", "+00:00")).timestamp()
         return 200, self._cache_json(cache), None
 
+    def _embed(self, model: str, verb: str, body: dict[str, Any]) -> tuple[int, Any, None]:
+        if model not in EMBEDDING_MODELS:
+            return _error(404, f"models/{model} is not found for API version v1beta, or is not supported for "
+                          f"{verb}. Call ListModels to see the list of available models and their supported "
+                          "methods.", "NOT_FOUND")
+        batch = verb == "batchEmbedContents"
+        requests = body.get("requests") if batch else [{**body, "model": body.get("model", f"models/{model}")}]
+        if not isinstance(requests, list) or not requests:
+            return _error(400, "* BatchEmbedContentsRequest.requests: requests is not specified", "INVALID_ARGUMENT")
+        if len(requests) > MAX_EMBED_BATCH:
+            return _error(400, f"* BatchEmbedContentsRequest.requests: at most {MAX_EMBED_BATCH} requests can be in "
+                          "one batch", "INVALID_ARGUMENT")
+        native = EMBEDDING_MODELS[model]
+        out = []
+        for i, request in enumerate(requests):
+            where = f"BatchEmbedContentsRequest.requests[{i}]" if batch else "EmbedContentRequest"
+            if request.get("model") != f"models/{model}":
+                return _error(400, f"* {where}.model: the model must be models/{model}", "INVALID_ARGUMENT")
+            texts = [p.get("text", "") for p in (request.get("content") or {}).get("parts") or []]
+            if not texts or not all(texts):
+                return _error(400, f"* {where}.content.parts[0].data: required oneof field 'data' must have one "
+                              "initialized field", "INVALID_ARGUMENT")
+            task = request.get("taskType", "TASK_TYPE_UNSPECIFIED")
+            if task not in TASK_TYPES:
+                where_task = f"requests[{i}].task_type" if batch else "task_type"
+                return _error(400, f"Invalid value at '{where_task}' "
+                              f"(type.googleapis.com/google.ai.generativelanguage.v1beta.TaskType), \"{task}\"",
+                              "INVALID_ARGUMENT")
+            dims = request.get("outputDimensionality") or native
+            if not isinstance(dims, int) or not 128 <= dims <= native:
+                return _error(400, f"* {where}.output_dimensionality: must be between 128 and {native}",
+                              "INVALID_ARGUMENT")
+            with self._lock:
+                self.embed_tasks.append(task)
+            out.append({"values": unit_vector(f"{model}\0{task}\0{' '.join(texts)}", dims)})
+        return 200, ({"embeddings": out} if batch else {"embedding": out[0]}), None
+
     def _generate(self, op: str, model: str, body: dict[str, Any], scripted: _Scripted | None) -> tuple[int, Any, Iterator[Any] | None]:
         cached_tokens = 0
         if body.get("cachedContent"):
@@ -368,6 +425,8 @@ def _op_of(method: str, match: re.Match[str] | None) -> str:
         return {"GET": "get", "PATCH": "update", "DELETE": "delete"}.get(method, "")
     if method != "POST":
         return ""
+    if match["verb"] in ("embedContent", "batchEmbedContents"):
+        return "embed"
     return "generate" if match["verb"] == "generateContent" else "stream"
 
 

@@ -5,6 +5,7 @@ without credentials. Each fake runs in its own thread on 127.0.0.1:0."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Iterable
@@ -155,3 +156,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 def estimate_tokens(value: Any) -> int:
     return max(1, len(json.dumps(value, separators=(",", ":"), sort_keys=True).encode()) // 4)
+
+
+def unit_vector(seed: str, dims: int) -> list[float]:
+    """A deterministic unit vector drawn from a hash of ``seed`` (the
+    fakes' embeddings)."""
+    raw = b""
+    counter = 0
+    while len(raw) < dims * 2:
+        raw += hashlib.sha256(f"{counter}\0{seed}".encode()).digest()
+        counter += 1
+    values = [(int.from_bytes(raw[2 * i:2 * i + 2], "big") - 32768) / 32768 for i in range(dims)]
+    norm = sum(v * v for v in values) ** 0.5 or 1.0
+    return [v / norm for v in values]

@@ -32,6 +32,14 @@ and both together are rejected; earlier models have no
 Replies: if tools are declared and the last user text names one, a tool
 call of it (``finish_reason: tool_calls``); else "fake reply to N messages".
 
+Embeddings: ``POST /v1/embeddings`` (op ``embed``) as OpenAI answers it:
+the text-embedding-3 models (1536 and 3072 dimensions, shortened by
+``dimensions``) and text-embedding-ada-002 (1536; ``dimensions`` refused);
+an unknown model is a 404 ``model_not_found``; no input, an empty string
+or more than 2048 inputs a 400 on ``$.input``; ``encoding_format:
+"base64"`` (the SDK's default) answers little-endian float32 in base64.
+Vectors are deterministic per (model, text), unit length.
+
 Knobs: ``fail(op, status, message, code=, retry_after=, after_chunks=)`` for
 the next ``generate`` or ``stream``; ``fail_rate_limited``;
 ``fail_context_length``. Tokens: JSON bytes / 4.
@@ -39,18 +47,30 @@ the next ``generate`` or ``stream``; ``fail_rate_limited``;
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
 import secrets
+import struct
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens
+from tests.fakes.http_json import JsonHttpFake, Reply, Scripted, estimate_tokens, unit_vector
 from tests.fakes.tool_rules import openai_violation
 
 _GPT = re.compile(r"^gpt-(\d+)(?:\.(\d+))?")
+# Embedding model -> (native dimensions, takes ``dimensions``).
+EMBEDDING_MODELS = {"text-embedding-3-small": (1536, True), "text-embedding-3-large": (3072, True),
+                    "text-embedding-ada-002": (1536, False)}
+MAX_EMBED_INPUTS = 2048
+_INPUT_INVALID = "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference."
+
+
+def fake_vector(model: str, text: str, dims: int) -> list[float]:
+    """The unit vector the fake answers for (model, text)."""
+    return unit_vector(f"{model}\0{text}", dims)
 
 
 def _version(model: str) -> tuple[int, int] | None:
@@ -125,6 +145,8 @@ class FakeOpenAI(JsonHttpFake):
     # --- requests -------------------------------------------------------------
 
     def dispatch(self, method: str, path: str, headers: dict[str, str], body: Any) -> tuple[str, Reply]:
+        if method == "POST" and path == "/v1/embeddings":
+            return "embed", self._embed(headers, body)
         if method != "POST" or path != "/v1/chat/completions":
             return "", Reply(404, self.error_body(404, "not found", "not_found", "invalid_request_error"))
         op = "stream" if body.get("stream") else "generate"
@@ -176,6 +198,46 @@ class FakeOpenAI(JsonHttpFake):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return op, Reply(200, events=_stream(completion_id, body["model"], message, finish,
                                              usage if include_usage else None, scripted))
+
+    def _embed(self, headers: dict[str, str], body: Any) -> Reply:
+        if headers.get("authorization") != f"Bearer {self.api_key}":
+            return Reply(401, self.error_body(401, "Incorrect API key provided", "invalid_api_key",
+                                              "invalid_request_error"))
+        scripted = self.take_script("embed")
+        if scripted is not None:
+            return Reply(scripted.status, scripted.body, scripted.headers)
+        model = str(body.get("model") or "")
+        if model not in EMBEDDING_MODELS:
+            return Reply(404, self.error_body(404, f"The model `{model}` does not exist or you do not have access "
+                                              "to it.", "model_not_found", "invalid_request_error"))
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if (not isinstance(inputs, list) or not inputs or len(inputs) > MAX_EMBED_INPUTS
+                or not all(isinstance(i, str) and i for i in inputs)):
+            return Reply(400, self.error_body(400, _INPUT_INVALID, None, "invalid_request_error"))
+        native, shortens = EMBEDDING_MODELS[model]
+        dims = body.get("dimensions")
+        if dims is not None:
+            if not shortens:
+                return Reply(400, self.error_body(400, "This model does not support specifying dimensions.", None,
+                                                  "invalid_request_error"))
+            if not isinstance(dims, int) or not 1 <= dims <= native:
+                return Reply(400, self.error_body(400, f"Invalid value for 'dimensions' = {dims}. Must be less than "
+                                                  f"or equal to {native}.", None, "invalid_request_error"))
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            return Reply(400, self.error_body(400, f"Invalid value: '{encoding}'.", "invalid_value",
+                                              "invalid_request_error"))
+        data = []
+        for index, text in enumerate(inputs):
+            vector = fake_vector(model, text, dims or native)
+            embedding: Any = (base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+                              if encoding == "base64" else vector)
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        tokens = sum(max(1, len(t.encode()) // 4) for t in inputs)
+        return Reply(200, {"object": "list", "data": data, "model": model,
+                           "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     def _validate(self, body: dict[str, Any]) -> str | None:
         messages = body.get("messages") or []

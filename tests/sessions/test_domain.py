@@ -212,7 +212,8 @@ def test_update_masks() -> None:
     assert parse_update_mask(["state"]).state
     assert parse_update_mask(["config.selection", "config.model"]).config_fields == ("selection", "model")
     everything = parse_update_mask(["*"])
-    assert everything.state and set(everything.config_fields) == {"model", "selection", "compaction", "cache", "tools"}
+    assert everything.state and set(everything.config_fields) == {"model", "selection", "compaction", "cache",
+                                                                  "retrieval", "tools"}
     with pytest.raises(InvalidArgument) as info:
         parse_update_mask(["state", "config.selection.max_bytes", "name"])
     assert [v.field for v in info.value.field_violations] == ["update_mask.paths[1]", "update_mask.paths[2]"]

@@ -30,6 +30,9 @@ no room for a reply it is a context overflow (the context service compacts).
 SDK retries are off (the caller owns retries, but for that one); the HTTP client's request
 logs are silenced. SDK exceptions are classified by the shared table
 (providers.errors, read by anthropic.errors) and dropped.
+
+Anthropic has no embedding API: the adapter is no ``ports.Embedder``, so
+Embed naming it is FAILED_PRECONDITION EMBEDDINGS_NOT_SUPPORTED.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ and model calls to ``client.aio.models.generate_content[_stream]``. A call
 naming a cache carries ``cached_content`` plus the uncached suffix only (the
 domain has already removed system instruction, tools and tool config).
 
+Embeddings map to ``client.aio.models.embed_content`` (the Gemini API's
+``batchEmbedContents``, at most ``MAX_EMBED_TEXTS`` texts a call), the
+call's task as ``taskType`` and its dimensions as ``outputDimensionality``.
+
 SDK retries are off (the registry and the caller own retries), and so is
 automatic function calling. The HTTP client's request logs are silenced:
 their URLs hold resource names. SDK exceptions are classified by the shared
@@ -23,7 +27,7 @@ from google import genai
 from google.genai import types
 
 from cache_service.domain.model import CacheHandle, CacheSpec, ListedCache, ModelCall, ModelReply, ResourceName
-from cache_service.domain.ports import CacheKind, CacheRef
+from cache_service.domain.ports import CacheKind, CacheRef, EmbedCall, Embeddings, EmbedTask
 from cache_service.providers.gemini import wire
 from cache_service.providers.gemini.errors import GeminiErrors
 from cache_service.providers.gemini.settings import default_min_cache_tokens
@@ -31,6 +35,8 @@ from cache_service.providers.http_logs import silence_http_logs
 
 log = logging.getLogger("agentctx.cache.gemini")
 _LIST_LIMIT = 1000
+# batchEmbedContents takes at most 100 requests.
+MAX_EMBED_TEXTS = 100
 _ERRORS = GeminiErrors()
 
 
@@ -147,6 +153,24 @@ class GeminiProvider:
                 model=call.model, contents=[wire.content(c) for c in call.contents]
             )
         return result.total_tokens or 0
+
+    # --- embeddings -----------------------------------------------------------------
+
+    @property
+    def max_embed_texts(self) -> int:
+        return MAX_EMBED_TEXTS
+
+    async def embed(self, call: EmbedCall) -> Embeddings:
+        config = types.EmbedContentConfig(
+            task_type=None if call.task is EmbedTask.UNSPECIFIED else call.task.value,
+            output_dimensionality=call.dimensions,
+        )
+        with _ERRORS.mapped():
+            response = await self._client.aio.models.embed_content(
+                model=call.model, contents=list(call.texts), config=config
+            )
+        vectors = tuple(tuple(e.values or ()) for e in response.embeddings or ())
+        return Embeddings(vectors)
 
     async def close(self) -> None:
         try:

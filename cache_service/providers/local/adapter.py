@@ -43,6 +43,16 @@ Behaviour common to all kinds:
   conversation, cached part included, so a cache never changes the
   answer). Streams send
   the same reply in up to three chunks, usage on the last.
+- Embeddings (any ``local-sim*`` model, e.g. ``local-sim-embed``):
+  deterministic hashed features, L2-normalized, 256 dimensions unless the
+  call asks for others. Each word (lower-cased, stop words left out unless
+  nothing else is left) adds its own feature, its first five letters (a
+  crude stem: "allergic" and "allergy" share one) and its character
+  trigrams, each signed and hashed into the vector, so texts that share
+  words or word stems score a higher cosine than texts that do not. Not a
+  language model: paraphrases that share no word stay unrelated. At most
+  ``MAX_EMBED_TEXTS`` texts a call; an empty text is refused as a real
+  provider refuses it.
 - Test knobs: ``fail_next(op, error)``, ``fail_stream_after(n, error)``,
   ``latency_s``, ``create_gate``, ``lose_caches()``, and call counters.
 """
@@ -78,6 +88,8 @@ from cache_service.domain.ports import (
     CacheTooSmall,
     Clock,
     ContextWindowExceeded,
+    EmbedCall,
+    Embeddings,
     InvalidRequest,
     PrefixMark,
     ProviderError,
@@ -95,6 +107,14 @@ SHAPES: dict[str, tuple[CacheKind, Pricing, str]] = {
     "local": (CacheKind.NAMED, GEMINI, "local-sim"),
 }
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+")
+MAX_EMBED_TEXTS = 256
+EMBED_DIMENSIONS = 256
+_EMBED_WORD = re.compile(r"\w+", re.UNICODE)
+_EMBED_STOP = frozenset(
+    "a an and are as at be but by did do does for from had has have how i in is it its me my of on or our "
+    "she so that the their them then there these they this to was we were what when where which who whom "
+    "why will with you your".split()
+)
 
 
 @dataclass(frozen=True)
@@ -147,7 +167,7 @@ class LocalProvider:
         self.latency_s = 0.0
         self.caching = True  # AUTOMATIC: False serves as a server without prefix caching
         self.create_gate: asyncio.Event | None = None
-        self.counts = {"create": 0, "update": 0, "delete": 0, "list": 0, "generate": 0, "stream": 0}
+        self.counts = {"create": 0, "update": 0, "delete": 0, "list": 0, "generate": 0, "stream": 0, "embed": 0}
         self._caches: dict[ResourceName, _SimCache] = {}
         self._gone_token_seconds = 0.0  # storage of the caches no longer held
         self._ids = itertools.count(1)
@@ -274,6 +294,20 @@ class LocalProvider:
                 await asyncio.sleep(self.latency_s / 10)
             yield ModelReply(content=chunk, finish_reason="STOP" if last else "", usage=usage if last else None,
                              model_version=call.model)
+
+    @property
+    def max_embed_texts(self) -> int:
+        return MAX_EMBED_TEXTS
+
+    async def embed(self, call: EmbedCall) -> Embeddings:
+        await self._enter("embed")
+        if not call.model.startswith(MODEL_PREFIX):
+            raise InvalidRequest("the local simulator serves local-sim-* models only", status=404)
+        if not call.texts or len(call.texts) > MAX_EMBED_TEXTS or not all(t.strip() for t in call.texts):
+            raise InvalidRequest("texts must be 1 to 256 non-empty strings", status=400)
+        dims = call.dimensions or EMBED_DIMENSIONS
+        vectors = tuple(embed_text(t, dims) for t in call.texts)
+        return Embeddings(vectors, sum(self._tokens(t) for t in call.texts))
 
     async def close(self) -> None:
         return None
@@ -459,3 +493,22 @@ def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...]) -> JS
                     call_part = {"id": f"call-{digest[:8]}", "name": word, "args": {"query": text[:64]}}
                     return {"role": "model", "parts": [{"functionCall": call_part}]}
     return {"role": "model", "parts": [{"text": f"local-sim reply {digest[:8]}"}]}
+
+
+def embed_text(text: str, dims: int = EMBED_DIMENSIONS) -> tuple[float, ...]:
+    """The simulator's embedding of ``text`` (see the module docstring)."""
+    words = [w.lower() for w in _EMBED_WORD.findall(text)]
+    kept = [w for w in words if w not in _EMBED_STOP] or words
+    vector = [0.0] * dims
+    for word in kept:
+        features = [(word, 1.0)]
+        if len(word) > 5:
+            features.append(("stem:" + word[:5], 1.0))
+        padded = f"<{word}>"
+        grams = [padded[i:i + 3] for i in range(len(padded) - 2)]
+        features += [("tri:" + g, 0.5 / max(1, len(grams)) ** 0.5) for g in grams]
+        for feature, weight in features:
+            h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
+            vector[h % dims] += weight if (h >> 63) & 1 else -weight
+    norm = sum(x * x for x in vector) ** 0.5
+    return tuple(x / norm for x in vector) if norm else tuple(vector)

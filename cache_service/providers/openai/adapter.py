@@ -18,6 +18,10 @@ made up, pairwise, where a call has none); inline images become data URLs.
 Thought parts are not sent. ``topK``, which OpenAI lacks, goes to
 compatible servers only (those with a ``base_url``).
 
+Embeddings map to ``client.embeddings.create`` (``/v1/embeddings``, at
+most ``MAX_EMBED_TEXTS`` inputs a call; ``dimensions`` when the call asks;
+the SDK's base64 transfer encoding, decoded by the SDK).
+
 SDK retries are off (the caller owns retries); the HTTP client's request
 logs are silenced. SDK exceptions are classified by the shared table
 (providers.errors, read by openai.errors) and dropped.
@@ -35,7 +39,7 @@ import openai
 from agentctx_common.canonical import canonical_json
 from cache_service.domain.keys import Prefix, estimate_tokens
 from cache_service.domain.model import ModelCall, ModelReply
-from cache_service.domain.ports import CacheKind, CacheRef
+from cache_service.domain.ports import CacheKind, CacheRef, EmbedCall, Embeddings
 from cache_service.providers.http_logs import silence_http_logs
 from cache_service.providers.openai import wire
 from cache_service.providers.openai.errors import OpenAIErrors
@@ -45,6 +49,8 @@ log = logging.getLogger("agentctx.cache.openai")
 # Without a key the SDK refuses to start; compatible servers often need none.
 _NO_KEY = "no-key"
 _ERRORS = OpenAIErrors()
+# /v1/embeddings takes at most 2048 inputs.
+MAX_EMBED_TEXTS = 2048
 
 
 class OpenAIProvider:
@@ -106,6 +112,23 @@ class OpenAIProvider:
     async def count_tokens(self, call: ModelCall) -> int:
         # Chat Completions has no counting endpoint: the registry's estimate.
         return estimate_tokens(len(canonical_json(Prefix.of_call(call, len(call.contents)).json())))
+
+    # --- embeddings -----------------------------------------------------------------
+
+    @property
+    def max_embed_texts(self) -> int:
+        return MAX_EMBED_TEXTS
+
+    async def embed(self, call: EmbedCall) -> Embeddings:
+        with _ERRORS.mapped():
+            if call.dimensions is not None:
+                response = await self._client.embeddings.create(model=call.model, input=list(call.texts),
+                                                                 dimensions=call.dimensions)
+            else:
+                response = await self._client.embeddings.create(model=call.model, input=list(call.texts))
+        ordered = sorted(response.data, key=lambda d: d.index)
+        usage = response.usage.prompt_tokens if response.usage is not None else 0
+        return Embeddings(tuple(tuple(d.embedding) for d in ordered), usage)
 
     async def close(self) -> None:
         try:

@@ -35,6 +35,8 @@ from agentctx_client._types import (
     MemoryAdded,
     MemoryEntry,
     MemoryMatch,
+    MemoryRetrieval,
+    MemorySearch,
     Page,
     Session,
     ToolLike,
@@ -120,10 +122,12 @@ class ContextClient(ArtifactCalls):
     async def create_session(
         self, app: str, user: str, *, session_id: str = "", state: JSON | None = None, model: str = "",
         config: policy_pb2.ContextConfig | None = None, app_state: JSON | None = None,
-        user_state: JSON | None = None, timeout: float | None = None,
+        user_state: JSON | None = None, memory_retrieval: MemoryRetrieval | None = None,
+        timeout: float | None = None,
     ) -> Session:
         """A new session of ``user`` in ``app``; ``model`` sets
-        ``config.model``. ``app_state``/``user_state`` are merged by key into
+        ``config.model``, ``memory_retrieval`` ``config.retrieval`` (its
+        turns retrieve memory themselves). ``app_state``/``user_state`` are merged by key into
         the state the app's (the user's) sessions share. Not retried: a
         retry could meet its own first attempt as ALREADY_EXISTS."""
         cfg = policy_pb2.ContextConfig()
@@ -131,6 +135,8 @@ class ContextClient(ArtifactCalls):
             cfg.CopyFrom(config)
         if model:
             cfg.model = model
+        if memory_retrieval is not None:
+            cfg.retrieval.CopyFrom(memory_retrieval.to_proto())
         request = pb.CreateSessionRequest(
             parent=f"apps/{app}/users/{user}", session_id=session_id,
             session=session_pb2.Session(state=_struct(state), config=cfg, app_state=_struct(app_state),
@@ -415,10 +421,30 @@ class ContextClient(ArtifactCalls):
         """The user's entries matching any word of ``query`` (and each
         ``metadata_filter`` pair), best first; ``limit`` 0: the server's
         default (10), at most 100."""
+        return (await self.search_memory_ranked(app, user, query, metadata_filter=metadata_filter, limit=limit,
+                                                timeout=timeout)).matches
+
+    async def search_memory_ranked(self, app: str, user: str, query: str, *,
+                                   metadata_filter: Mapping[str, str] | None = None, limit: int = 0,
+                                   timeout: float | None = None) -> MemorySearch:
+        """As ``search_memory``, with how the matches were ranked
+        ("LEXICAL", or "FUSED" when the server runs semantic memory) and
+        whether semantic ranking was unavailable for this search."""
         request = mpb.SearchMemoryRequest(parent=f"apps/{app}/users/{user}", query=query,
                                           metadata_filter=dict(metadata_filter or {}), limit=limit)
-        response = await self._call(self.memory_stub.SearchMemory, request, timeout)
-        return [MemoryMatch.from_proto(m) for m in response.matches]
+        return MemorySearch.from_proto(await self._call(self.memory_stub.SearchMemory, request, timeout))
+
+    async def set_memory_retrieval(self, session: str, retrieval: MemoryRetrieval | None, *,
+                                   timeout: float | None = None) -> Session:
+        """Sets the session's memory retrieval policy (None: turns it off,
+        whatever the server's defaults say), leaving the rest of its config
+        as it is."""
+        config = policy_pb2.ContextConfig()
+        if retrieval is not None:
+            config.retrieval.CopyFrom(retrieval.to_proto())
+        else:
+            config.retrieval.SetInParent()  # present with enabled = false: off
+        return await self.update_session(session, config=config, update_mask=["config.retrieval"], timeout=timeout)
 
     async def delete_memory(self, name: str, *, timeout: float | None = None) -> None:
         """Deletes the entry "apps/{app}/users/{user}/memories/{id}"

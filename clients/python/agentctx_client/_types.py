@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
-from agentctx.context.v1 import context_service_pb2, session_pb2, tool_context_pb2
+from agentctx.context.v1 import context_service_pb2, policy_pb2, session_pb2, tool_context_pb2
 from agentctx.memory.v1 import memory_service_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 from agentctx.type.v1.cache_pb2 import CacheBypassReason, CacheState
@@ -643,14 +643,57 @@ class MemoryEntry:
 @dataclass(frozen=True)
 class MemoryMatch:
     """A search result: the entry and its score (higher is better;
-    comparable within one search only)."""
+    comparable within one search only). ``lexical_rank``/``vector_rank``:
+    its 1-based rank in each ranking that found it (0: not found by it);
+    ``vector_score``: the cosine, when ranked by vector."""
 
     memory: MemoryEntry
     score: float
+    lexical_rank: int = 0
+    vector_rank: int = 0
+    vector_score: float = 0.0
 
     @staticmethod
     def from_proto(match: memory_service_pb2.MemoryMatch) -> MemoryMatch:
-        return MemoryMatch(MemoryEntry.from_proto(match.memory), match.score)
+        return MemoryMatch(MemoryEntry.from_proto(match.memory), match.score, match.lexical_rank,
+                           match.vector_rank, match.vector_score)
+
+
+@dataclass(frozen=True)
+class MemorySearch:
+    """A search's matches, best first; ``ranking``: "LEXICAL" or "FUSED"
+    (lexical and vector ranks fused); ``semantic_unavailable``: semantic
+    ranking is configured but the query could not be embedded, so the
+    matches are lexical only."""
+
+    matches: list[MemoryMatch]
+    ranking: str
+    semantic_unavailable: bool
+
+    @staticmethod
+    def from_proto(response: memory_service_pb2.SearchMemoryResponse) -> MemorySearch:
+        ranking = memory_service_pb2.MemoryRanking.Name(response.ranking).removeprefix("MEMORY_RANKING_")
+        return MemorySearch([MemoryMatch.from_proto(m) for m in response.matches], ranking,
+                            response.semantic_unavailable)
+
+
+@dataclass(frozen=True)
+class MemoryRetrieval:
+    """A session's memory retrieval policy: BuildContext and Generate search
+    the user's memory with the newest user text and put at most ``limit``
+    matches (server default 5) scoring at least ``min_score`` in the
+    request's memory section."""
+
+    limit: int | None = None
+    min_score: float | None = None
+
+    def to_proto(self) -> policy_pb2.MemoryRetrievalPolicy:
+        out = policy_pb2.MemoryRetrievalPolicy(enabled=True)
+        if self.limit is not None:
+            out.limit = self.limit
+        if self.min_score is not None:
+            out.min_score = self.min_score
+        return out
 
 
 @dataclass(frozen=True)

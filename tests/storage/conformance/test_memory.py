@@ -6,6 +6,7 @@ that would be syntax in FTS5 or tsquery matched as words."""
 from __future__ import annotations
 
 import datetime as dt
+import pathlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from agentctx_common.errors import AlreadyExists, NotFound
 from context_service.domain.memory import MemoryKey, MemoryQuery, NewMemory, query_terms
 from context_service.ports import MemoryStore
-from context_service.storage.factory import Backend
+from context_service.settings import ContextSettings
+from context_service.storage.factory import Backend, open_backend
 
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
@@ -133,3 +135,78 @@ async def test_ranking_on_a_labelled_set(memory: MemoryStore) -> None:
 async def test_query_text_is_never_syntax(memory: MemoryStore, text: str) -> None:
     # Whatever the text, a search either matches words or finds nothing.
     await memory.search(query(text))
+
+
+# --- vectors (semantic mode) -------------------------------------------------------------
+
+
+def _axis(i: int, dims: int = 4, scale: float = 1.0) -> list[float]:
+    return [scale if j == i else 0.0 for j in range(dims)]
+
+
+async def test_vectors_rank_by_cosine_per_model_owner_and_filter(memory: MemoryStore) -> None:
+    for memory_id, text, topic in (("v1", "red apples", "fruit"), ("v2", "green pears", "fruit"),
+                                   ("v3", "blue cars", "cars"), ("v4", "no vector here", "fruit")):
+        await memory.add(entry(memory_id, text, topic=topic))
+    await memory.add(entry("other", "someone else's", user="bob"))
+    key = lambda memory_id, user="alice": MemoryKey("shop", user, memory_id)  # noqa: E731
+    stored = await memory.set_vectors("emb-a", [
+        (key("v1"), _axis(0, scale=3.0)),  # stored at unit length
+        (key("v2"), [0.6, 0.8, 0.0, 0.0]),
+        (key("v3"), _axis(1)),
+        (key("gone"), _axis(0)),  # no such entry: skipped
+    ])
+    assert stored == 3
+    await memory.set_vectors("emb-a", [(key("other", "bob"), _axis(0))])
+    found = await memory.vector_search(query("anything"), "emb-a", _axis(0, scale=2.0), 10)
+    assert [(m.record.key.memory_id, round(m.score, 5)) for m in found] == [("v1", 1.0), ("v2", 0.6), ("v3", 0.0)]
+    assert [m.record.key.memory_id for m in await memory.vector_search(query("x"), "emb-a", _axis(0), 1)] == ["v1"]
+    # Filters as the lexical search's; another model's vectors are not compared.
+    cars = await memory.vector_search(query("x", topic="cars"), "emb-a", _axis(0), 10)
+    assert [m.record.key.memory_id for m in cars] == ["v3"]
+    assert await memory.vector_search(query("x"), "emb-b", _axis(0), 10) == []
+    # A new model's vector replaces the old one; entries without one stay lexical.
+    await memory.set_vectors("emb-b", [(key("v2"), _axis(2))])
+    assert [m.record.key.memory_id for m in await memory.vector_search(query("x"), "emb-b", _axis(2), 10)] == ["v2"]
+    assert [m.record.key.memory_id for m in await memory.search(query("vector"))] == ["v4"]
+
+
+async def test_entries_added_from_a_session_are_returned_for_embedding(memory: MemoryStore) -> None:
+    def from_event(memory_id: str, event_id: str, text: str) -> NewMemory:
+        return NewMemory(MemoryKey("shop", "alice", memory_id), text, session_id="s9", event_id=event_id,
+                         create_time=T0)
+
+    first = await memory.add_from_session([from_event("a", "e1", "one"), from_event("b", "e2", "two")])
+    again = await memory.add_from_session([from_event("c", "e2", "two"), from_event("d", "e3", "three")])
+    assert [e.key.memory_id for e in first.entries] == ["a", "b"]
+    assert [e.key.memory_id for e in again.entries] == ["d"]
+
+
+async def test_cached_vectors_follow_changes_made_by_another_replica(stores: Backend, db_url: str,
+                                                                     tmp_path: pathlib.Path) -> None:
+    """One process keeps a copy of a user's vectors; a change made through
+    another (a replica on the same database) is seen at its next search."""
+    other = await open_backend(ContextSettings(database_url=db_url, data_dir=tmp_path / "other", dev_plaintext=True,
+                                               host="127.0.0.1"))
+    try:
+        here, there = stores.memory, other.memory
+        for memory_id in ("a", "b", "c"):
+            await here.add(entry(memory_id, f"entry {memory_id}"))
+        await here.set_vectors("emb", [(MemoryKey("shop", "alice", "a"), _axis(0)),
+                                       (MemoryKey("shop", "alice", "b"), _axis(1))])
+
+        async def nearest(store: MemoryStore, axis: int) -> list[str]:
+            return [m.record.key.memory_id for m in await store.vector_search(query("x"), "emb", _axis(axis), 1)]
+
+        assert await nearest(here, 0) == ["a"] and await nearest(here, 2) == ["a"]  # ties: the oldest
+        await there.set_vectors("emb", [(MemoryKey("shop", "alice", "c"), _axis(2))])
+        assert await nearest(here, 2) == ["c"]
+        await there.delete(MemoryKey("shop", "alice", "a"))
+        assert await nearest(here, 0) == ["b"]
+        # With a filter the vectors are read, not the copy.
+        await there.add(entry("d", "entry d", topic="t"))
+        await there.set_vectors("emb", [(MemoryKey("shop", "alice", "d"), _axis(3))])
+        found = await here.vector_search(query("x", topic="t"), "emb", _axis(0), 5)
+        assert [m.record.key.memory_id for m in found] == ["d"]
+    finally:
+        await other.close()

@@ -6,12 +6,22 @@ from agentctx.type.v1 import generation_pb2 as _generation_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class EmbedTask(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EMBED_TASK_UNSPECIFIED: _ClassVar[EmbedTask]
+    EMBED_TASK_RETRIEVAL_DOCUMENT: _ClassVar[EmbedTask]
+    EMBED_TASK_RETRIEVAL_QUERY: _ClassVar[EmbedTask]
+EMBED_TASK_UNSPECIFIED: EmbedTask
+EMBED_TASK_RETRIEVAL_DOCUMENT: EmbedTask
+EMBED_TASK_RETRIEVAL_QUERY: EmbedTask
 
 class CacheScope(_message.Message):
     __slots__ = ("provider", "app", "user", "model", "policy")
@@ -166,3 +176,33 @@ class GetScopeStatusResponse(_message.Message):
     waiter_count: int
     prefix_bytes: int
     def __init__(self, scope_fingerprint: _Optional[str] = ..., entry_count: _Optional[int] = ..., inflight_count: _Optional[int] = ..., waiter_count: _Optional[int] = ..., prefix_bytes: _Optional[int] = ...) -> None: ...
+
+class EmbedRequest(_message.Message):
+    __slots__ = ("provider", "model", "texts", "task", "dimensions")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    task: EmbedTask
+    dimensions: int
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., task: _Optional[_Union[EmbedTask, str]] = ..., dimensions: _Optional[int] = ...) -> None: ...
+
+class Embedding(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class EmbedResponse(_message.Message):
+    __slots__ = ("embeddings", "model", "input_tokens")
+    EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    embeddings: _containers.RepeatedCompositeFieldContainer[Embedding]
+    model: str
+    input_tokens: int
+    def __init__(self, embeddings: _Optional[_Iterable[_Union[Embedding, _Mapping]]] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ...) -> None: ...

@@ -77,6 +77,11 @@ class CacheServiceStub:
                 request_serializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.GetScopeStatusRequest.SerializeToString,
                 response_deserializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.GetScopeStatusResponse.FromString,
                 _registered_method=True)
+        self.Embed = channel.unary_unary(
+                '/agentctx.cache.v1.CacheService/Embed',
+                request_serializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.EmbedRequest.SerializeToString,
+                response_deserializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.EmbedResponse.FromString,
+                _registered_method=True)
 
 
 class CacheServiceServicer:
@@ -142,6 +147,18 @@ class CacheServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Embed(self, request, context):
+        """Embeds texts with a provider's embedding model (the local simulator's
+        are deterministic), one vector per text, in order. Keys stay here, as
+        for model calls. A provider without an embedding API (Anthropic) is
+        FAILED_PRECONDITION EMBEDDINGS_NOT_SUPPORTED; an empty text, or more
+        texts than the provider takes in one call, INVALID_ARGUMENT
+        INVALID_EMBED_REQUEST naming the field; nothing is sent then.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CacheServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -179,6 +196,11 @@ def add_CacheServiceServicer_to_server(servicer, server):
                     servicer.GetScopeStatus,
                     request_deserializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.GetScopeStatusRequest.FromString,
                     response_serializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.GetScopeStatusResponse.SerializeToString,
+            ),
+            'Embed': grpc.unary_unary_rpc_method_handler(
+                    servicer.Embed,
+                    request_deserializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.EmbedRequest.FromString,
+                    response_serializer=agentctx_dot_cache_dot_v1_dot_cache__service__pb2.EmbedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -378,6 +400,33 @@ class CacheService:
             '/agentctx.cache.v1.CacheService/GetScopeStatus',
             agentctx_dot_cache_dot_v1_dot_cache__service__pb2.GetScopeStatusRequest.SerializeToString,
             agentctx_dot_cache_dot_v1_dot_cache__service__pb2.GetScopeStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Embed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentctx.cache.v1.CacheService/Embed',
+            agentctx_dot_cache_dot_v1_dot_cache__service__pb2.EmbedRequest.SerializeToString,
+            agentctx_dot_cache_dot_v1_dot_cache__service__pb2.EmbedResponse.FromString,
             options,
             channel_credentials,
             insecure,

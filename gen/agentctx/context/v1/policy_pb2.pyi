@@ -52,18 +52,20 @@ COMPACTOR_KIND_MODEL: CompactorKind
 COMPACTOR_KIND_REMOTE: CompactorKind
 
 class ContextConfig(_message.Message):
-    __slots__ = ("model", "selection", "compaction", "cache", "tools")
+    __slots__ = ("model", "selection", "compaction", "cache", "retrieval", "tools")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SELECTION_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     model: str
     selection: SelectionPolicy
     compaction: CompactionPolicy
     cache: CachePolicy
+    retrieval: MemoryRetrievalPolicy
     tools: _containers.RepeatedCompositeFieldContainer[ToolDeclaration]
-    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ToolDeclaration, _Mapping]]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., selection: _Optional[_Union[SelectionPolicy, _Mapping]] = ..., compaction: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., cache: _Optional[_Union[CachePolicy, _Mapping]] = ..., retrieval: _Optional[_Union[MemoryRetrievalPolicy, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ToolDeclaration, _Mapping]]] = ...) -> None: ...
 
 class ToolDeclaration(_message.Message):
     __slots__ = ("name", "capabilities")
@@ -164,3 +166,13 @@ class CachePolicy(_message.Message):
     ttl: _duration_pb2.Duration
     scope_policy: _struct_pb2.Struct
     def __init__(self, enabled: _Optional[bool] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., scope_policy: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class MemoryRetrievalPolicy(_message.Message):
+    __slots__ = ("enabled", "limit", "min_score")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    limit: int
+    min_score: float
+    def __init__(self, enabled: _Optional[bool] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...

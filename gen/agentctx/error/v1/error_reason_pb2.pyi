@@ -107,6 +107,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_MEMORY_REQUEST: _ClassVar[ErrorReason]
     MEMORY_NOT_FOUND: _ClassVar[ErrorReason]
     MEMORY_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    EMBEDDINGS_NOT_SUPPORTED: _ClassVar[ErrorReason]
+    INVALID_EMBED_REQUEST: _ClassVar[ErrorReason]
     MALFORMED_REQUEST: _ClassVar[ErrorReason]
     CACHE_REQUEST_UNDECODABLE: _ClassVar[ErrorReason]
     SERVER_OVERLOADED: _ClassVar[ErrorReason]
@@ -212,6 +214,8 @@ TOOL_SCOPE_MISMATCH: ErrorReason
 INVALID_MEMORY_REQUEST: ErrorReason
 MEMORY_NOT_FOUND: ErrorReason
 MEMORY_ALREADY_EXISTS: ErrorReason
+EMBEDDINGS_NOT_SUPPORTED: ErrorReason
+INVALID_EMBED_REQUEST: ErrorReason
 MALFORMED_REQUEST: ErrorReason
 CACHE_REQUEST_UNDECODABLE: ErrorReason
 SERVER_OVERLOADED: ErrorReason

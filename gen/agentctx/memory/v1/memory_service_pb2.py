@@ -26,7 +26,7 @@ from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'agentctx/memory/v1/memory_service.proto\x12\x12\x61gentctx.memory.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x01\n\x0bMemoryEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12?\n\x08metadata\x18\x03 \x03(\x0b\x32-.agentctx.memory.v1.MemoryEntry.MetadataEntry\x12\x0f\n\x07session\x18\x04 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x05 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\",\n\x19\x41\x64\x64SessionToMemoryRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"I\n\x1a\x41\x64\x64SessionToMemoryResponse\x12\x13\n\x0b\x61\x64\x64\x65\x64_count\x18\x01 \x01(\x05\x12\x16\n\x0e\x65xisting_count\x18\x02 \x01(\x05\"f\n\x10\x41\x64\x64MemoryRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12/\n\x06memory\x18\x02 \x01(\x0b\x32\x1f.agentctx.memory.v1.MemoryEntry\x12\x11\n\tmemory_id\x18\x03 \x01(\t\"\xd0\x01\n\x13SearchMemoryRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12T\n\x0fmetadata_filter\x18\x03 \x03(\x0b\x32;.agentctx.memory.v1.SearchMemoryRequest.MetadataFilterEntry\x12\r\n\x05limit\x18\x04 \x01(\x05\x1a\x35\n\x13MetadataFilterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"H\n\x14SearchMemoryResponse\x12\x30\n\x07matches\x18\x01 \x03(\x0b\x32\x1f.agentctx.memory.v1.MemoryMatch\"M\n\x0bMemoryMatch\x12/\n\x06memory\x18\x01 \x01(\x0b\x32\x1f.agentctx.memory.v1.MemoryEntry\x12\r\n\x05score\x18\x02 \x01(\x01\"#\n\x13\x44\x65leteMemoryRequest\x12\x0c\n\x04name\x18\x01 \x01(\t2\x8c\x03\n\rMemoryService\x12s\n\x12\x41\x64\x64SessionToMemory\x12-.agentctx.memory.v1.AddSessionToMemoryRequest\x1a..agentctx.memory.v1.AddSessionToMemoryResponse\x12R\n\tAddMemory\x12$.agentctx.memory.v1.AddMemoryRequest\x1a\x1f.agentctx.memory.v1.MemoryEntry\x12\x61\n\x0cSearchMemory\x12\'.agentctx.memory.v1.SearchMemoryRequest\x1a(.agentctx.memory.v1.SearchMemoryResponse\x12O\n\x0c\x44\x65leteMemory\x12\'.agentctx.memory.v1.DeleteMemoryRequest\x1a\x16.google.protobuf.EmptyB\xa8\x01\n\x16\x64\x65v.agentctx.memory.v1B\x12MemoryServiceProtoP\x01Z1agentctx.dev/genproto/agentctx/memory/v1;memoryv1\xa2\x02\x03\x41\x43X\xaa\x02\x12\x41gentCtx.Memory.V1\xca\x02\x12\x41gentCtx\\Memory\\V1\xea\x02\x14\x41gentCtx::Memory::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'agentctx/memory/v1/memory_service.proto\x12\x12\x61gentctx.memory.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x01\n\x0bMemoryEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12?\n\x08metadata\x18\x03 \x03(\x0b\x32-.agentctx.memory.v1.MemoryEntry.MetadataEntry\x12\x0f\n\x07session\x18\x04 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x05 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\",\n\x19\x41\x64\x64SessionToMemoryRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"I\n\x1a\x41\x64\x64SessionToMemoryResponse\x12\x13\n\x0b\x61\x64\x64\x65\x64_count\x18\x01 \x01(\x05\x12\x16\n\x0e\x65xisting_count\x18\x02 \x01(\x05\"f\n\x10\x41\x64\x64MemoryRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12/\n\x06memory\x18\x02 \x01(\x0b\x32\x1f.agentctx.memory.v1.MemoryEntry\x12\x11\n\tmemory_id\x18\x03 \x01(\t\"\xd0\x01\n\x13SearchMemoryRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12T\n\x0fmetadata_filter\x18\x03 \x03(\x0b\x32;.agentctx.memory.v1.SearchMemoryRequest.MetadataFilterEntry\x12\r\n\x05limit\x18\x04 \x01(\x05\x1a\x35\n\x13MetadataFilterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9a\x01\n\x14SearchMemoryResponse\x12\x30\n\x07matches\x18\x01 \x03(\x0b\x32\x1f.agentctx.memory.v1.MemoryMatch\x12\x32\n\x07ranking\x18\x02 \x01(\x0e\x32!.agentctx.memory.v1.MemoryRanking\x12\x1c\n\x14semantic_unavailable\x18\x03 \x01(\x08\"\x8e\x01\n\x0bMemoryMatch\x12/\n\x06memory\x18\x01 \x01(\x0b\x32\x1f.agentctx.memory.v1.MemoryEntry\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x14\n\x0clexical_rank\x18\x03 \x01(\x05\x12\x13\n\x0bvector_rank\x18\x04 \x01(\x05\x12\x14\n\x0cvector_score\x18\x05 \x01(\x01\"#\n\x13\x44\x65leteMemoryRequest\x12\x0c\n\x04name\x18\x01 \x01(\t*e\n\rMemoryRanking\x12\x1e\n\x1aMEMORY_RANKING_UNSPECIFIED\x10\x00\x12\x1a\n\x16MEMORY_RANKING_LEXICAL\x10\x01\x12\x18\n\x14MEMORY_RANKING_FUSED\x10\x02\x32\x8c\x03\n\rMemoryService\x12s\n\x12\x41\x64\x64SessionToMemory\x12-.agentctx.memory.v1.AddSessionToMemoryRequest\x1a..agentctx.memory.v1.AddSessionToMemoryResponse\x12R\n\tAddMemory\x12$.agentctx.memory.v1.AddMemoryRequest\x1a\x1f.agentctx.memory.v1.MemoryEntry\x12\x61\n\x0cSearchMemory\x12\'.agentctx.memory.v1.SearchMemoryRequest\x1a(.agentctx.memory.v1.SearchMemoryResponse\x12O\n\x0c\x44\x65leteMemory\x12\'.agentctx.memory.v1.DeleteMemoryRequest\x1a\x16.google.protobuf.EmptyB\xa8\x01\n\x16\x64\x65v.agentctx.memory.v1B\x12MemoryServiceProtoP\x01Z1agentctx.dev/genproto/agentctx/memory/v1;memoryv1\xa2\x02\x03\x41\x43X\xaa\x02\x12\x41gentCtx.Memory.V1\xca\x02\x12\x41gentCtx\\Memory\\V1\xea\x02\x14\x41gentCtx::Memory::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,6 +38,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MEMORYENTRY_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_SEARCHMEMORYREQUEST_METADATAFILTERENTRY']._loaded_options = None
   _globals['_SEARCHMEMORYREQUEST_METADATAFILTERENTRY']._serialized_options = b'8\001'
+  _globals['_MEMORYRANKING']._serialized_start=1158
+  _globals['_MEMORYRANKING']._serialized_end=1259
   _globals['_MEMORYENTRY']._serialized_start=126
   _globals['_MEMORYENTRY']._serialized_end=381
   _globals['_MEMORYENTRY_METADATAENTRY']._serialized_start=334
@@ -52,12 +54,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHMEMORYREQUEST']._serialized_end=817
   _globals['_SEARCHMEMORYREQUEST_METADATAFILTERENTRY']._serialized_start=764
   _globals['_SEARCHMEMORYREQUEST_METADATAFILTERENTRY']._serialized_end=817
-  _globals['_SEARCHMEMORYRESPONSE']._serialized_start=819
-  _globals['_SEARCHMEMORYRESPONSE']._serialized_end=891
-  _globals['_MEMORYMATCH']._serialized_start=893
-  _globals['_MEMORYMATCH']._serialized_end=970
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=972
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=1007
-  _globals['_MEMORYSERVICE']._serialized_start=1010
-  _globals['_MEMORYSERVICE']._serialized_end=1406
+  _globals['_SEARCHMEMORYRESPONSE']._serialized_start=820
+  _globals['_SEARCHMEMORYRESPONSE']._serialized_end=974
+  _globals['_MEMORYMATCH']._serialized_start=977
+  _globals['_MEMORYMATCH']._serialized_end=1119
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=1121
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=1156
+  _globals['_MEMORYSERVICE']._serialized_start=1262
+  _globals['_MEMORYSERVICE']._serialized_end=1658
 # @@protoc_insertion_point(module_scope)

@@ -3,12 +3,22 @@ import datetime
 from google.protobuf import empty_pb2 as _empty_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class MemoryRanking(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMORY_RANKING_UNSPECIFIED: _ClassVar[MemoryRanking]
+    MEMORY_RANKING_LEXICAL: _ClassVar[MemoryRanking]
+    MEMORY_RANKING_FUSED: _ClassVar[MemoryRanking]
+MEMORY_RANKING_UNSPECIFIED: MemoryRanking
+MEMORY_RANKING_LEXICAL: MemoryRanking
+MEMORY_RANKING_FUSED: MemoryRanking
 
 class MemoryEntry(_message.Message):
     __slots__ = ("name", "text", "metadata", "session", "event_id", "author", "create_time")
@@ -79,18 +89,28 @@ class SearchMemoryRequest(_message.Message):
     def __init__(self, parent: _Optional[str] = ..., query: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, str]] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class SearchMemoryResponse(_message.Message):
-    __slots__ = ("matches",)
+    __slots__ = ("matches", "ranking", "semantic_unavailable")
     MATCHES_FIELD_NUMBER: _ClassVar[int]
+    RANKING_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     matches: _containers.RepeatedCompositeFieldContainer[MemoryMatch]
-    def __init__(self, matches: _Optional[_Iterable[_Union[MemoryMatch, _Mapping]]] = ...) -> None: ...
+    ranking: MemoryRanking
+    semantic_unavailable: bool
+    def __init__(self, matches: _Optional[_Iterable[_Union[MemoryMatch, _Mapping]]] = ..., ranking: _Optional[_Union[MemoryRanking, str]] = ..., semantic_unavailable: _Optional[bool] = ...) -> None: ...
 
 class MemoryMatch(_message.Message):
-    __slots__ = ("memory", "score")
+    __slots__ = ("memory", "score", "lexical_rank", "vector_rank", "vector_score")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_RANK_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_SCORE_FIELD_NUMBER: _ClassVar[int]
     memory: MemoryEntry
     score: float
-    def __init__(self, memory: _Optional[_Union[MemoryEntry, _Mapping]] = ..., score: _Optional[float] = ...) -> None: ...
+    lexical_rank: int
+    vector_rank: int
+    vector_score: float
+    def __init__(self, memory: _Optional[_Union[MemoryEntry, _Mapping]] = ..., score: _Optional[float] = ..., lexical_rank: _Optional[int] = ..., vector_rank: _Optional[int] = ..., vector_score: _Optional[float] = ...) -> None: ...
 
 class DeleteMemoryRequest(_message.Message):
     __slots__ = ("name",)

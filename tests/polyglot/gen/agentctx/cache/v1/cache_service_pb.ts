@@ -2,8 +2,8 @@
 // @generated from file agentctx/cache/v1/cache_service.proto (package agentctx.cache.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { CacheMetadata } from "../../type/v1/cache_pb.js";
 import { file_agentctx_type_v1_cache } from "../../type/v1/cache_pb.js";
 import type { Content } from "../../type/v1/content_pb.js";
@@ -18,7 +18,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentctx/cache/v1/cache_service.proto.
  */
 export const file_agentctx_cache_v1_cache_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVhZ2VudGN0eC9jYWNoZS92MS9jYWNoZV9zZXJ2aWNlLnByb3RvEhFhZ2VudGN0eC5jYWNoZS52MSJxCgpDYWNoZVNjb3BlEhAKCHByb3ZpZGVyGAEgASgJEgsKA2FwcBgCIAEoCRIMCgR1c2VyGAMgASgJEg0KBW1vZGVsGAQgASgJEicKBnBvbGljeRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiygEKC0NhY2hlUHJlZml4EjUKEnN5c3RlbV9pbnN0cnVjdGlvbhgBIAEoCzIZLmFnZW50Y3R4LnR5cGUudjEuQ29udGVudBIlCgV0b29scxgCIAMoCzIWLmFnZW50Y3R4LnR5cGUudjEuVG9vbBIxCgt0b29sX2NvbmZpZxgDIAEoCzIcLmFnZW50Y3R4LnR5cGUudjEuVG9vbENvbmZpZxIqCgdoaXN0b3J5GAQgAygLMhkuYWdlbnRjdHgudHlwZS52MS5Db250ZW50IqsBChNBY3F1aXJlTGVhc2VSZXF1ZXN0EiwKBXNjb3BlGAEgASgLMh0uYWdlbnRjdHguY2FjaGUudjEuQ2FjaGVTY29wZRIuCgZwcmVmaXgYAiABKAsyHi5hZ2VudGN0eC5jYWNoZS52MS5DYWNoZVByZWZpeBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGaG9sZGVyGAQgASgJIlgKFEFjcXVpcmVMZWFzZVJlc3BvbnNlEg0KBWxlYXNlGAEgASgJEjEKCG1ldGFkYXRhGAIgASgLMh8uYWdlbnRjdHgudHlwZS52MS5DYWNoZU1ldGFkYXRhIiQKE1Jlc29sdmVMZWFzZVJlcXVlc3QSDQoFbGVhc2UYASABKAkicAoUUmVzb2x2ZUxlYXNlUmVzcG9uc2USDQoFdmFsaWQYASABKAgSMQoIbWV0YWRhdGEYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGESFgoOaW52YWxpZF9yZWFzb24YAyABKAkiJAoTUmVsZWFzZUxlYXNlUmVxdWVzdBINCgVsZWFzZRgBIAEoCSIoChRSZWxlYXNlTGVhc2VSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCK1AQoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBIsCgVzY29wZRgBIAEoCzIdLmFnZW50Y3R4LmNhY2hlLnYxLkNhY2hlU2NvcGUSLwoHcmVxdWVzdBgCIAEoCzIeLmFnZW50Y3R4LnR5cGUudjEuTW9kZWxSZXF1ZXN0Eg0KBWxlYXNlGAMgASgJEi0KB2FjcXVpcmUYBCABKAsyHC5hZ2VudGN0eC5jYWNoZS52MS5DYWxsTGVhc2UiXAoJQ2FsbExlYXNlEhcKD3N1ZmZpeF9jb250ZW50cxgBIAEoBRImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGaG9sZGVyGAMgASgJInwKF0dlbmVyYXRlQ29udGVudFJlc3BvbnNlEjEKCHJlc3BvbnNlGAEgASgLMh8uYWdlbnRjdHgudHlwZS52MS5Nb2RlbFJlc3BvbnNlEi4KBWNhY2hlGAIgASgLMh8uYWdlbnRjdHgudHlwZS52MS5DYWNoZU1ldGFkYXRhIlcKHFN0cmVhbUdlbmVyYXRlQ29udGVudFJlcXVlc3QSNwoEY2FsbBgBIAEoCzIpLmFnZW50Y3R4LmNhY2hlLnYxLkdlbmVyYXRlQ29udGVudFJlcXVlc3QifwodU3RyZWFtR2VuZXJhdGVDb250ZW50UmVzcG9uc2USLgoFY2h1bmsYASABKAsyHy5hZ2VudGN0eC50eXBlLnYxLk1vZGVsUmVzcG9uc2USLgoFY2FjaGUYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGEiRgoWSW52YWxpZGF0ZVNjb3BlUmVxdWVzdBIsCgVzY29wZRgBIAEoCzIdLmFnZW50Y3R4LmNhY2hlLnYxLkNhY2hlU2NvcGUiaQoXSW52YWxpZGF0ZVNjb3BlUmVzcG9uc2USFwoPZW50cmllc19yZW1vdmVkGAEgASgDEhoKEmluZmxpZ2h0X2NhbmNlbGxlZBgCIAEoAxIZChFzY29wZV9maW5nZXJwcmludBgDIAEoCSJFChVHZXRTY29wZVN0YXR1c1JlcXVlc3QSLAoFc2NvcGUYASABKAsyHS5hZ2VudGN0eC5jYWNoZS52MS5DYWNoZVNjb3BlIowBChZHZXRTY29wZVN0YXR1c1Jlc3BvbnNlEhkKEXNjb3BlX2ZpbmdlcnByaW50GAEgASgJEhMKC2VudHJ5X2NvdW50GAIgASgDEhYKDmluZmxpZ2h0X2NvdW50GAMgASgDEhQKDHdhaXRlcl9jb3VudBgEIAEoAxIUCgxwcmVmaXhfYnl0ZXMYBSABKAMy6gUKDENhY2hlU2VydmljZRJfCgxBY3F1aXJlTGVhc2USJi5hZ2VudGN0eC5jYWNoZS52MS5BY3F1aXJlTGVhc2VSZXF1ZXN0GicuYWdlbnRjdHguY2FjaGUudjEuQWNxdWlyZUxlYXNlUmVzcG9uc2USXwoMUmVzb2x2ZUxlYXNlEiYuYWdlbnRjdHguY2FjaGUudjEuUmVzb2x2ZUxlYXNlUmVxdWVzdBonLmFnZW50Y3R4LmNhY2hlLnYxLlJlc29sdmVMZWFzZVJlc3BvbnNlEl8KDFJlbGVhc2VMZWFzZRImLmFnZW50Y3R4LmNhY2hlLnYxLlJlbGVhc2VMZWFzZVJlcXVlc3QaJy5hZ2VudGN0eC5jYWNoZS52MS5SZWxlYXNlTGVhc2VSZXNwb25zZRJoCg9HZW5lcmF0ZUNvbnRlbnQSKS5hZ2VudGN0eC5jYWNoZS52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiouYWdlbnRjdHguY2FjaGUudjEuR2VuZXJhdGVDb250ZW50UmVzcG9uc2USfAoVU3RyZWFtR2VuZXJhdGVDb250ZW50Ei8uYWdlbnRjdHguY2FjaGUudjEuU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBowLmFnZW50Y3R4LmNhY2hlLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlMAESaAoPSW52YWxpZGF0ZVNjb3BlEikuYWdlbnRjdHguY2FjaGUudjEuSW52YWxpZGF0ZVNjb3BlUmVxdWVzdBoqLmFnZW50Y3R4LmNhY2hlLnYxLkludmFsaWRhdGVTY29wZVJlc3BvbnNlEmUKDkdldFNjb3BlU3RhdHVzEiguYWdlbnRjdHguY2FjaGUudjEuR2V0U2NvcGVTdGF0dXNSZXF1ZXN0GikuYWdlbnRjdHguY2FjaGUudjEuR2V0U2NvcGVTdGF0dXNSZXNwb25zZUKhAQoVZGV2LmFnZW50Y3R4LmNhY2hlLnYxQhFDYWNoZVNlcnZpY2VQcm90b1ABWi9hZ2VudGN0eC5kZXYvZ2VucHJvdG8vYWdlbnRjdHgvY2FjaGUvdjE7Y2FjaGV2MaICA0FDWKoCEUFnZW50Q3R4LkNhY2hlLlYxygIRQWdlbnRDdHhcQ2FjaGVcVjHqAhNBZ2VudEN0eDo6Q2FjaGU6OlYxYgZwcm90bzM", [file_agentctx_type_v1_cache, file_agentctx_type_v1_content, file_agentctx_type_v1_generation, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("CiVhZ2VudGN0eC9jYWNoZS92MS9jYWNoZV9zZXJ2aWNlLnByb3RvEhFhZ2VudGN0eC5jYWNoZS52MSJxCgpDYWNoZVNjb3BlEhAKCHByb3ZpZGVyGAEgASgJEgsKA2FwcBgCIAEoCRIMCgR1c2VyGAMgASgJEg0KBW1vZGVsGAQgASgJEicKBnBvbGljeRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiygEKC0NhY2hlUHJlZml4EjUKEnN5c3RlbV9pbnN0cnVjdGlvbhgBIAEoCzIZLmFnZW50Y3R4LnR5cGUudjEuQ29udGVudBIlCgV0b29scxgCIAMoCzIWLmFnZW50Y3R4LnR5cGUudjEuVG9vbBIxCgt0b29sX2NvbmZpZxgDIAEoCzIcLmFnZW50Y3R4LnR5cGUudjEuVG9vbENvbmZpZxIqCgdoaXN0b3J5GAQgAygLMhkuYWdlbnRjdHgudHlwZS52MS5Db250ZW50IqsBChNBY3F1aXJlTGVhc2VSZXF1ZXN0EiwKBXNjb3BlGAEgASgLMh0uYWdlbnRjdHguY2FjaGUudjEuQ2FjaGVTY29wZRIuCgZwcmVmaXgYAiABKAsyHi5hZ2VudGN0eC5jYWNoZS52MS5DYWNoZVByZWZpeBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGaG9sZGVyGAQgASgJIlgKFEFjcXVpcmVMZWFzZVJlc3BvbnNlEg0KBWxlYXNlGAEgASgJEjEKCG1ldGFkYXRhGAIgASgLMh8uYWdlbnRjdHgudHlwZS52MS5DYWNoZU1ldGFkYXRhIiQKE1Jlc29sdmVMZWFzZVJlcXVlc3QSDQoFbGVhc2UYASABKAkicAoUUmVzb2x2ZUxlYXNlUmVzcG9uc2USDQoFdmFsaWQYASABKAgSMQoIbWV0YWRhdGEYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGESFgoOaW52YWxpZF9yZWFzb24YAyABKAkiJAoTUmVsZWFzZUxlYXNlUmVxdWVzdBINCgVsZWFzZRgBIAEoCSIoChRSZWxlYXNlTGVhc2VSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCK1AQoWR2VuZXJhdGVDb250ZW50UmVxdWVzdBIsCgVzY29wZRgBIAEoCzIdLmFnZW50Y3R4LmNhY2hlLnYxLkNhY2hlU2NvcGUSLwoHcmVxdWVzdBgCIAEoCzIeLmFnZW50Y3R4LnR5cGUudjEuTW9kZWxSZXF1ZXN0Eg0KBWxlYXNlGAMgASgJEi0KB2FjcXVpcmUYBCABKAsyHC5hZ2VudGN0eC5jYWNoZS52MS5DYWxsTGVhc2UiXAoJQ2FsbExlYXNlEhcKD3N1ZmZpeF9jb250ZW50cxgBIAEoBRImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGaG9sZGVyGAMgASgJInwKF0dlbmVyYXRlQ29udGVudFJlc3BvbnNlEjEKCHJlc3BvbnNlGAEgASgLMh8uYWdlbnRjdHgudHlwZS52MS5Nb2RlbFJlc3BvbnNlEi4KBWNhY2hlGAIgASgLMh8uYWdlbnRjdHgudHlwZS52MS5DYWNoZU1ldGFkYXRhIlcKHFN0cmVhbUdlbmVyYXRlQ29udGVudFJlcXVlc3QSNwoEY2FsbBgBIAEoCzIpLmFnZW50Y3R4LmNhY2hlLnYxLkdlbmVyYXRlQ29udGVudFJlcXVlc3QifwodU3RyZWFtR2VuZXJhdGVDb250ZW50UmVzcG9uc2USLgoFY2h1bmsYASABKAsyHy5hZ2VudGN0eC50eXBlLnYxLk1vZGVsUmVzcG9uc2USLgoFY2FjaGUYAiABKAsyHy5hZ2VudGN0eC50eXBlLnYxLkNhY2hlTWV0YWRhdGEiRgoWSW52YWxpZGF0ZVNjb3BlUmVxdWVzdBIsCgVzY29wZRgBIAEoCzIdLmFnZW50Y3R4LmNhY2hlLnYxLkNhY2hlU2NvcGUiaQoXSW52YWxpZGF0ZVNjb3BlUmVzcG9uc2USFwoPZW50cmllc19yZW1vdmVkGAEgASgDEhoKEmluZmxpZ2h0X2NhbmNlbGxlZBgCIAEoAxIZChFzY29wZV9maW5nZXJwcmludBgDIAEoCSJFChVHZXRTY29wZVN0YXR1c1JlcXVlc3QSLAoFc2NvcGUYASABKAsyHS5hZ2VudGN0eC5jYWNoZS52MS5DYWNoZVNjb3BlIowBChZHZXRTY29wZVN0YXR1c1Jlc3BvbnNlEhkKEXNjb3BlX2ZpbmdlcnByaW50GAEgASgJEhMKC2VudHJ5X2NvdW50GAIgASgDEhYKDmluZmxpZ2h0X2NvdW50GAMgASgDEhQKDHdhaXRlcl9jb3VudBgEIAEoAxIUCgxwcmVmaXhfYnl0ZXMYBSABKAMifgoMRW1iZWRSZXF1ZXN0EhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEg0KBXRleHRzGAMgAygJEioKBHRhc2sYBCABKA4yHC5hZ2VudGN0eC5jYWNoZS52MS5FbWJlZFRhc2sSEgoKZGltZW5zaW9ucxgFIAEoBSIbCglFbWJlZGRpbmcSDgoGdmFsdWVzGAEgAygCImYKDUVtYmVkUmVzcG9uc2USMAoKZW1iZWRkaW5ncxgBIAMoCzIcLmFnZW50Y3R4LmNhY2hlLnYxLkVtYmVkZGluZxINCgVtb2RlbBgCIAEoCRIUCgxpbnB1dF90b2tlbnMYAyABKAMqagoJRW1iZWRUYXNrEhoKFkVNQkVEX1RBU0tfVU5TUEVDSUZJRUQQABIhCh1FTUJFRF9UQVNLX1JFVFJJRVZBTF9ET0NVTUVOVBABEh4KGkVNQkVEX1RBU0tfUkVUUklFVkFMX1FVRVJZEAIytgYKDENhY2hlU2VydmljZRJfCgxBY3F1aXJlTGVhc2USJi5hZ2VudGN0eC5jYWNoZS52MS5BY3F1aXJlTGVhc2VSZXF1ZXN0GicuYWdlbnRjdHguY2FjaGUudjEuQWNxdWlyZUxlYXNlUmVzcG9uc2USXwoMUmVzb2x2ZUxlYXNlEiYuYWdlbnRjdHguY2FjaGUudjEuUmVzb2x2ZUxlYXNlUmVxdWVzdBonLmFnZW50Y3R4LmNhY2hlLnYxLlJlc29sdmVMZWFzZVJlc3BvbnNlEl8KDFJlbGVhc2VMZWFzZRImLmFnZW50Y3R4LmNhY2hlLnYxLlJlbGVhc2VMZWFzZVJlcXVlc3QaJy5hZ2VudGN0eC5jYWNoZS52MS5SZWxlYXNlTGVhc2VSZXNwb25zZRJoCg9HZW5lcmF0ZUNvbnRlbnQSKS5hZ2VudGN0eC5jYWNoZS52MS5HZW5lcmF0ZUNvbnRlbnRSZXF1ZXN0GiouYWdlbnRjdHguY2FjaGUudjEuR2VuZXJhdGVDb250ZW50UmVzcG9uc2USfAoVU3RyZWFtR2VuZXJhdGVDb250ZW50Ei8uYWdlbnRjdHguY2FjaGUudjEuU3RyZWFtR2VuZXJhdGVDb250ZW50UmVxdWVzdBowLmFnZW50Y3R4LmNhY2hlLnYxLlN0cmVhbUdlbmVyYXRlQ29udGVudFJlc3BvbnNlMAESaAoPSW52YWxpZGF0ZVNjb3BlEikuYWdlbnRjdHguY2FjaGUudjEuSW52YWxpZGF0ZVNjb3BlUmVxdWVzdBoqLmFnZW50Y3R4LmNhY2hlLnYxLkludmFsaWRhdGVTY29wZVJlc3BvbnNlEmUKDkdldFNjb3BlU3RhdHVzEiguYWdlbnRjdHguY2FjaGUudjEuR2V0U2NvcGVTdGF0dXNSZXF1ZXN0GikuYWdlbnRjdHguY2FjaGUudjEuR2V0U2NvcGVTdGF0dXNSZXNwb25zZRJKCgVFbWJlZBIfLmFnZW50Y3R4LmNhY2hlLnYxLkVtYmVkUmVxdWVzdBogLmFnZW50Y3R4LmNhY2hlLnYxLkVtYmVkUmVzcG9uc2VCoQEKFWRldi5hZ2VudGN0eC5jYWNoZS52MUIRQ2FjaGVTZXJ2aWNlUHJvdG9QAVovYWdlbnRjdHguZGV2L2dlbnByb3RvL2FnZW50Y3R4L2NhY2hlL3YxO2NhY2hldjGiAgNBQ1iqAhFBZ2VudEN0eC5DYWNoZS5WMcoCEUFnZW50Q3R4XENhY2hlXFYx6gITQWdlbnRDdHg6OkNhY2hlOjpWMWIGcHJvdG8z", [file_agentctx_type_v1_cache, file_agentctx_type_v1_content, file_agentctx_type_v1_generation, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * CacheScope isolates caches: nothing is shared across scopes.
@@ -577,6 +577,149 @@ export const GetScopeStatusResponseSchema: GenMessage<GetScopeStatusResponse> = 
   messageDesc(file_agentctx_cache_v1_cache_service, 16);
 
 /**
+ * Request for Embed.
+ *
+ * @generated from message agentctx.cache.v1.EmbedRequest
+ */
+export type EmbedRequest = Message<"agentctx.cache.v1.EmbedRequest"> & {
+  /**
+   * The provider instance; empty routes by model, as a scope's model does.
+   *
+   * @generated from field: string provider = 1;
+   */
+  provider: string;
+
+  /**
+   * The embedding model (local-sim-embed, gemini-embedding-001,
+   * text-embedding-3-small, ...).
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * The texts, each non-empty; at most the provider's batch size (local
+   * 256, Gemini 100, OpenAI 2048).
+   *
+   * @generated from field: repeated string texts = 3;
+   */
+  texts: string[];
+
+  /**
+   * What the texts are for.
+   *
+   * @generated from field: agentctx.cache.v1.EmbedTask task = 4;
+   */
+  task: EmbedTask;
+
+  /**
+   * Output dimensions for models that can shorten their vectors; 0: the
+   * model's own.
+   *
+   * @generated from field: int32 dimensions = 5;
+   */
+  dimensions: number;
+};
+
+/**
+ * Describes the message agentctx.cache.v1.EmbedRequest.
+ * Use `create(EmbedRequestSchema)` to create a new message.
+ */
+export const EmbedRequestSchema: GenMessage<EmbedRequest> = /*@__PURE__*/
+  messageDesc(file_agentctx_cache_v1_cache_service, 17);
+
+/**
+ * One vector.
+ *
+ * @generated from message agentctx.cache.v1.Embedding
+ */
+export type Embedding = Message<"agentctx.cache.v1.Embedding"> & {
+  /**
+   * The vector's components.
+   *
+   * @generated from field: repeated float values = 1;
+   */
+  values: number[];
+};
+
+/**
+ * Describes the message agentctx.cache.v1.Embedding.
+ * Use `create(EmbeddingSchema)` to create a new message.
+ */
+export const EmbeddingSchema: GenMessage<Embedding> = /*@__PURE__*/
+  messageDesc(file_agentctx_cache_v1_cache_service, 18);
+
+/**
+ * Response of Embed.
+ *
+ * @generated from message agentctx.cache.v1.EmbedResponse
+ */
+export type EmbedResponse = Message<"agentctx.cache.v1.EmbedResponse"> & {
+  /**
+   * One per text, in the request's order.
+   *
+   * @generated from field: repeated agentctx.cache.v1.Embedding embeddings = 1;
+   */
+  embeddings: Embedding[];
+
+  /**
+   * The model that made them (as the request named it).
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * Input tokens the provider reported, or 0.
+   *
+   * @generated from field: int64 input_tokens = 3;
+   */
+  inputTokens: bigint;
+};
+
+/**
+ * Describes the message agentctx.cache.v1.EmbedResponse.
+ * Use `create(EmbedResponseSchema)` to create a new message.
+ */
+export const EmbedResponseSchema: GenMessage<EmbedResponse> = /*@__PURE__*/
+  messageDesc(file_agentctx_cache_v1_cache_service, 19);
+
+/**
+ * What the texts of an EmbedRequest are for; providers that tell queries
+ * from documents (Gemini's task types) embed them accordingly.
+ *
+ * @generated from enum agentctx.cache.v1.EmbedTask
+ */
+export enum EmbedTask {
+  /**
+   * No task given: the provider's default.
+   *
+   * @generated from enum value: EMBED_TASK_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Texts to be found (memory entries).
+   *
+   * @generated from enum value: EMBED_TASK_RETRIEVAL_DOCUMENT = 1;
+   */
+  RETRIEVAL_DOCUMENT = 1,
+
+  /**
+   * Texts to search with (queries).
+   *
+   * @generated from enum value: EMBED_TASK_RETRIEVAL_QUERY = 2;
+   */
+  RETRIEVAL_QUERY = 2,
+}
+
+/**
+ * Describes the enum agentctx.cache.v1.EmbedTask.
+ */
+export const EmbedTaskSchema: GenEnum<EmbedTask> = /*@__PURE__*/
+  enumDesc(file_agentctx_cache_v1_cache_service, 0);
+
+/**
  * CacheService holds provider prefix caches behind private leases and runs
  * the model calls that use them. It is the only process that sees a provider
  * resource name or API key. It accepts mTLS callers on its allowlist only.
@@ -661,6 +804,21 @@ export const CacheService: GenService<{
     methodKind: "unary";
     input: typeof GetScopeStatusRequestSchema;
     output: typeof GetScopeStatusResponseSchema;
+  },
+  /**
+   * Embeds texts with a provider's embedding model (the local simulator's
+   * are deterministic), one vector per text, in order. Keys stay here, as
+   * for model calls. A provider without an embedding API (Anthropic) is
+   * FAILED_PRECONDITION EMBEDDINGS_NOT_SUPPORTED; an empty text, or more
+   * texts than the provider takes in one call, INVALID_ARGUMENT
+   * INVALID_EMBED_REQUEST naming the field; nothing is sent then.
+   *
+   * @generated from rpc agentctx.cache.v1.CacheService.Embed
+   */
+  embed: {
+    methodKind: "unary";
+    input: typeof EmbedRequestSchema;
+    output: typeof EmbedResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentctx_cache_v1_cache_service, 0);

@@ -2,8 +2,8 @@
 // @generated from file agentctx/memory/v1/memory_service.proto (package agentctx.memory.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { EmptySchema, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_empty, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentctx/memory/v1/memory_service.proto.
  */
 export const file_agentctx_memory_v1_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("CidhZ2VudGN0eC9tZW1vcnkvdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SEmFnZW50Y3R4Lm1lbW9yeS52MSL/AQoLTWVtb3J5RW50cnkSDAoEbmFtZRgBIAEoCRIMCgR0ZXh0GAIgASgJEj8KCG1ldGFkYXRhGAMgAygLMi0uYWdlbnRjdHgubWVtb3J5LnYxLk1lbW9yeUVudHJ5Lk1ldGFkYXRhRW50cnkSDwoHc2Vzc2lvbhgEIAEoCRIQCghldmVudF9pZBgFIAEoCRIOCgZhdXRob3IYBiABKAkSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIsChlBZGRTZXNzaW9uVG9NZW1vcnlSZXF1ZXN0Eg8KB3Nlc3Npb24YASABKAkiSQoaQWRkU2Vzc2lvblRvTWVtb3J5UmVzcG9uc2USEwoLYWRkZWRfY291bnQYASABKAUSFgoOZXhpc3RpbmdfY291bnQYAiABKAUiZgoQQWRkTWVtb3J5UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSLwoGbWVtb3J5GAIgASgLMh8uYWdlbnRjdHgubWVtb3J5LnYxLk1lbW9yeUVudHJ5EhEKCW1lbW9yeV9pZBgDIAEoCSLQAQoTU2VhcmNoTWVtb3J5UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSDQoFcXVlcnkYAiABKAkSVAoPbWV0YWRhdGFfZmlsdGVyGAMgAygLMjsuYWdlbnRjdHgubWVtb3J5LnYxLlNlYXJjaE1lbW9yeVJlcXVlc3QuTWV0YWRhdGFGaWx0ZXJFbnRyeRINCgVsaW1pdBgEIAEoBRo1ChNNZXRhZGF0YUZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSAoUU2VhcmNoTWVtb3J5UmVzcG9uc2USMAoHbWF0Y2hlcxgBIAMoCzIfLmFnZW50Y3R4Lm1lbW9yeS52MS5NZW1vcnlNYXRjaCJNCgtNZW1vcnlNYXRjaBIvCgZtZW1vcnkYASABKAsyHy5hZ2VudGN0eC5tZW1vcnkudjEuTWVtb3J5RW50cnkSDQoFc2NvcmUYAiABKAEiIwoTRGVsZXRlTWVtb3J5UmVxdWVzdBIMCgRuYW1lGAEgASgJMowDCg1NZW1vcnlTZXJ2aWNlEnMKEkFkZFNlc3Npb25Ub01lbW9yeRItLmFnZW50Y3R4Lm1lbW9yeS52MS5BZGRTZXNzaW9uVG9NZW1vcnlSZXF1ZXN0Gi4uYWdlbnRjdHgubWVtb3J5LnYxLkFkZFNlc3Npb25Ub01lbW9yeVJlc3BvbnNlElIKCUFkZE1lbW9yeRIkLmFnZW50Y3R4Lm1lbW9yeS52MS5BZGRNZW1vcnlSZXF1ZXN0Gh8uYWdlbnRjdHgubWVtb3J5LnYxLk1lbW9yeUVudHJ5EmEKDFNlYXJjaE1lbW9yeRInLmFnZW50Y3R4Lm1lbW9yeS52MS5TZWFyY2hNZW1vcnlSZXF1ZXN0GiguYWdlbnRjdHgubWVtb3J5LnYxLlNlYXJjaE1lbW9yeVJlc3BvbnNlEk8KDERlbGV0ZU1lbW9yeRInLmFnZW50Y3R4Lm1lbW9yeS52MS5EZWxldGVNZW1vcnlSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5QqgBChZkZXYuYWdlbnRjdHgubWVtb3J5LnYxQhJNZW1vcnlTZXJ2aWNlUHJvdG9QAVoxYWdlbnRjdHguZGV2L2dlbnByb3RvL2FnZW50Y3R4L21lbW9yeS92MTttZW1vcnl2MaICA0FDWKoCEkFnZW50Q3R4Lk1lbW9yeS5WMcoCEkFnZW50Q3R4XE1lbW9yeVxWMeoCFEFnZW50Q3R4OjpNZW1vcnk6OlYxYgZwcm90bzM", [file_google_protobuf_empty, file_google_protobuf_timestamp]);
+  fileDesc("CidhZ2VudGN0eC9tZW1vcnkvdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SEmFnZW50Y3R4Lm1lbW9yeS52MSL/AQoLTWVtb3J5RW50cnkSDAoEbmFtZRgBIAEoCRIMCgR0ZXh0GAIgASgJEj8KCG1ldGFkYXRhGAMgAygLMi0uYWdlbnRjdHgubWVtb3J5LnYxLk1lbW9yeUVudHJ5Lk1ldGFkYXRhRW50cnkSDwoHc2Vzc2lvbhgEIAEoCRIQCghldmVudF9pZBgFIAEoCRIOCgZhdXRob3IYBiABKAkSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIsChlBZGRTZXNzaW9uVG9NZW1vcnlSZXF1ZXN0Eg8KB3Nlc3Npb24YASABKAkiSQoaQWRkU2Vzc2lvblRvTWVtb3J5UmVzcG9uc2USEwoLYWRkZWRfY291bnQYASABKAUSFgoOZXhpc3RpbmdfY291bnQYAiABKAUiZgoQQWRkTWVtb3J5UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSLwoGbWVtb3J5GAIgASgLMh8uYWdlbnRjdHgubWVtb3J5LnYxLk1lbW9yeUVudHJ5EhEKCW1lbW9yeV9pZBgDIAEoCSLQAQoTU2VhcmNoTWVtb3J5UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSDQoFcXVlcnkYAiABKAkSVAoPbWV0YWRhdGFfZmlsdGVyGAMgAygLMjsuYWdlbnRjdHgubWVtb3J5LnYxLlNlYXJjaE1lbW9yeVJlcXVlc3QuTWV0YWRhdGFGaWx0ZXJFbnRyeRINCgVsaW1pdBgEIAEoBRo1ChNNZXRhZGF0YUZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimgEKFFNlYXJjaE1lbW9yeVJlc3BvbnNlEjAKB21hdGNoZXMYASADKAsyHy5hZ2VudGN0eC5tZW1vcnkudjEuTWVtb3J5TWF0Y2gSMgoHcmFua2luZxgCIAEoDjIhLmFnZW50Y3R4Lm1lbW9yeS52MS5NZW1vcnlSYW5raW5nEhwKFHNlbWFudGljX3VuYXZhaWxhYmxlGAMgASgIIo4BCgtNZW1vcnlNYXRjaBIvCgZtZW1vcnkYASABKAsyHy5hZ2VudGN0eC5tZW1vcnkudjEuTWVtb3J5RW50cnkSDQoFc2NvcmUYAiABKAESFAoMbGV4aWNhbF9yYW5rGAMgASgFEhMKC3ZlY3Rvcl9yYW5rGAQgASgFEhQKDHZlY3Rvcl9zY29yZRgFIAEoASIjChNEZWxldGVNZW1vcnlSZXF1ZXN0EgwKBG5hbWUYASABKAkqZQoNTWVtb3J5UmFua2luZxIeChpNRU1PUllfUkFOS0lOR19VTlNQRUNJRklFRBAAEhoKFk1FTU9SWV9SQU5LSU5HX0xFWElDQUwQARIYChRNRU1PUllfUkFOS0lOR19GVVNFRBACMowDCg1NZW1vcnlTZXJ2aWNlEnMKEkFkZFNlc3Npb25Ub01lbW9yeRItLmFnZW50Y3R4Lm1lbW9yeS52MS5BZGRTZXNzaW9uVG9NZW1vcnlSZXF1ZXN0Gi4uYWdlbnRjdHgubWVtb3J5LnYxLkFkZFNlc3Npb25Ub01lbW9yeVJlc3BvbnNlElIKCUFkZE1lbW9yeRIkLmFnZW50Y3R4Lm1lbW9yeS52MS5BZGRNZW1vcnlSZXF1ZXN0Gh8uYWdlbnRjdHgubWVtb3J5LnYxLk1lbW9yeUVudHJ5EmEKDFNlYXJjaE1lbW9yeRInLmFnZW50Y3R4Lm1lbW9yeS52MS5TZWFyY2hNZW1vcnlSZXF1ZXN0GiguYWdlbnRjdHgubWVtb3J5LnYxLlNlYXJjaE1lbW9yeVJlc3BvbnNlEk8KDERlbGV0ZU1lbW9yeRInLmFnZW50Y3R4Lm1lbW9yeS52MS5EZWxldGVNZW1vcnlSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5QqgBChZkZXYuYWdlbnRjdHgubWVtb3J5LnYxQhJNZW1vcnlTZXJ2aWNlUHJvdG9QAVoxYWdlbnRjdHguZGV2L2dlbnByb3RvL2FnZW50Y3R4L21lbW9yeS92MTttZW1vcnl2MaICA0FDWKoCEkFnZW50Q3R4Lk1lbW9yeS5WMcoCEkFnZW50Q3R4XE1lbW9yeVxWMeoCFEFnZW50Q3R4OjpNZW1vcnk6OlYxYgZwcm90bzM", [file_google_protobuf_empty, file_google_protobuf_timestamp]);
 
 /**
  * One remembered text.
@@ -220,6 +220,22 @@ export type SearchMemoryResponse = Message<"agentctx.memory.v1.SearchMemoryRespo
    * @generated from field: repeated agentctx.memory.v1.MemoryMatch matches = 1;
    */
   matches: MemoryMatch[];
+
+  /**
+   * How they were ranked.
+   *
+   * @generated from field: agentctx.memory.v1.MemoryRanking ranking = 2;
+   */
+  ranking: MemoryRanking;
+
+  /**
+   * Semantic ranking is configured but the query could not be embedded
+   * (the cache service unreachable, or its provider failing): the matches
+   * are lexical only. Entries are never lost for it.
+   *
+   * @generated from field: bool semantic_unavailable = 3;
+   */
+  semanticUnavailable: boolean;
 };
 
 /**
@@ -244,11 +260,35 @@ export type MemoryMatch = Message<"agentctx.memory.v1.MemoryMatch"> & {
 
   /**
    * Relevance: higher is better. Comparable within one response only (the
-   * SQLite store's is BM25, PostgreSQL's ts_rank).
+   * SQLite store's is BM25, PostgreSQL's ts_rank; fused: the RRF score).
    *
    * @generated from field: double score = 2;
    */
   score: number;
+
+  /**
+   * The entry's 1-based rank in the lexical ranking, 0 when the lexical
+   * search did not find it.
+   *
+   * @generated from field: int32 lexical_rank = 3;
+   */
+  lexicalRank: number;
+
+  /**
+   * The entry's 1-based rank in the vector ranking, 0 when not ranked by
+   * vector (lexical search, or an entry stored without a vector).
+   *
+   * @generated from field: int32 vector_rank = 4;
+   */
+  vectorRank: number;
+
+  /**
+   * Cosine similarity of the entry's vector and the query's, when
+   * vector_rank is set.
+   *
+   * @generated from field: double vector_score = 5;
+   */
+  vectorScore: number;
 };
 
 /**
@@ -278,6 +318,41 @@ export type DeleteMemoryRequest = Message<"agentctx.memory.v1.DeleteMemoryReques
  */
 export const DeleteMemoryRequestSchema: GenMessage<DeleteMemoryRequest> = /*@__PURE__*/
   messageDesc(file_agentctx_memory_v1_memory_service, 7);
+
+/**
+ * How a search ranked its matches.
+ *
+ * @generated from enum agentctx.memory.v1.MemoryRanking
+ */
+export enum MemoryRanking {
+  /**
+   * Not reported (an older server: lexical).
+   *
+   * @generated from enum value: MEMORY_RANKING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The backend's full-text rank (BM25 on SQLite, ts_rank on PostgreSQL).
+   *
+   * @generated from enum value: MEMORY_RANKING_LEXICAL = 1;
+   */
+  LEXICAL = 1,
+
+  /**
+   * Reciprocal rank fusion of the lexical rank and the vector (cosine)
+   * rank: score = sum over both rankings of 1 / (60 + rank).
+   *
+   * @generated from enum value: MEMORY_RANKING_FUSED = 2;
+   */
+  FUSED = 2,
+}
+
+/**
+ * Describes the enum agentctx.memory.v1.MemoryRanking.
+ */
+export const MemoryRankingSchema: GenEnum<MemoryRanking> = /*@__PURE__*/
+  enumDesc(file_agentctx_memory_v1_memory_service, 0);
 
 /**
  * MemoryService keeps what an agent may recall across sessions: text
