@@ -86,6 +86,10 @@ class Reason(str, enum.Enum):
     ETAG_MISMATCH = "ETAG_MISMATCH"
     # ALREADY_EXISTS: a Generate reply id names an event that is not a reply.
     REPLY_ID_CONFLICT = "REPLY_ID_CONFLICT"
+    # FAILED_PRECONDITION: an event's retracts_event_id names no stored MESSAGE
+    # event of the session, names a retraction, or names an event already
+    # retracted (field violation on event.retracts_event_id).
+    RETRACTION_TARGET_INVALID = "RETRACTION_TARGET_INVALID"
     # RESOURCE_EXHAUSTED: the selected history is over max_bytes/max_tokens with
     # overflow ERROR.
     CONTEXT_BUDGET_EXCEEDED = "CONTEXT_BUDGET_EXCEEDED"

@@ -30,11 +30,16 @@ timed, instead of failing the run; so is a miss answered without a lease
 because its create outlasted the wait (``misses_without_lease_of_256``).
 
 Run: ``.venv/bin/python -m bench.cache_cluster`` from the repository root.
-The last line is one JSON object with every figure.
+The last line is one JSON object with every figure. ``--redis-url`` puts
+the registry elsewhere (e.g. ``redis+cluster://127.0.0.1:7000,...``, the
+local cluster of scripts/redis_cluster.sh; the simulator's state stays on
+the single Redis, as a provider is not the registry); ``--quick`` runs
+fewer rounds (one miss round, four hit rounds, shorter conversations).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
@@ -85,8 +90,8 @@ def _pct(samples: list[float], q: float) -> float:
 class Tier:
     """The replica processes, their configs and ports."""
 
-    def __init__(self, tmp: pathlib.Path, certs: pathlib.Path, prefix: str) -> None:
-        self.tmp, self.certs, self.prefix = tmp, certs, prefix
+    def __init__(self, tmp: pathlib.Path, certs: pathlib.Path, prefix: str, registry_url: str = REDIS_URL) -> None:
+        self.tmp, self.certs, self.prefix, self.registry_url = tmp, certs, prefix, registry_url
         self.sim_prefix = prefix.rstrip(":") + "-sim:"
         self.ports = [processes.free_port() for _ in range(REPLICAS)]
         self.single_port = processes.free_port()
@@ -94,7 +99,7 @@ class Tier:
         common = dict(sightings_before_create=0, min_prefix_tokens=64, local_min_cache_tokens=64,
                       max_waiters=MISSES, max_inflight_rpcs=2 * MISSES, default_ttl_s=CACHE_TTL_S,
                       max_ttl_s=CACHE_TTL_S, expiry_margin_s=0.5, sweep_interval_s=0.3, log_level="WARNING")
-        shared = dict(redis_url=REDIS_URL, redis_key_prefix=prefix,
+        shared = dict(redis_url=registry_url, redis_key_prefix=prefix, local_state_url=REDIS_URL,
                       redis_encryption_key=base64.b64encode(secrets.token_bytes(32)).decode(),
                       lease_keys=[{"id": "bench", "secret": secrets.token_hex(32)}], active_lease_key_id="bench",
                       local_shared_state=True, local_state_prefix=self.sim_prefix,
@@ -129,9 +134,18 @@ class Tier:
 
     def cleanup(self, r: redis.Redis) -> int:
         deleted = 0
-        for prefix in (self.prefix, self.sim_prefix):
-            for key in r.scan_iter(match=f"{prefix}*", count=500):
-                deleted += r.delete(key)
+        nodes = [r]
+        if self.registry_url.startswith("redis+cluster://"):
+            from cache_service.cluster.client import parse
+
+            cluster = redis.RedisCluster(startup_nodes=[redis.cluster.ClusterNode(h, p)
+                                                        for h, p in parse(self.registry_url).nodes])
+            nodes += [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]
+            cluster.close()
+        for node in nodes:
+            for prefix in (self.prefix, self.sim_prefix):
+                for key in node.scan_iter(match=f"{prefix}*", count=500):
+                    deleted += node.delete(key)
         return deleted
 
 
@@ -239,14 +253,22 @@ async def turns_through_a_kill(stub: Any, tier: Tier) -> dict[str, Any]:
             "killed": killed.is_set()}
 
 
-async def main() -> dict[str, Any]:
+def _options() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.cache_cluster")
+    parser.add_argument("--redis-url", default=REDIS_URL, help="the registry's Redis (redis://, redis+cluster://, "
+                        "redis+sentinel://)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    return parser.parse_args()
+
+
+async def main(registry_url: str = REDIS_URL) -> dict[str, Any]:
     r = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
     r.ping()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)
         certs = tmp / "certs"
         init_dev_certs(certs)
-        tier = Tier(tmp, certs, f"agentctx-bench-{secrets.token_hex(4)}:")
+        tier = Tier(tmp, certs, f"agentctx-bench-{secrets.token_hex(4)}:", registry_url)
         channels: list[grpc.aio.Channel] = []
         context = None
         try:
@@ -254,7 +276,7 @@ async def main() -> dict[str, Any]:
                 await asyncio.to_thread(tier.start, port)
             channels = [secure_channel(p, certs, client="context-client") for p in [*tier.ports, tier.single_port]]
             stubs = [cache_service_pb2_grpc.CacheServiceStub(c) for c in channels]
-            figures: dict[str, Any] = {"replicas": REPLICAS}
+            figures: dict[str, Any] = {"replicas": REPLICAS, "registry": registry_url.partition("://")[0]}
             figures.update(await concurrent_misses(stubs[:REPLICAS], tier, r))
             figures.update(await hit_vs_single(stubs[:REPLICAS], stubs[REPLICAS]))
             target = "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in tier.ports)
@@ -287,7 +309,10 @@ async def main() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    result = asyncio.run(main())
+    options = _options()
+    if options.quick:
+        MISS_REPEATS, HIT_ROUNDS, CONVERSATIONS, TURNS, KILL_AFTER_TURNS = 1, 4, 4, 20, 6
+    result = asyncio.run(main(options.redis_url))
     for key, value in result.items():
         print(f"{key:>22}: {value}", file=sys.stderr)
     print(json.dumps(result, sort_keys=True))

@@ -68,6 +68,10 @@ requests: nothing repeats, so no policy can save) is a control, reported
 apart as ``one_off_{gemini,anthropic}_cost_ratio_vs_uncached``: it shows
 what a first-sight write costs when the bet is lost.
 
+Edge shapes (many users on one head, heads around each minimum, waves,
+branching, hourly bursts) against never-cache, always-cache and the
+offline optimum: bench.economics_oracle.
+
 Run: ``.venv/bin/python -m bench.economics`` from the repository root
 (about 5 minutes). The last line is one JSON object with every figure.
 """
@@ -126,9 +130,11 @@ class RecordingProvider(LocalProvider):
         super().__init__(**kwargs)
         self.naive = naive
         self.requests: list[ModelCall] = []
+        self.times: list[float] = []  # each request's time on the simulator's clock
 
     async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
         self.requests.append(call)
+        self.times.append(self.clock.wall())
         return await super().generate(call, cache)
 
     def marks(self, call: ModelCall, cache: CacheRef | None) -> tuple[int, ...]:

@@ -11,7 +11,8 @@ bench/openai_agents_side.py), against a pair this process starts on
 
 Figures: ``session_ops_ratio`` (time inside session calls, agentctx over
 SQLiteSession; aim at most 1.0) and per round; ``cached_share``, the share
-of prompt tokens the cache tier served from cache with AgentCtxModel.
+of prompt tokens the cache tier served from cache with AgentCtxModel;
+``agentctx_rpcs_per_call``, the RPCs each kind of session call made.
 
 Run: ``.venv/bin/python -m bench.openai_agents [--turns 30 --rounds 2]``.
 The last line is one JSON object with every figure.
@@ -71,6 +72,9 @@ async def run(turns: int = 30, rounds: int = 2, *, tmp: pathlib.Path) -> dict[st
         figures[f"{name}_session_ops_s"] = values["session_ops_s"]
         figures[f"{name}_ms_by_call"] = values["ms_by_call"]
         figures[f"{name}_calls"] = values["calls"]
+    # RPCs per session call (agentctx; deterministic where the times are noisy).
+    figures["agentctx_rpcs_per_call"] = {k: round(n / max(ours["calls"].get(k, 0), 1), 3)
+                                         for k, n in ours["rpcs"].items()}
     figures["aim_met"] = figures["session_ops_ratio"] <= AIM_SESSION_OPS_RATIO
     return figures
 

@@ -3,7 +3,8 @@ venv (tests/openai_agents/venv.py): Runner conversations with two tools on
 AgentCtxSession and on the SDK's SQLiteSession (a file), in A B B A order,
 every session call timed. Both sides call the model through AgentCtxModel
 (the cache tier's local simulator), so they store the same items; only the
-session's time is compared. Prints one JSON line."""
+session's time is compared, and on agentctx the RPCs each session call
+made. Prints one JSON line."""
 
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ _METHODS = ("get_items", "add_items", "pop_item", "clear_session")
 
 
 class Timed:
-    """A session whose calls are timed (and nothing else changed)."""
+    """A session whose calls are timed, and counted with the RPCs they made
+    (``rpcs``: a running count of the client's RPCs; nothing else changed)."""
 
-    def __init__(self, inner: Any, seconds: dict[str, float], calls: dict[str, int]) -> None:
-        self.inner, self.seconds, self.calls = inner, seconds, calls
+    def __init__(self, inner: Any, seconds: dict[str, float], calls: dict[str, int],
+                 rpcs: dict[str, int], made: dict[str, int]) -> None:
+        self.inner, self.seconds, self.calls, self.rpcs, self.made = inner, seconds, calls, rpcs, made
         self.session_id = inner.session_id
         self.session_settings = getattr(inner, "session_settings", None)
 
@@ -36,12 +39,13 @@ class Timed:
             return method
 
         async def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start, before = time.perf_counter(), self.made["n"]
             try:
                 return await method(*args, **kwargs)
             finally:
                 self.seconds[name] += time.perf_counter() - start
                 self.calls[name] += 1
+                self.rpcs[name] += self.made["n"] - before
         return timed
 
     async def get_items(self, limit: int | None = None) -> Any:
@@ -86,8 +90,10 @@ async def _conversation(session: Any, provider: AgentCtxModelProvider, turns: in
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     tls = agentctx_client.TlsConfig(ca=args.ca, server_name="localhost")
     sides = ("agentctx", "sqlite")
-    seconds = {s: defaultdict(float) for s in sides}
-    calls = {s: defaultdict(int) for s in sides}
+    seconds: dict[str, defaultdict[str, float]] = {s: defaultdict(float) for s in sides}
+    calls: dict[str, defaultdict[str, int]] = {s: defaultdict(int) for s in sides}
+    rpcs: dict[str, defaultdict[str, int]] = {s: defaultdict(int) for s in sides}
+    made = {"n": 0}
     rounds: list[dict[str, float]] = []
     usage = {"prompt_tokens": 0, "cached_prompt_tokens": 0}
     states: dict[str, int] = defaultdict(int)
@@ -106,6 +112,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 states[str(result.reply.proto.cache_metadata.state)] += 1
             return result
         model._generate = counted  # type: ignore[method-assign]
+        rpc = client._call
+
+        async def counted_rpc(*a: Any, **kw: Any) -> Any:
+            made["n"] += 1
+            return await rpc(*a, **kw)
+        client._call = counted_rpc  # type: ignore[method-assign]
 
         def make(side: str, n: int) -> Any:
             if side == "agentctx":
@@ -118,7 +130,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         order = [s for r in range(args.rounds) for s in (sides if r % 2 == 0 else sides[::-1])]
         for n, side in enumerate(order):
             spent: dict[str, float] = defaultdict(float)
-            session = Timed(make(side, n), spent, calls[side])
+            session = Timed(make(side, n), spent, calls[side], rpcs[side], made)
             await _conversation(session, provider, args.turns, n // 2)  # the same prompts on both sides
             for k, v in spent.items():
                 seconds[side][k] += v
@@ -127,7 +139,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             rounds[-1][side] = sum(spent.values())
     out = {s: {"session_ops_s": round(sum(seconds[s].values()), 4),
                "ms_by_call": {k: round(v * 1e3, 2) for k, v in seconds[s].items()},
-               "calls": dict(calls[s])} for s in sides}
+               "calls": dict(calls[s]), "rpcs": dict(rpcs[s])} for s in sides}
     return {"sides": out, "rounds": rounds, "usage": usage, "cache_states": dict(states)}
 
 

@@ -5,8 +5,9 @@ docs/ARCHITECTURE.md, "Ports").
 - ``memory`` (no ``redis_url``): this process's dicts; leases signed with
   the configured key set, else a per-process key, so leases and caches are
   known to one replica only.
-- ``redis``: one registry for every replica (cache_service.cluster): the
-  shared store, a lock per key's create, and the configured key set. Its
+- ``redis``: one registry for every replica (cache_service.cluster) on a
+  single Redis, a Sentinel-managed one or a Redis Cluster (the client from
+  the URL: cluster.client): the shared store, a lock per key's create, and the configured key set. Its
   ``cluster`` part (client, key names, name cipher) also serves the
   journal and the tier keeper (ports_factory, app).
 """
@@ -15,12 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError
-
 from cache_service.cluster.cipher import NameCipher
+from cache_service.cluster.client import RedisClient, redis_client
 from cache_service.cluster.guard import GuardedStore, RegistryGuard
 from cache_service.cluster.names import Names
 from cache_service.cluster.single_flight import RedisSingleFlight
@@ -34,7 +31,7 @@ from cache_service.settings import CacheSettings
 
 @dataclass(frozen=True)
 class Cluster:
-    client: aioredis.Redis
+    client: RedisClient
     names: Names
     cipher: NameCipher
     guard: RegistryGuard
@@ -60,21 +57,6 @@ def lease_signer(settings: CacheSettings) -> LeaseSigner:
     keys = [SigningKey(k.id, k.secret.get_secret_value().encode()) for k in settings.lease_keys]
     assert settings.active_lease_key_id is not None  # checked by CacheSettings
     return LeaseSigner(keys=KeySet(keys, settings.active_lease_key_id))
-
-
-def redis_client(url: str, max_connections: int = 64) -> aioredis.Redis:
-    """A client whose pool makes callers wait for a connection (a burst of
-    acquires queues instead of failing). A pooled connection idle for a
-    second is checked before use, and a command that meets a dropped
-    connection is sent once more on a new one, so connections from before a
-    Redis restart are not reused (cluster.guard also empties the pool when
-    Redis fails)."""
-    pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=5.0,
-                                                    socket_connect_timeout=2.0, socket_timeout=5.0,
-                                                    health_check_interval=1,
-                                                    retry=Retry(NoBackoff(), 1),
-                                                    retry_on_error=[ConnectionError])
-    return aioredis.Redis(connection_pool=pool)
 
 
 def connect(settings: CacheSettings) -> Cluster:

@@ -113,6 +113,14 @@ class CacheSettings(ServerSettings, ProviderFields):
         4.0, ge=0, description="The same for named caches: a create at first sight needs several observed "
         "outcomes (0: never).",
     )
+    loss_allowance_tokens: float = Field(
+        4096.0, ge=0, description="The credit a scope's loss account opens with, in input-token equivalents "
+        "(domain.policy, rule 8): no cache write is made while the account is in deficit, so a scope's calls "
+        "never cost more than uncached by more than this, one write's premium and loss_tolerance of their input.",
+    )
+    loss_tolerance: float = Field(
+        0.02, ge=0, description="The share of each call's input a scope's account gains (domain.policy, rule 8).",
+    )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
     grow_in_background: bool = Field(
         False, description="Grow a cache without making the call wait for the provider's create: the call "
@@ -131,7 +139,8 @@ class CacheSettings(ServerSettings, ProviderFields):
 
     # --- the cache tier on Redis (see cache_service/redis/) -------------------
     redis_url: SecretStr | None = Field(
-        None, description="Redis shared by the cache replicas (registry, single flight, journal); "
+        None, description="Redis shared by the cache replicas (registry, single flight, journal): redis://host:port/db, "
+        "redis+sentinel://host:port[,host:port...]/service or redis+cluster://host:port[,host:port...]; "
         "unset: this process alone (in-memory registry, local journal).",
     )
     redis_key_prefix: str = Field("agentctx:", min_length=1, max_length=64,
@@ -220,6 +229,13 @@ class CacheSettings(ServerSettings, ProviderFields):
             raise ValueError("local_shared_state needs redis_url")
         if self.redis_url is None:
             return
+        if "{" in self.redis_key_prefix or "}" in self.redis_key_prefix:
+            raise ValueError("redis_key_prefix must not hold '{' or '}': the keys' hash tags follow it")
+        url = self.redis_url.get_secret_value()
+        if url.startswith(("redis+cluster://", "redis+sentinel://")):
+            from cache_service.cluster.client import parse
+
+            parse(url)  # a ValueError that names what is wrong, never the URL
         if self.redis_encryption_key is None:
             raise ValueError("redis_url is set but redis_encryption_key is not: resource names would be stored in clear")
         if not encryption_key_ok(self.redis_encryption_key):

@@ -13,7 +13,7 @@ The outage is logged once when it starts and once when Redis answers again,
 without content. On a trip and on the way back the pool's idle
 connections are closed, so no stale pooled connection outlives the outage
 (the pool also health-checks a connection idle for a second:
-registry_backend.redis_client). Other Redis errors (a script's own error, a
+cluster.client.redis_client). Other Redis errors (a script's own error, a
 wrong type) are bugs and pass through unchanged.
 
 ``GuardedStore`` is the RegistryStore on Redis with every method run
@@ -29,9 +29,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-import redis.asyncio as aioredis
 from redis import exceptions as rx
 
+from cache_service.cluster.client import RedisClient, drop_idle_connections
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.policy import Evidence
 from cache_service.domain.ports import EntryHolders, RegistryStore, RegistryUnavailable
@@ -41,10 +41,13 @@ T = TypeVar("T")
 
 # Errors that mean Redis cannot answer now, as opposed to a bug in a step.
 # ReadOnlyError: a replica promoted or demoted under us; ConnectionError
-# covers refused, reset, the pool's own wait and BusyLoadingError.
+# covers refused, reset, the pool's own wait, BusyLoadingError and a
+# sentinel that knows no master; ClusterError, ClusterDownError,
+# SlotNotCoveredError and TryAgainError a cluster between a master's failure
+# and its replica's promotion.
 _OUTAGE: tuple[type[BaseException], ...] = (rx.ConnectionError, rx.TimeoutError, rx.ReadOnlyError,
-                                            rx.ClusterDownError, rx.TryAgainError, rx.MasterDownError, OSError,
-                                            TimeoutError)
+                                            rx.ClusterError, rx.ClusterDownError, rx.SlotNotCoveredError,
+                                            rx.TryAgainError, rx.MasterDownError, OSError, TimeoutError)
 
 
 def outage_cause(exc: BaseException) -> str | None:
@@ -59,7 +62,7 @@ def outage_cause(exc: BaseException) -> str | None:
 
 
 class RegistryGuard:
-    def __init__(self, client: aioredis.Redis | None, *, timeout_s: float, retry_s: float,
+    def __init__(self, client: RedisClient | None, *, timeout_s: float, retry_s: float,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self.timeout_s = timeout_s
@@ -135,9 +138,7 @@ class RegistryGuard:
 
     async def _disconnect(self) -> None:
         assert self._client is not None
-        with contextlib.suppress(Exception):
-            # Idle ones only: a connection in use belongs to a step that fails or succeeds on its own.
-            await self._client.connection_pool.disconnect(inuse_connections=False)
+        await drop_idle_connections(self._client)
 
 
 _background: set[asyncio.Task[None]] = set()

@@ -29,10 +29,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from cache_service.cluster.cipher import NameCipher
+from cache_service.cluster.client import RedisClient, Scripts
 from cache_service.cluster.guard import RegistryGuard
 from cache_service.cluster.names import Names
 from cache_service.domain.model import ResourceName
@@ -50,6 +50,14 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 return owner and 1 or 0
 """
 
+# KEYS: my journal, owner index, owners. ARGV: entry id, record, me
+_PUT = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[3])
+return 1
+"""
+
 # KEYS: dead journal, my journal, owner index, owners, dead heartbeat. ARGV: dead owner, me
 _ADOPT = """
 if redis.call('EXISTS', KEYS[5]) == 1 then return false end
@@ -65,7 +73,7 @@ return recs
 
 
 class RedisJournal:
-    def __init__(self, client: aioredis.Redis, names: Names, cipher: NameCipher, owner: str, *,
+    def __init__(self, client: RedisClient, names: Names, cipher: NameCipher, owner: str, *,
                  guard: RegistryGuard | None = None, spill: FileJournal | None = None) -> None:
         self.owner = owner
         self._r = client
@@ -75,8 +83,7 @@ class RedisJournal:
         self._spill = spill
         self._records: dict[str, JournalRecord] = {}
         self._unsent_deletes: set[str] = set()  # deletes Redis missed, sent by reconcile_spill
-        self._deleted = client.register_script(_DELETED)
-        self._adopt = client.register_script(_ADOPT)
+        self._scripts = Scripts(client, {"DELETED": _DELETED, "ADOPT": _ADOPT, "PUT": _PUT})
 
     def pending(self) -> list[JournalRecord]:
         spilled = self._spill.pending() if self._spill is not None else []
@@ -142,8 +149,8 @@ class RedisJournal:
     async def adopt(self, dead: str) -> list[JournalRecord]:
         """Takes over the records of ``dead`` unless its heartbeat is back."""
         n = self._n
-        reply = await self._adopt(keys=[n.journal(dead), n.journal(self.owner), n.journal_owner, n.owners,
-                                        n.heartbeat(dead)], args=[dead, self.owner])
+        reply = await self._scripts("ADOPT", [n.journal(dead), n.journal(self.owner), n.journal_owner, n.owners,
+                                              n.heartbeat(dead)], [dead, self.owner])
         if not reply:
             return []
         adopted = [self._decode(reply[i].decode(), reply[i + 1]) for i in range(0, len(reply), 2)]
@@ -170,14 +177,12 @@ class RedisJournal:
         return True
 
     async def _forget(self, entry_id: str) -> None:
-        await self._deleted(keys=[self._n.journal_owner], args=[entry_id, self._n.journal("")])
+        await self._scripts("DELETED", [self._n.journal_owner], [entry_id, self._n.journal("")])
 
     async def _put(self, record: JournalRecord) -> None:
-        async with self._r.pipeline(transaction=True) as pipe:
-            pipe.hset(self._n.journal(self.owner), record.entry_id, self._encode(record))
-            pipe.hset(self._n.journal_owner, record.entry_id, self.owner)
-            pipe.sadd(self._n.owners, self.owner)
-            await pipe.execute()
+        n = self._n
+        await self._scripts("PUT", [n.journal(self.owner), n.journal_owner, n.owners],
+                            [record.entry_id, self._encode(record), self.owner])
 
     def _encode(self, r: JournalRecord) -> str:
         body: Mapping[str, object] = {"p": r.provider, "d": r.display_name, "x": r.expire_time,

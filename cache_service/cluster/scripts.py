@@ -1,15 +1,33 @@
 """Lua scripts: each store or flight step that reads and writes several
-keys runs as one script, so replicas never see it half done."""
+keys runs as one script, so replicas never see it half done. Every script's
+keys share one hash tag (cluster.names): one slot of a Redis Cluster."""
 
-# KEYS: entry, leases, key index, scope set, all, lru, seq, use seq
+# The shard's clock (KEYS: its clock key): Redis's time in microseconds,
+# never less than one past the last it gave, so the orders it makes (creation,
+# use) hold within a shard and, across shards, as far as the nodes' clocks
+# agree.
+_TICK = """
+local function tick(key)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', key) or '0')
+  if now <= last then now = last + 1 end
+  local s = string.format('%d', now)
+  redis.call('SET', key, s)
+  return s
+end
+"""
+
+# KEYS: entry, leases, key index, scope set, all, lru, clock (all of the scope's shard)
 # ARGV: entry id, key field, then the entry's field/value pairs
-PUT = """
+PUT = _TICK + """
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 redis.call('DEL', KEYS[2])
 if redis.call('HGET', KEYS[1], 'ret') == '0' then redis.call('HSET', KEYS[3], ARGV[2], ARGV[1]) end
 redis.call('SADD', KEYS[4], ARGV[1])
-redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[7]), ARGV[1])
-redis.call('ZADD', KEYS[6], redis.call('INCR', KEYS[8]), ARGV[1])
+local now = tick(KEYS[7])
+redis.call('ZADD', KEYS[5], now, ARGV[1])
+redis.call('ZADD', KEYS[6], now, ARGV[1])
 return 1
 """
 
@@ -40,14 +58,43 @@ redis.call('SET', KEYS[7], ARGV[2], 'EX', ARGV[3])
 return {h, l}
 """
 
-# KEYS: entry, leases, lru, use seq. ARGV: id, lease id, expiry, now
-ADD_LEASE = """
+# KEYS: entry, leases, lru, clock. ARGV: id, lease id, expiry, now
+ADD_LEASE = _TICK + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'uses', 1)
 redis.call('HSET', KEYS[1], 'lu', ARGV[4])
-redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), ARGV[1])
+redis.call('ZADD', KEYS[3], tick(KEYS[4]), ARGV[1])
 """ + _RETURN_ENTRY
+
+# KEYS: entry, leases
+GET_ENTRY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+""" + _RETURN_ENTRY
+
+# KEYS: scope set. ARGV: entry key prefix, leases key prefix (the scope's shard)
+# Every entry of the scope, as {id, entry hash, leases hash}.
+SCOPE_ENTRIES = """
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local h = redis.call('HGETALL', ARGV[1] .. id)
+  if #h > 0 then out[#out + 1] = {id, h, redis.call('HGETALL', ARGV[2] .. id)} end
+end
+return out
+"""
+
+# KEYS: the shard's all. ARGV: entry key prefix, leases key prefix
+# Every entry of the shard, oldest first, as {id, entry hash, leases hash, created}.
+SHARD_ENTRIES = """
+local out = {}
+local ranked = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #ranked, 2 do
+  local id = ranked[i]
+  local h = redis.call('HGETALL', ARGV[1] .. id)
+  if #h > 0 then out[#out + 1] = {id, h, redis.call('HGETALL', ARGV[2] .. id), ranked[i + 1]} end
+end
+return out
+"""
 
 # KEYS: entry, leases. ARGV: lease id
 DROP_LEASE = """
@@ -114,14 +161,14 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('HSET', KEYS[1], 'exp', ARGV[1])
 """ + _RETURN_ENTRY
 
-# KEYS: scope sightings, order, seq, server-wide and app-wide first-sighting outcomes. ARGV: max, key prefix of
-# sightings, scope fp, now, horizon, gaps kept, then the chain's fields (history length 0 first). A field
-# holds when it was last seen; '~prev' the previous request's field; '~gaps', '~hgaps' the scope's recent
-# conversation and head gaps, '~cont' whether its recent requests had a history ('1' or '0' each);
-# '~pend' its pending first sightings ('<when>@<field>' each), '~first' their resolved outcomes (seconds
-# until agreed with, or 1e18: domain.policy.MISS), as KEYS[4] over all scopes and KEYS[5] over the app's
-# (the last 64; an app's kept a day after its last use). Returns {agreeing age or '', previous agrees
-# (0/1), gaps, head gaps, cont, firsts, pending count, server firsts, app firsts}.
+# KEYS: scope sightings, order, seq (the scope's shard). ARGV: max kept in the shard, key prefix of the shard's
+# sightings, scope fp, now, horizon, gaps kept, then the chain's fields (history length 0 first). A field holds
+# when it was last seen; '~prev' the previous request's field; '~gaps', '~hgaps' the scope's recent
+# conversation and head gaps, '~cont' whether its recent requests had a history ('1' or '0' each); '~pend' its
+# pending first sightings ('<when>@<field>' each), '~first' their resolved outcomes (seconds until agreed with,
+# or 1e18: domain.policy.MISS). Returns {agreeing age or '', previous agrees (0/1), gaps, head gaps, cont,
+# firsts, pending count, outcomes resolved now, 1 if a pending one was dropped unresolved (a MISS) else 0}: the
+# caller adds the outcomes (and the MISS) to the server's and the app's pools, keys of other slots.
 RECORD_SIGHTING = """
 local now, horizon, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function age(field)
@@ -174,10 +221,8 @@ for _, item in ipairs(list_of(redis.call('HGET', KEYS[1], '~pend'))) do
   else pend[#pend + 1] = item end
 end
 local firsts = append(list_of(redis.call('HGET', KEYS[1], '~first')), outcomes, kept)
-local server = append(list_of(redis.call('GET', KEYS[4])), outcomes, 64)
-local app = append(list_of(redis.call('GET', KEYS[5])), outcomes, 64)
-local result_firsts, result_pending, result_server = table.concat(firsts, ','), #pend, table.concat(server, ',')
-local result_app = table.concat(app, ',')
+local result_firsts, result_pending = table.concat(firsts, ','), #pend
+local dropped = 0
 if not agreeing then
   local mine = ARGV[#ARGV]
   for i = #pend, 1, -1 do
@@ -187,13 +232,10 @@ if not agreeing then
   if #pend > kept then
     table.remove(pend, 1)
     firsts = append(firsts, {'1e18'}, kept)
-    server = append(server, {'1e18'}, 64)
-    app = append(app, {'1e18'}, 64)
+    dropped = 1
   end
 end
 redis.call('HSET', KEYS[1], '~pend', table.concat(pend, ','), '~first', table.concat(firsts, ','))
-redis.call('SET', KEYS[4], table.concat(server, ','))
-redis.call('SET', KEYS[5], table.concat(app, ','), 'EX', 86400)
 redis.call('HSET', KEYS[1], '~prev', ARGV[#ARGV], ARGV[#ARGV], ARGV[4], ARGV[7], ARGV[4])
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[7])
 redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[3] .. '|' .. ARGV[#ARGV])
@@ -210,7 +252,7 @@ if over > 0 then
   end
 end
 return {agreeing and string.format('%.6f', agreeing) or '', prev_agrees, gaps, hgaps, cont, result_firsts,
-        result_pending, result_server, result_app}
+        result_pending, table.concat(outcomes, ','), dropped}
 """
 
 # KEYS: scope sightings, order. ARGV: scope fingerprint
@@ -227,21 +269,29 @@ if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) en
 return 1
 """
 
-# KEYS: lock, flights, all, result. ARGV: token, lease ms, max entries[, slot ms]
-# (the slot is held for ``slot ms``, else the lease: a create's deadline, so a
-# dead holder's slot is freed by then and a live one's never early)
+# KEYS: lock, flights, all, result (the scope's shard). ARGV: token, lease ms, max entries, slot ms,
+# entries and reserved slots of the other shards (as read just before)
+# (the slot is held for ``slot ms``: a create's deadline, so a dead
+# holder's slot is freed by then and a live one's never early)
 # Reserves the slot and takes the lock in one step: entries plus live
-# creates of every replica stay within max_entries.
+# creates of every replica stay within max_entries (cluster.single_flight:
+# within its tolerance, the other shards being read in an earlier step).
 CLAIM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'TAKEN' end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 'FULL' end
+local used = redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[2]) + tonumber(ARGV[5])
+if used >= tonumber(ARGV[3]) then return 'FULL' end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4] or ARGV[2]), KEYS[1])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), KEYS[1])
 redis.call('DEL', KEYS[4])
 return 'WON'
+"""
+
+# KEYS: result, lock. A waiter's look at a create: {its outcome or false, 1 while it is held else 0}.
+PROBE = """
+return {redis.call('GET', KEYS[1]), redis.call('EXISTS', KEYS[2])}
 """
 
 # KEYS: lock, flights, result. ARGV: token, outcome, result ttl ms, channel

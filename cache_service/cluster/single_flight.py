@@ -12,6 +12,14 @@ lock, leaves the outcome in ``<lock>:r`` for a short while and publishes it
 on ``done:<key>``. Every Redis step runs under the registry's guard
 (cluster.guard): an unreachable Redis raises RegistryUnavailable.
 
+``max_entries`` across shards (cluster.names): a claim reads the other
+shards' entries and live slots, then reserves its slot in its own shard's
+script against that sum. This process runs one such claim at a time, so
+only claims of other replicas can fall between the read and the script:
+the tier holds at most ``max_entries + replicas - 1`` entries and creates
+(a claim that meets a full tier evicts, domain.creates), exactly
+``max_entries`` with one replica or when claims do not race.
+
 Waiters on other replicas listen on that channel (one pattern
 subscription per process) and re-read the lock at most every
 ``poll_s``, so a lost message or a dead holder costs them a poll, never
@@ -25,15 +33,16 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from cache_service.cluster import scripts
+from cache_service.cluster.client import RedisClient, Scripts, Subscriber
 from cache_service.cluster.codec import text
 from cache_service.cluster.guard import RegistryGuard, outage_cause
-from cache_service.cluster.names import Names
+from cache_service.cluster.names import Names, Shard
 from cache_service.domain.entry import EntryKey
 from cache_service.domain.flight import Claim, Flight
 from cache_service.domain.ports import RegistryUnavailable
@@ -44,7 +53,7 @@ _RESULT_TTL_MS = 10_000
 
 
 class RedisSingleFlight:
-    def __init__(self, client: aioredis.Redis, names: Names, *, max_entries: int, claim_s: float,
+    def __init__(self, client: RedisClient, names: Names, *, max_entries: int, claim_s: float,
                  slot_s: float | None = None, poll_s: float = 0.25, guard: RegistryGuard | None = None) -> None:
         self._r = client
         self._n = names
@@ -57,14 +66,15 @@ class RedisSingleFlight:
         self._local = LocalSingleFlight()
         self._tokens: dict[int, str] = {}  # id(flight) -> its lock token
         self._renewals: dict[int, asyncio.Task[None]] = {}  # id(flight) -> its claim's heartbeat
-        self._claim = client.register_script(scripts.CLAIM)
-        self._release = client.register_script(scripts.RELEASE)
-        self._renew = client.register_script(scripts.RENEW)
+        self._scripts = Scripts(client, {"CLAIM": scripts.CLAIM, "RELEASE": scripts.RELEASE, "RENEW": scripts.RENEW,
+                                         "PROBE": scripts.PROBE})
+        self._reserving = asyncio.Lock()  # one claim's read-then-reserve at a time in this process
         self._claiming: dict[str, asyncio.Lock] = {}  # lock -> this process's claim in progress
         self._woken: dict[str, asyncio.Event] = {}  # lock -> set when its done message arrives
         self._cancel: Callable[[str], Awaitable[None]] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
+        self._subscriber = Subscriber(client)
 
     # --- SingleFlight ---------------------------------------------------------------
 
@@ -83,9 +93,8 @@ class RedisSingleFlight:
                 if self._local.find(flight.scope_fp, flight.key) is not None:
                     return Claim.TAKEN
                 token = secrets.token_hex(8)
-                claim = Claim(text(await self._g.run(lambda: self._claim(
-                    keys=[lock, self._n.flights, self._n.all, self._n.result(lock)],
-                    args=[token, self._lock_ms, self._max_entries, self._slot_ms]))))
+                async with self._reserving:  # waiting for the turn is not the step's time
+                    claim = Claim(text(await self._g.run(lambda: self._reserve(flight.scope_fp, lock, token))))
                 if claim is Claim.WON:
                     self._local.add(flight)
                     self._tokens[id(flight)] = token
@@ -95,6 +104,22 @@ class RedisSingleFlight:
         finally:
             if not guard.locked():
                 self._claiming.pop(lock, None)
+
+    async def _reserve(self, scope_fp: str, lock: str, token: str) -> object:
+        shard = self._n.of_scope(scope_fp)
+        others = await self._used(exclude=shard)
+        return await self._scripts("CLAIM", [lock, shard.flights, shard.all, self._n.result(lock)],
+                                   [token, self._lock_ms, self._max_entries, self._slot_ms, others])
+
+    async def _used(self, exclude: Shard | None = None) -> int:
+        """Entries plus live reserved slots of every shard but ``exclude``."""
+        shards = [s for s in self._n.shards if s != exclude]
+        now_ms = int(time.time() * 1000)
+        async with self._r.pipeline(transaction=False) as pipe:
+            for shard in shards:
+                pipe.zcard(shard.all)
+                pipe.zcount(shard.flights, f"({now_ms}", "+inf")
+            return sum(int(v) for v in await pipe.execute())
 
     async def end(self, flight: Flight) -> None:
         # Out of the local table before the first suspension (see the port).
@@ -109,9 +134,9 @@ class RedisSingleFlight:
             return
         lock = self._n.lock(flight.scope_fp, flight.key)
         try:
-            await self._g.run(lambda: self._release(
-                keys=[lock, self._n.flights, self._n.result(lock)],
-                args=[token, flight.outcome, _RESULT_TTL_MS, self._n.done_channel(lock)]))
+            await self._g.run(lambda: self._scripts(
+                "RELEASE", [lock, self._n.of_scope(flight.scope_fp).flights, self._n.result(lock)],
+                [token, flight.outcome, _RESULT_TTL_MS, self._n.done_channel(lock)]))
         except RegistryUnavailable:
             pass  # the claim's lease frees the key (the guard logged the outage); waiters elsewhere poll it
         except RedisError as exc:
@@ -122,7 +147,7 @@ class RedisSingleFlight:
         while True:
             await asyncio.sleep(self._renew_s)
             try:
-                held = await self._g.run(lambda: self._renew(keys=[lock], args=[token, self._lock_ms]))
+                held = await self._g.run(lambda: self._scripts("RENEW", [lock], [token, self._lock_ms]))
             except RegistryUnavailable:
                 continue  # tried again next beat; the create goes on
             except RedisError as exc:
@@ -150,10 +175,7 @@ class RedisSingleFlight:
                 await asyncio.wait_for(woken.wait(), min(left, self._poll_s))
 
     async def _probe(self, lock: str) -> list[object]:
-        async with self._r.pipeline(transaction=True) as pipe:
-            pipe.get(self._n.result(lock))
-            pipe.exists(lock)
-            return list(await pipe.execute())
+        return list(await self._scripts("PROBE", [self._n.result(lock), lock]))
 
     async def invalidated(self, scope_fp: str) -> None:
         await self._g.run(lambda: self._r.publish(self._n.invalidations, scope_fp))
@@ -182,7 +204,7 @@ class RedisSingleFlight:
     async def _run_listener(self) -> None:
         done_prefix = self._n.done_channel(self._n.prefix)
         while True:
-            pubsub = self._r.pubsub()
+            pubsub = await self._subscriber.pubsub()
             try:
                 await pubsub.psubscribe(f"{done_prefix}*")
                 await pubsub.subscribe(self._n.invalidations)
@@ -190,7 +212,7 @@ class RedisSingleFlight:
                 async for message in pubsub.listen():
                     await self._on_message(message, done_prefix)
             except (RedisError, OSError) as exc:
-                if outage_cause(exc) is not None:
+                if outage_cause(exc) is not None and not self._subscriber.spread:
                     self._g.failed(exc)  # logged once per outage
                 else:
                     log.warning("flight listener reconnecting", extra={"error_type": type(exc).__name__})
@@ -222,3 +244,4 @@ class RedisSingleFlight:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
             self._listener = None
+        await self._subscriber.close()

@@ -1,19 +1,28 @@
 """The RegistryStore (domain.ports) on Redis: one registry for every
-replica. Each method is one round trip: a read, a MULTI pipeline, or a Lua
-script (cluster.scripts) for a step that must be atomic across replicas.
+replica, on a single Redis, a Sentinel-managed one or a Redis Cluster. Each
+hit step is one round trip: a read or a Lua script (cluster.scripts) for a
+step that must be atomic across replicas, its keys all in one slot
+(cluster.names: the scope's shard).
 
 - Entries: ``e:<id>`` (hash, cluster.codec) and ``l:<id>`` (its leases),
   an acquire's match reading index and entries in one script;
   ``k:<scope>`` maps a key to its entry id, ``s:<scope>`` holds the scope's
-  ids, ``all`` orders every entry by creation and ``lru`` by last use (a
-  shared counter, since replicas' monotonic clocks differ).
+  ids; per shard, ``all`` orders its entries by creation and ``lru`` by
+  last use, both on the shard's clock (Redis's time, strictly increasing
+  in the shard; replicas' monotonic clocks differ). ``all_entries``,
+  ``count`` and the eviction victim merge the shards (every shard read,
+  concurrently: sweeps and creates, never a hit).
 - Tombstones: ``t:<id>`` with a TTL well past the longest lease.
 - Sightings: ``sg:<scope>`` when each prefix (and head) was last seen, the
   previous request's prefix, the scope's recent arrival gaps and its first
-  sightings (pending, and resolved outcomes; ``sg:~firsts`` those of all
-  scopes, ``sg:~firsts:<app group>`` those of an app's, kept a day); ``sgo``
-  their recency, bounded by ``max_sightings`` over all scopes. Learned
-  floors: ``floors``.
+  sightings (pending, and resolved outcomes); the shard's ``sgo`` their
+  recency, bounded per shard by ``max_sightings / SHARDS * 2`` (so the
+  tier keeps at most twice ``max_sightings``, a busy shard an eighth of
+  it). The outcomes of all scopes and of an app's (``sg:~firsts``,
+  ``sg:~firsts:<app group>``, kept a day) are lists in slots of their own:
+  pushed in a second step when a sighting resolves one, and read at most
+  every ``FIRSTS_READ_S`` by a replica (its own pushes count at once).
+  Learned floors: ``floors``.
 - Holders: ``ho:<scope>`` maps a holder to the entry it used last,
   ``hu:<id>`` an entry's latest holders to their last use (wall); both
   expire ``keep_s`` after their last write.
@@ -21,17 +30,19 @@ script (cluster.scripts) for a step that must be atomic across replicas.
 
 from __future__ import annotations
 
+import asyncio
+import heapq
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from cache_service.cluster import scripts
 from cache_service.cluster.cipher import NameCipher
+from cache_service.cluster.client import RedisClient, Scripts
 from cache_service.cluster.codec import decode_entry, entry_fields, pairs, text
-from cache_service.cluster.names import Names, key_field
-from cache_service.domain.entry import Entry, EntryKey
+from cache_service.cluster.names import Names, Shard, key_field
+from cache_service.domain.entry import SHARDS, Entry, EntryKey
 from cache_service.domain.memory_store import GAPS_KEPT, MAX_ENTRY_HOLDERS
 from cache_service.domain.policy import Evidence
 from cache_service.domain.ports import EntryHolders
@@ -42,37 +53,43 @@ from cache_service.domain.ports import EntryHolders
 # one within that time; until then a create it would refuse is tried and
 # refused once more, as before anything was learned.
 FLOOR_READ_S = 5.0
+# The same for the pools of first-sighting outcomes (priors of the policy).
+FIRSTS_READ_S = 5.0
+FIRSTS_KEPT = 64
+APP_FIRSTS_KEEP_S = 86400
 
 
 class RedisRegistryStore:
-    def __init__(self, client: aioredis.Redis, names: Names, cipher: NameCipher, *, max_sightings: int = 4096,
+    def __init__(self, client: RedisClient, names: Names, cipher: NameCipher, *, max_sightings: int = 4096,
                  tombstone_ttl_s: int = 3600, floor_read_s: float = FLOOR_READ_S,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 firsts_read_s: float = FIRSTS_READ_S, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._r = client
         self._floor_read_s = floor_read_s
+        self._firsts_read_s = firsts_read_s
         self._monotonic = monotonic
         self._floors: dict[str, tuple[float, int]] = {}  # provider|model -> (monotonic read time, floor)
+        self._firsts: dict[str, tuple[float, list[str]]] = {}  # pool key -> (monotonic read time, outcomes)
         self._n = names
         self._cipher = cipher
-        self._max_sightings = max_sightings
+        self._shard_sightings = 2 * math.ceil(max_sightings / SHARDS)
         self._tombstone_ttl = tombstone_ttl_s
-        self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
+        self._scripts = Scripts(client, {name: getattr(scripts, name) for name in (
             "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "FIRST_MATCH", "DROP_EXPIRED", "SET_EXPIRY",
-            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR")}
+            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "GET_ENTRY", "SCOPE_ENTRIES", "SHARD_ENTRIES")})
 
     # --- entries --------------------------------------------------------------------
 
     async def get(self, entry_id: str) -> Entry | None:
-        return (await self._many([entry_id]))[0]
+        return await self._run("GET_ENTRY", entry_id, [], [])
 
     async def first_match(self, scope_fp: str, keys: Sequence[EntryKey],
                           usable: Callable[[Entry], bool]) -> Entry | None:
         if not keys:
             return None
         # The index lookup and the entries it names in one script: this is every acquire's first step.
-        n = self._n
-        found = await self._scripts["FIRST_MATCH"](
-            keys=[n.key_index(scope_fp)], args=[n.entry(""), n.leases(""), *(key_field(k) for k in keys)])
+        n, shard = self._n, self._n.of_scope(scope_fp)
+        found = await self._scripts("FIRST_MATCH", [n.key_index(scope_fp)], [
+            shard.entry_prefix(), shard.leases_prefix(), *(key_field(k) for k in keys)])
         for raw_id, fields, leases in found:
             entry_id = text(raw_id)
             entry = decode_entry(entry_id, pairs(fields), pairs(leases), self._cipher)
@@ -81,15 +98,22 @@ class RedisRegistryStore:
         return None
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]:
-        ids = sorted(text(i) for i in await self._r.smembers(self._n.scope(scope_fp)))
-        return [e for e in await self._many(ids) if e is not None]
+        shard = self._n.of_scope(scope_fp)
+        found = await self._scripts("SCOPE_ENTRIES", [self._n.scope(scope_fp)],
+                                    [shard.entry_prefix(), shard.leases_prefix()])
+        entries = [decode_entry(text(i), pairs(f), pairs(ls), self._cipher) for i, f, ls in found]
+        return sorted((e for e in entries if e is not None), key=lambda e: e.id)
 
     async def all_entries(self) -> list[Entry]:
-        ids = [text(i) for i in await self._r.zrange(self._n.all, 0, -1)]
-        return [e for e in await self._many(ids) if e is not None]
+        # Each shard in one script (its entries as one snapshot), the shards concurrently, merged by creation.
+        per_shard = await asyncio.gather(*(self._scripts("SHARD_ENTRIES", [shard.all], [
+            shard.entry_prefix(), shard.leases_prefix()]) for shard in self._n.shards))
+        ranked = heapq.merge(*([(int(created), text(i), f, ls) for i, f, ls, created in found] for found in per_shard))
+        entries = (decode_entry(i, pairs(f), pairs(ls), self._cipher) for _, i, f, ls in ranked)
+        return [e for e in entries if e is not None]
 
     async def count(self) -> int:
-        return int(await self._r.zcard(self._n.all))
+        return sum(await self._per_shard(lambda pipe, shard: pipe.zcard(shard.all)))
 
     async def next_generation(self) -> int:
         return int(await self._r.incr(self._n.generation))
@@ -97,11 +121,12 @@ class RedisRegistryStore:
     async def put(self, entry: Entry) -> None:
         fields = entry_fields(entry, self._cipher)
         flat = [v for kv in fields.items() for v in kv]
-        n = self._n
-        await self._scripts["PUT"](
-            keys=[n.entry(entry.id), n.leases(entry.id), n.key_index(entry.scope_fp), n.scope(entry.scope_fp),
-                  n.all, n.lru, n.seq, n.uses],
-            args=[entry.id, fields["kf"], *flat])
+        n, shard = self._n, self._n.of_scope(entry.scope_fp)
+        if n.of_entry(entry.id) != shard:
+            raise ValueError("the entry id is not of its scope's shard (domain.entry.new_entry_id)")
+        await self._scripts("PUT", [n.entry(entry.id), n.leases(entry.id), n.key_index(entry.scope_fp),
+                                    n.scope(entry.scope_fp), shard.all, shard.lru, shard.clock],
+                            [entry.id, fields["kf"], *flat])
 
     async def retire(self, entry_id: str) -> Entry | None:
         entry = await self.get(entry_id)
@@ -113,11 +138,11 @@ class RedisRegistryStore:
         entry = await self.get(entry_id)
         if entry is None:
             return None
-        n = self._n
+        n, shard = self._n, self._n.of_entry(entry_id)
         # Only the replica whose script removed it gets the entry back, so
         # its provider delete is queued once.
         return await self._run("REMOVE", entry_id, [
-            n.key_index(entry.scope_fp), n.scope(entry.scope_fp), n.all, n.lru, n.tombstone(entry_id)],
+            n.key_index(entry.scope_fp), n.scope(entry.scope_fp), shard.all, shard.lru, n.tombstone(entry_id)],
             [entry_id, invalid_reason, self._tombstone_ttl])
 
     async def tombstone(self, entry_id: str) -> str | None:
@@ -127,7 +152,8 @@ class RedisRegistryStore:
     # --- leases and use ---------------------------------------------------------------
 
     async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
-        return await self._run("ADD_LEASE", entry_id, [self._n.lru, self._n.uses],
+        shard = self._n.of_entry(entry_id)
+        return await self._run("ADD_LEASE", entry_id, [shard.lru, shard.clock],
                                [entry_id, lease_id, repr(expires), repr(now)])
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
@@ -135,9 +161,14 @@ class RedisRegistryStore:
 
     async def swap_holder(self, scope_fp: str, holder: str, entry_id: str, wall: float, keep_s: float) -> str:
         n = self._n
-        previous = await self._scripts["SWAP_HOLDER"](
-            keys=[n.holder_entries(scope_fp), n.entry_holders(entry_id), n.entry(entry_id)],
-            args=[holder, entry_id, repr(wall), repr(keep_s), MAX_ENTRY_HOLDERS])
+        if entry_id and n.of_entry(entry_id) != n.of_scope(scope_fp):
+            entry_id = ""  # not an entry of this scope: nothing to record
+        # With no entry the holder's previous one is only read; the script's
+        # other two keys (untouched) are then named in the scope's shard.
+        shard = n.of_scope(scope_fp).base
+        holders, entry = (n.entry_holders(entry_id), n.entry(entry_id)) if entry_id else (f"{shard}hu:", f"{shard}e:")
+        previous = await self._scripts("SWAP_HOLDER", [n.holder_entries(scope_fp), holders, entry],
+                                       [holder, entry_id, repr(wall), repr(keep_s), MAX_ENTRY_HOLDERS])
         return text(previous)
 
     async def holders(self, entry_id: str) -> EntryHolders:
@@ -152,8 +183,9 @@ class RedisRegistryStore:
         return await self._run("SET_EXPIRY", entry_id, [], [repr(expire_time)])
 
     async def least_recently_used_idle(self, wall: float) -> Entry | None:
-        ranked: list[tuple[bytes, float]] = await self._r.zrange(self._n.lru, 0, -1, withscores=True)  # type: ignore[assignment]  # redis-py types withscores replies loosely
-        order = {text(m): s for m, s in ranked}
+        ranked: list[list[tuple[bytes, float]]] = await self._per_shard(
+            lambda pipe, shard: pipe.zrange(shard.lru, 0, -1, withscores=True))
+        order = {text(m): s for shard in ranked for m, s in shard}
         idle = [e for e in await self.all_entries() if not e.leased_at(wall)]
         return min(idle, key=lambda e: (not e.retiring, order.get(e.id, 0.0))) if idle else None
 
@@ -161,19 +193,52 @@ class RedisRegistryStore:
 
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float,
                               group: str = "") -> Evidence:
-        n = self._n
+        n, shard = self._n, self._n.of_scope(scope_fp)
         fields = [f"{i}:{d.hex()}" for i, d in enumerate(chain)]
-        age, previous, gaps, head_gaps, continued, firsts, pending, server, app = await self._scripts["RECORD_SIGHTING"](
-            keys=[n.sightings(scope_fp), n.sighting_order, n.sighting_seq, n.sightings("~firsts"),
-                  n.sightings(f"~firsts:{group}")],
-            args=[self._max_sightings, n.sightings(""), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT, *fields])
+        age, previous, gaps, head_gaps, continued, firsts, pending, resolved, dropped = await self._scripts(
+            "RECORD_SIGHTING", [n.sightings(scope_fp), shard.sighting_order, f"{shard.base}sgseq"],
+            [self._shard_sightings, shard.sightings_prefix(), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT,
+             *fields])
+        outcomes = [g for g in text(resolved).split(",") if g]
+        server, app = await self._pools(outcomes, ["1e18"] if int(dropped) else [], group)
         flags = text(continued).split(",")
         return Evidence(float(age) if age else None, _floats(gaps), bool(int(previous)), _floats(head_gaps),
-                        flags.count("1") / len(flags), _floats(firsts), int(pending), _floats(server), _floats(app))
+                        flags.count("1") / len(flags), _floats(firsts), int(pending), _floats(",".join(server)),
+                        _floats(",".join(app)))
+
+    async def _pools(self, outcomes: list[str], dropped: list[str], group: str) -> tuple[list[str], list[str]]:
+        """The server's and the app's outcomes with ``outcomes`` (as the
+        sighting saw them: ``dropped`` joins the pools after), pushing both."""
+        keys = [self._n.firsts(), self._n.firsts(group)]
+        now = self._monotonic()
+        stale = [k for k in keys if k not in self._firsts or now - self._firsts[k][0] >= self._firsts_read_s]
+        pushed = outcomes + dropped
+        if stale or pushed:
+            async with self._r.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    if pushed:
+                        pipe.rpush(key, *pushed)
+                        pipe.ltrim(key, -FIRSTS_KEPT, -1)
+                        if key != keys[0]:
+                            pipe.expire(key, APP_FIRSTS_KEEP_S)
+                for key in stale:
+                    pipe.lrange(key, 0, -1)
+                replies: list[Any] = await pipe.execute()
+            read = iter(replies[len(replies) - len(stale):])
+            for key in stale:
+                # Read after this push: the pushed outcomes are its last ones.
+                pool = [text(v) for v in next(read)]
+                self._firsts[key] = (now, pool[:len(pool) - len(pushed)] if pushed else pool)
+        result: list[list[str]] = []
+        for key in keys:
+            known = self._firsts[key][1]
+            result.append((known + outcomes)[-FIRSTS_KEPT:])
+            self._firsts[key] = (self._firsts[key][0], (known + pushed)[-FIRSTS_KEPT:])
+        return result[0], result[1]
 
     async def forget_sightings(self, scope_fp: str) -> None:
-        await self._scripts["FORGET_SIGHTINGS"](keys=[self._n.sightings(scope_fp), self._n.sighting_order],
-                                                args=[scope_fp])
+        await self._scripts("FORGET_SIGHTINGS", [self._n.sightings(scope_fp), self._n.of_scope(scope_fp).sighting_order],
+                            [scope_fp])
 
     async def learned_floor(self, provider: str, model: str) -> int:
         field = f"{provider}|{model}"
@@ -188,24 +253,20 @@ class RedisRegistryStore:
 
     async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
         field = f"{provider}|{model}"
-        await self._scripts["LEARN_FLOOR"](keys=[self._n.floors], args=[field, tokens])
+        await self._scripts("LEARN_FLOOR", [self._n.floors], [field, tokens])
         self._floors.pop(field, None)
 
     # --- helpers ----------------------------------------------------------------------
 
-    async def _many(self, ids: Sequence[str]) -> list[Entry | None]:
-        if not ids:
-            return []
-        async with self._r.pipeline(transaction=True) as pipe:
-            for entry_id in ids:
-                pipe.hgetall(self._n.entry(entry_id))
-                pipe.hgetall(self._n.leases(entry_id))
-            raw: list[Any] = await pipe.execute()
-        return [decode_entry(entry_id, raw[2 * i], raw[2 * i + 1], self._cipher) for i, entry_id in enumerate(ids)]
+    async def _per_shard(self, command: Callable[[Any, Shard], Any]) -> list[Any]:
+        """``command`` for every shard in one pipeline (on a cluster, one per node, concurrently)."""
+        async with self._r.pipeline(transaction=False) as pipe:
+            for shard in self._n.shards:
+                command(pipe, shard)
+            return list(await pipe.execute())
 
     async def _run(self, script: str, entry_id: str, extra_keys: list[str], args: list[Any]) -> Entry | None:
-        reply = await self._scripts[script](
-            keys=[self._n.entry(entry_id), self._n.leases(entry_id), *extra_keys], args=args)
+        reply = await self._scripts(script, [self._n.entry(entry_id), self._n.leases(entry_id), *extra_keys], args)
         if not reply:
             return None
         return decode_entry(entry_id, pairs(reply[0]), pairs(reply[1]), self._cipher)

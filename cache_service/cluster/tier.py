@@ -32,9 +32,9 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from cache_service.cluster.client import RedisClient
 from cache_service.cluster.codec import text
 from cache_service.cluster.guard import RegistryGuard, outage_cause
 from cache_service.cluster.journal import RedisJournal
@@ -54,7 +54,7 @@ class TierReport:
 
 
 class TierKeeper:
-    def __init__(self, client: aioredis.Redis, names: Names, journal: RedisJournal, providers: Mapping[str, Provider],
+    def __init__(self, client: RedisClient, names: Names, journal: RedisJournal, providers: Mapping[str, Provider],
                  cleanup: Cleanup, clock: Clock, *, heartbeat_s: float, dead_after_s: float, sweep_s: float,
                  guard: RegistryGuard | None = None) -> None:
         self._r = client
@@ -72,7 +72,7 @@ class TierKeeper:
         self.report = TierReport()
 
     async def beat(self) -> None:
-        async with self._r.pipeline(transaction=True) as pipe:
+        async with self._r.pipeline(transaction=False) as pipe:  # one slot (cluster.names), order immaterial
             pipe.set(self._n.heartbeat(self._journal.owner), b"1", px=self._dead_after_ms)
             pipe.sadd(self._n.owners, self._journal.owner)
             await pipe.execute()
@@ -195,7 +195,7 @@ class TierKeeper:
         return deleted
 
     async def _known(self, entry_id: str) -> bool:
-        async with self._r.pipeline(transaction=False) as pipe:
+        async with self._r.pipeline(transaction=False) as pipe:  # two slots
             pipe.exists(self._n.entry(entry_id))
             pipe.hexists(self._n.journal_owner, entry_id)
             entry, journaled = await pipe.execute()

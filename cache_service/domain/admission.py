@@ -9,7 +9,9 @@ decides for it (see docs/ARCHITECTURE.md, "Cache service").
 - Decision: domain.policy, fed with the floor (the provider's minimum and
   what its refusals taught), the scope's evidence (the store records every
   non-empty prefix with its time, in the same step), the cache kind's
-  prices and the TTL options.
+  prices, the TTL options and the scope's balance on the ``ledger``
+  (rule 8), which ``settle`` keeps from each leased call's usage. The
+  ledger is this process's: each replica keeps its own accounts.
 - Slots: ``max_entries`` live caches, in-flight creates included; when
   full, the least recently used cache no lease names is evicted.
 """
@@ -25,7 +27,7 @@ from cache_service.domain import policy
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.keys import PrefixView, Scope, invocation_count
 from cache_service.domain.lifecycle import Lifecycle
-from cache_service.domain.model import BypassReason
+from cache_service.domain.model import BypassReason, Usage
 from cache_service.domain.ports import CacheKind, Clock, Provider, RegistryStore, SingleFlight
 from cache_service.domain.pricing import cache_prices
 from cache_service.domain.registry_settings import RegistrySettings
@@ -41,6 +43,8 @@ class Admission:
         self._flights = flights
         self._lifecycle = lifecycle
         self._settings = settings
+        # Rule 8 (domain.policy): each scope's account of what its leased calls cost over plain.
+        self.ledger = policy.Ledger(settings.policy.loss_allowance_tokens, settings.policy.loss_tolerance)
 
     def normalize_ttl(self, ttl_s: float | None) -> float:
         if not ttl_s:
@@ -90,8 +94,9 @@ class Admission:
         return tuple(sorted(set(steps or [default])))
 
     async def decide(self, scope: Scope, provider: Provider, view: PrefixView,
-                     ttls: tuple[float, ...]) -> tuple[policy.Decision, Entry | None]:
-        """The policy's decision and the matching live cache, if any."""
+                     ttls: tuple[float, ...], request_tokens: int = 0) -> tuple[policy.Decision, Entry | None]:
+        """The policy's decision and the matching live cache, if any
+        (``request_tokens``: the whole request's size, 0 when unknown)."""
         sfp = scope.fingerprint
         match = await self.match(sfp, view, ttls)
         if view.prefix.is_empty:
@@ -103,6 +108,8 @@ class Admission:
         decision = policy.decide(
             empty=False,
             tokens=view.tokens,
+            request_tokens=request_tokens,
+            budget=self.ledger.credit(sfp, max(view.tokens, request_tokens)),
             history_len=view.history_len,
             floor=floor if settings.variant == policy.ADK else max(floor, settings.min_prefix_tokens),
             match=self._cached(match, view) if match else None,
@@ -113,6 +120,16 @@ class Admission:
             model=scope.model,
         )
         return decision, match
+
+    def settle(self, provider: Provider, entry: Entry, usage: Usage | None, created: bool) -> None:
+        """Books a leased call's usage as the provider reported it on its
+        scope's account (domain.policy, rule 8); without usage nothing."""
+        if usage is None:
+            return
+        self.ledger.settle(entry.scope_fp, cache_prices(provider.cache_kind.value, model=entry.scope.model),
+                           cached=usage.cached_prompt_tokens,
+                           written=usage.cache_write_tokens, ttl_s=provider.prefix_ttl_s(entry.ttl_s),
+                           entry_id=entry.id, entry_tokens=entry.tokens, created=created, now=self._clock.wall())
 
     def _cached(self, entry: Entry, view: PrefixView) -> policy.CachedPrefix:
         invocations = 0

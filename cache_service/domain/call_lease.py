@@ -26,10 +26,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
+from agentctx_common.canonical import canonical_json
 from agentctx_common.errors import FailedPrecondition
 from agentctx_common.reasons import Reason
 from cache_service.domain.generation import Generator
-from cache_service.domain.keys import Prefix, PrefixView, Scope
+from cache_service.domain.keys import Prefix, PrefixView, Scope, estimate_tokens
 from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
 from cache_service.domain.ports import RegistryUnavailable
 from cache_service.domain.registry import Registry
@@ -109,10 +110,13 @@ class CallLeases:
             await self._registry.release_issued(lease)
 
     async def _acquire(self, scope: Scope, call: ModelCall, spec: CallLease, timeout_s: float | None) -> AcquireResult:
-        prefix = Prefix.of_call(call, len(call.contents) - spec.suffix)
-        view = PrefixView.of(prefix, self._bytes_per_token)
+        cut = len(call.contents) - spec.suffix
+        view = PrefixView.of(Prefix.of_call(call, cut), self._bytes_per_token)
         deadline = self._registry.clock.monotonic() + timeout_s if timeout_s is not None else None
-        return await self._registry.acquire(scope, view, spec.ttl_s, deadline, spec.holder)
+        # The whole request's size: what a MARKED create writes through to (domain.policy, rule 2).
+        suffix = sum(len(canonical_json(c)) + 1 for c in call.contents[cut:])
+        request_tokens = view.tokens + estimate_tokens(suffix, self._bytes_per_token)
+        return await self._registry.acquire(scope, view, spec.ttl_s, deadline, spec.holder, request_tokens)
 
     def _left(self, timeout_s: float | None, started: float) -> float | None:
         if timeout_s is None:

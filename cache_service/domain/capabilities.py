@@ -21,7 +21,11 @@ of the registry is the same for every kind.
   made it on the bet that a call following this one reads it (a first
   sighting written on the scope's follow rate, or a head seen to repeat),
   and the same bet pays for the request's end. Any other head-only call (a
-  later session's first call) writes nothing but the head it shares.
+  later session's first call) writes nothing but the head it shares,
+  unless that head is below the provider's minimum (``head_below_floor``):
+  then it writes through too, as the create did, or nothing is cached at
+  all (and while its scope's loss account is in deficit the registry sends
+  it uncached instead).
 - An AUTOMATIC provider caches every call by itself, so even a call without
   a lease carries the scope's routing key: the call after it then lands
   where that one was cached.
@@ -82,9 +86,19 @@ def leased_request(provider: Provider, call: ModelCall, entry: Entry, keys: Rout
     if provider.cache_kind is CacheKind.NAMED:
         return rewrite_for_cache(call, entry.history_len), entry.handle.name
     # A conversation seen to repeat (more than its head) goes on: writing its
-    # whole request now lets the next call read all of it.
-    through = provider.cache_kind is CacheKind.MARKED and (entry.history_len > 0 or created)
+    # whole request now lets the next call read all of it. So does one whose
+    # head alone is below the provider's minimum: its mark there caches nothing.
+    through = provider.cache_kind is CacheKind.MARKED and (entry.history_len > 0 or created
+                                                           or head_below_floor(provider, entry))
     return call, PrefixMark(entry.history_len, entry.ttl_s, keys.of(entry.scope_fp), write_through=through)
+
+
+def head_below_floor(provider: Provider, entry: Entry) -> bool:
+    """A MARKED entry of a head alone that is below the provider's minimum
+    for the model: a breakpoint there writes and reads nothing, so a call
+    leasing it caches only what it writes through to its own end."""
+    return (provider.cache_kind is CacheKind.MARKED and entry.history_len == 0
+            and entry.tokens < provider.min_cache_tokens(entry.scope.model))
 
 
 def unleased_ref(provider: Provider, scope_fp: str, ttl_s: float, keys: RoutingKeys) -> CacheRef | None:

@@ -36,14 +36,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import Awaitable, Callable, Mapping
 
 from opentelemetry import metrics, trace
 from opentelemetry.util.types import AttributeValue
 
 from cache_service.domain import capabilities, single_flight
-from cache_service.domain.entry import Entry
+from cache_service.domain.entry import Entry, new_entry_id
 from cache_service.domain.failures import Outcome, bypass, classify_create_failure, failure
 from cache_service.domain.flight import INSTALLED, Claim, Flight
 from cache_service.domain.keys import PrefixView, Scope
@@ -209,7 +208,7 @@ class Creator:
 
     async def _run(self, flight: Flight) -> None:
         provider = self._providers[flight.scope.provider]
-        entry_id = secrets.token_hex(8)
+        entry_id = new_entry_id(flight.scope_fp)
         display_name = f"agentctx-{entry_id}"
         prefix = flight.view.prefix
         spec = CacheSpec(prefix.model, prefix.system_instruction, prefix.tools, prefix.tool_config, prefix.history,

@@ -6,16 +6,41 @@ its prefix and its TTL). A registry store (domain.ports.RegistryStore) owns
 entries: code outside the store reads them and changes them only through
 the store's methods, so a store that keeps them elsewhere (Redis) hands out
 snapshots and every change still reaches it.
+
+Shards: an entry id's first hex digit is its scope's shard (one of
+``SHARDS``, from the scope fingerprint), so a store partitioned by scope
+(the Redis registry's hash tags, cluster.names) finds an entry, its leases
+and its tombstone from the id alone, in the slot of its scope's index.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass, field
 
 from cache_service.domain.keys import Scope
 from cache_service.domain.model import CacheHandle, CacheInfo, CacheState
 
 EntryKey = tuple[bytes, float]  # (chain digest of the prefix, TTL seconds)
+
+SHARDS = 16  # one hex digit
+
+
+def scope_shard(scope_fp: str) -> int:
+    return hashlib.sha256(scope_fp.encode()).digest()[0] % SHARDS
+
+
+def new_entry_id(scope_fp: str) -> str:
+    """16 hex digits: the scope's shard, then 60 random bits."""
+    return f"{scope_shard(scope_fp):x}{secrets.token_hex(8)[1:]}"
+
+
+def entry_shard(entry_id: str) -> int:
+    """The shard ``new_entry_id`` put the id in (an id it did not make: a
+    shard of its own)."""
+    head = entry_id[:1]
+    return int(head, 16) if head and head in "0123456789abcdef" else scope_shard(entry_id)
 
 
 @dataclass

@@ -16,7 +16,12 @@ The default policy (``agentctx``):
 2. **Small prefix**: below ``floor`` estimated tokens (the largest of
    ``min_prefix_tokens``, the provider's minimum for the model and what its
    refusals taught), BYPASS BELOW_MIN_TOKENS without a provider call. The
-   floor is compared with the *prefix's* tokens (adk-python #5847).
+   floor is compared with what the create would write (``written_size``):
+   the *prefix's* tokens on a NAMED cache (adk-python #5847), the whole
+   request's on a MARKED one, whose create writes through to the
+   request's end (a head just under the minimum with the first call's
+   input over it is written, not sent plain; the caller passes
+   ``request_tokens`` on GenerateContent with ``acquire``).
 3. **Reuse**: the live cache over the longest leading part of the prefix
    is a HIT, unless growing it repays (rule 5).
 4. **Evidence**: every request records its prefix and its head (model,
@@ -77,6 +82,15 @@ The default policy (``agentctx``):
    at 5 minutes), none without one. AUTOMATIC: never (the
    provider writes anyway; the lease would only steer). Otherwise BYPASS
    FIRST_SIGHTING.
+8. **Loss account**: every scope has one (``Ledger``, kept by admission
+   from each leased call's usage): it opens at ``loss_allowance_tokens``,
+   gains ``loss_tolerance`` of every call's input and the input its reads
+   saved, and loses what its writes and storage cost over input. While
+   it is in deficit (``budget`` < 0) nothing is created or grown (BYPASS
+   FIRST_SIGHTING, or HIT): however wrong the evidence, a scope's calls
+   never cost more than uncached by more than the tolerance of their
+   input, the allowance and the one bet (``premium``) that took the
+   account below zero, plus what hits add (booked, not gated).
 
 The ``adk`` variant (``create_policy = "adk"``) reproduces adk-python's
 ContextCacheConfig (2.13) for comparisons such as bench/economics, in a
@@ -95,8 +109,9 @@ counted as ADK counts them: domain.keys.invocation_count).
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cache_service.domain.model import BypassReason
 
@@ -124,6 +139,10 @@ class PolicySettings:
     first_sighting_weight: float = 0.5
     first_sighting_prior_named: float = 0.0
     first_sighting_weight_named: float = 4.0
+    # Rule 8: a scope's loss allowance and the share of its calls' input it
+    # may lose besides, in input-token equivalents (``Ledger``).
+    loss_allowance_tokens: float = 4096.0
+    loss_tolerance: float = 0.02
 
 
 class Action(enum.Enum):
@@ -235,6 +254,95 @@ def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidenc
     return best
 
 
+def written_size(prices: CachePrices, tokens: int, request_tokens: int) -> int:
+    """What a create would write, which the floor is judged on (rule 2): a
+    MARKED create writes through to the request's end (``request_tokens``,
+    when known), any other the prefix."""
+    return max(tokens, request_tokens) if prices.kind == "marked" else tokens
+
+
+def premium(prices: CachePrices, *, tokens: int, new_tokens: int, ttl_s: float) -> float:
+    """What a write risks (rule 8: the most one bet can lose), in input-token equivalents: what it
+    costs over sending the same tokens plain, before any later read. MARKED
+    (and an AUTOMATIC one that bills writes): the premium on the
+    ``new_tokens`` written; NAMED: the whole ``tokens`` of the new cache
+    written and stored for ``ttl_s``, less what its creating call saves by
+    reading it."""
+    if prices.kind == "named":
+        stored = ttl_s / 3600.0 * prices.storage_hour
+        return tokens * (prices.write + prices.cached + stored - prices.input) / prices.input
+    write = prices.write_long if ttl_s > prices.long_after_s else prices.write
+    return max(0.0, new_tokens * (write - prices.input) / prices.input)
+
+
+@dataclass
+class _Account:
+    balance: float
+    paid_until: OrderedDict[str, float] = field(default_factory=OrderedDict)  # NAMED entry -> storage paid until
+
+
+class Ledger:
+    """Rule 8: what each scope's leased calls cost over sending them plain,
+    from the provider's usage, in input-token equivalents. An account
+    opens at ``allowance``, gains ``tolerance`` of every call's prompt
+    (``credit``, as the call is decided) and what its reads saved, and
+    loses what its writes and storage cost beyond input; the policy makes
+    no write while the account is in deficit (and the registry leases no
+    MARKED head below the floor then). So a scope's calls never
+    cost more than sent plain by more than ``tolerance`` of their input
+    plus ``allowance`` and one write's ``premium`` (the bet that took the
+    account below zero), and what hits add after (a write-through's tail,
+    the storage a NAMED hit's refresh extends: counted, not gated). Pure and bounded:
+    ``max_scopes`` accounts, least recently used dropped (a dropped scope
+    opens afresh)."""
+
+    def __init__(self, allowance: float, tolerance: float, max_scopes: int = 65536) -> None:
+        self.allowance = allowance
+        self.tolerance = tolerance
+        self._max_scopes = max_scopes
+        self._accounts: OrderedDict[str, _Account] = OrderedDict()
+
+    def balance(self, scope_fp: str) -> float:
+        account = self._accounts.get(scope_fp)
+        return self.allowance if account is None else account.balance
+
+    def _account(self, scope_fp: str) -> _Account:
+        account = self._accounts.pop(scope_fp, None) or _Account(self.allowance)
+        self._accounts[scope_fp] = account
+        while len(self._accounts) > self._max_scopes:
+            self._accounts.popitem(last=False)
+        return account
+
+    def credit(self, scope_fp: str, prompt: int) -> float:
+        """Books a call of the scope (leased or not) of ``prompt`` tokens:
+        ``tolerance`` of its input. Returns the new balance."""
+        account = self._account(scope_fp)
+        account.balance += self.tolerance * prompt
+        return account.balance
+
+    def settle(self, scope_fp: str, prices: CachePrices, *, cached: int, written: int, ttl_s: float,
+               entry_id: str = "", entry_tokens: int = 0, created: bool = False, now: float = 0.0) -> float:
+        """Books one leased call's usage; returns the scope's new balance.
+        ``written``: the tokens the call wrote (a NAMED create's included);
+        ``created``: the call's lease created or grew its NAMED cache."""
+        account = self._account(scope_fp)
+        saved = cached * (prices.input - prices.cached)
+        if prices.kind == "named":
+            cost = written * prices.write
+            # Storage from now to the expiry a use may push out, not paid yet.
+            start = now if created else account.paid_until.get(entry_id, now)
+            cost += entry_tokens * max(0.0, now + ttl_s - start) / 3600.0 * prices.storage_hour
+            account.paid_until.pop(entry_id, None)
+            account.paid_until[entry_id] = now + ttl_s
+            while len(account.paid_until) > 64:
+                account.paid_until.popitem(last=False)
+        else:
+            write = prices.write_long if ttl_s > prices.long_after_s else prices.write
+            cost = written * max(0.0, write - prices.input)
+        account.balance += (saved - cost) / prices.input
+        return account.balance
+
+
 def adk_floor(model: str) -> int:
     name = model.rsplit("/", 1)[-1]
     return next((floor for start, floor in _ADK_FLOORS if name.startswith(start)), 0)
@@ -324,6 +432,8 @@ def decide(
     tokens: int,
     history_len: int,
     floor: int,
+    request_tokens: int = 0,
+    budget: float = float("inf"),
     match: CachedPrefix | None,
     evidence: Evidence,
     prices: CachePrices,
@@ -344,13 +454,18 @@ def decide(
         share = 0.0 if prices.kind == "marked" and match.history_len == 0 else settings.grow_share
         if match.history_len >= history_len or uncached <= share * match.tokens:
             return Decision(Action.HIT)
+        # Rule 8: no write while the scope's account is in deficit.
+        if budget < 0:
+            return Decision(Action.HIT)
         gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached,
                              history_len=history_len)
         return Decision(Action.GROW, ttl_s=ttl) if gain > 0 else Decision(Action.HIT)
-    if tokens < max(floor, settings.min_prefix_tokens):
+    if written_size(prices, tokens, request_tokens) < max(floor, settings.min_prefix_tokens):
         return Decision(Action.BYPASS, BypassReason.BELOW_MIN_TOKENS)
     if settings.sightings_before_create == 0:
         evidence = Evidence(0.0, (0.0,), evidence.previous_agrees, (0.0,), 1.0)
+    if budget < 0:
+        return Decision(Action.BYPASS, BypassReason.FIRST_SIGHTING)
     if evidence.agreeing_age is None:
         gain, ttl = first_sighting(prices, ttls, evidence, settings, tokens=tokens)
     else:

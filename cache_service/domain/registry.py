@@ -36,7 +36,7 @@ from functools import partial
 from opentelemetry import metrics, trace
 
 from agentctx_common.errors import AgentCtxError
-from cache_service.domain import policy, single_flight
+from cache_service.domain import capabilities, policy, single_flight
 from cache_service.domain.admission import Admission
 from cache_service.domain.creates import Creator
 from cache_service.domain.entry import Entry
@@ -149,11 +149,12 @@ class Registry:
     # --- acquire ------------------------------------------------------------------
 
     async def acquire(self, scope: Scope, view: PrefixView, ttl_s: float | None, deadline: float | None,
-                      holder: str = "") -> AcquireResult:
+                      holder: str = "", request_tokens: int = 0) -> AcquireResult:
         """A lease on a cache for ``view`` in ``scope``, or a bypass.
         ``deadline`` is absolute, on the registry clock's monotonic reading.
         ``holder``: the caller's conversation, whose superseded cache goes
-        (``Lifecycle.follow``)."""
+        (``Lifecycle.follow``). ``request_tokens``: the whole request's
+        size, when the caller knows it (what a MARKED create writes through)."""
         self.check_scope(scope)
         provider = self.provider(scope.provider)
         ttls = self.admission.ttl_options(provider, ttl_s)
@@ -167,7 +168,7 @@ class Registry:
             "cache.prefix_bytes": view.size_bytes, "cache.scope_fingerprint": sfp[:16],
         }) as span:
             try:
-                outcome = await self._acquire(scope, provider, view, ttls, deadline, base)
+                outcome = await self._acquire(scope, provider, view, ttls, deadline, base, request_tokens)
             except RegistryUnavailable as exc:
                 outcome = exc if self.settings.failure_mode == "error" else bypass(
                     base, BypassReason.REGISTRY_UNAVAILABLE)
@@ -184,14 +185,17 @@ class Registry:
         return outcome
 
     async def _acquire(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],
-                       deadline: float, base: CacheInfo) -> Outcome:
+                       deadline: float, base: CacheInfo, request_tokens: int = 0) -> Outcome:
         if self.admission.too_large(view):
             return failure(self.settings.failure_mode, BypassReason.CAPACITY, base)
-        decision, match = await self.admission.decide(scope, provider, view, ttls)
+        decision, match = await self.admission.decide(scope, provider, view, ttls, request_tokens)
         if decision.action is policy.Action.BYPASS:
             return bypass(base, decision.reason)
         if decision.action is policy.Action.HIT:
             assert match is not None
+            # Rule 8: a scope in deficit writes no head below the floor through.
+            if capabilities.head_below_floor(provider, match) and self.admission.ledger.balance(scope.fingerprint) < 0:
+                return bypass(base, BypassReason.FIRST_SIGHTING)
             return await self.leases.issue(match, CacheState.HIT)
         return await self.creates.join(scope, view, decision.ttl_s, match, deadline, base,
                                        self.admission.reserve_slot)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-import redis.asyncio as aioredis
-
+from cache_service.cluster.client import RedisClient
 from cache_service.domain.ports import Clock, Provider
 from cache_service.providers.plugin import BuildEnv
 from cache_service.providers.registry import BY_KIND, PROVIDERS
@@ -21,7 +20,7 @@ from cache_service.settings import CacheSettings
 log = logging.getLogger("agentctx.cache.providers")
 
 
-def build_providers(settings: CacheSettings, clock: Clock, redis: aioredis.Redis | None = None) -> dict[str, Provider]:
+def build_providers(settings: CacheSettings, clock: Clock, redis: RedisClient | None = None) -> dict[str, Provider]:
     """``redis``: the cluster's client, for a simulator with shared state."""
     env = BuildEnv(clock, settings.request_timeout_s, settings.bytes_per_token, redis)
     providers: dict[str, Provider] = {}

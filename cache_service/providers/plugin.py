@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from cache_service.cluster.client import RedisClient
 from cache_service.domain.ports import Clock, Provider
 
 
@@ -51,7 +51,7 @@ class BuildEnv:
     clock: Clock
     request_timeout_s: float
     bytes_per_token: float
-    redis: aioredis.Redis | None = None  # the cluster's client, for a simulator with shared state
+    redis: RedisClient | None = None  # the cluster's client, for a simulator with shared state
 
 
 class ProviderPlugin:

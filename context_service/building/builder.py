@@ -27,6 +27,7 @@ from agentctx_common.errors import FieldViolation, InvalidArgument, Unimplemente
 from agentctx_common.reasons import Reason
 from context_service.building.attachments import AttachmentLoader
 from context_service.building.history import HistoryCache, without
+from context_service.building.retractions import honoured
 from context_service.building.tail import TailReader, bounded
 from context_service.building.types import BuildRequest, BuiltContext, RequestContent
 from context_service.domain import attachments as att
@@ -113,7 +114,7 @@ class ContextBuilder:
         instruction = self._instruction(request.system_instruction, keys)
         tail = self.tail
         if tail is None or not bounded(policy):
-            view = await self.history.load(session, keys)
+            view = honoured(await self.history.load(session, keys))
             if exclude_events:
                 view = without(view, exclude_events)
 

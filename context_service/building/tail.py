@@ -45,6 +45,7 @@ from typing import Any
 
 from agentctx_common.errors import ResourceExhausted
 from context_service.building.history import HistoryView, Slots, record_size, without
+from context_service.building.retractions import honoured
 from context_service.domain import selection as sel
 from context_service.domain.config import EventFilter, OverflowMode, SelectionPolicy
 from context_service.domain.model import Event, SessionKey
@@ -182,7 +183,7 @@ class TailReader:
                 self.rows_read += len(events)
                 entry.extend([self._record(e, keys) for e in events])
             while True:
-                view = HistoryView(entry.records, entry.compaction_index, entry.memo)
+                view = honoured(HistoryView(entry.records, entry.compaction_index, entry.memo))
                 if exclude_events:
                     view = without(view, exclude_events)
                 known = entry.orphans.get(policy.filter, _NONE)
@@ -196,7 +197,7 @@ class TailReader:
                     break
                 await self._older_page(session, entry)
             if entry.complete and entry.orphans_upto.get(policy.filter, -1) < entry.last_sequence:
-                whole = _scan(HistoryView(entry.records, entry.compaction_index), policy, _NONE)
+                whole = _scan(honoured(HistoryView(entry.records, entry.compaction_index)), policy, _NONE)
                 entry.orphans.setdefault(policy.filter, set()).update(whole.unanswered)
                 entry.orphans_upto[policy.filter] = entry.last_sequence
             if selection.grouping is not None:

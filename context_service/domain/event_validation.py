@@ -98,10 +98,29 @@ def event_violations(
     if event.custom_metadata:
         v += json_violations(event.custom_metadata, f"{path}.custom_metadata")
         v += depth_violations(event.custom_metadata, f"{path}.custom_metadata", limits.max_json_depth)
+    if event.retracts_event_id:
+        v += _retraction_violations(event, limits, path)
     call_ids = {c.id for c in event.content.function_calls} if event.content is not None else set()
     for i, tool_id in enumerate(event.long_running_tool_ids):
         if tool_id not in call_ids:
             v.append(FieldViolation(f"{path}.long_running_tool_ids[{i}]", "must name a function call id of this event"))
+    return v
+
+
+def _retraction_violations(event: Event, limits: Limits, path: str) -> list[FieldViolation]:
+    """A retraction names another event by a valid id and carries nothing a
+    model could read. Whether its target is stored, retractable and not
+    retracted yet is the append's check (``storage.append_plan``)."""
+    v: list[FieldViolation] = []
+    target = event.retracts_event_id
+    if not limits.valid_id(target):
+        v.append(FieldViolation(f"{path}.retracts_event_id", f"must match {limits.id_pattern} {NOT_RESERVED}"))
+    elif target == event.id:
+        v.append(FieldViolation(f"{path}.retracts_event_id", "must name another event"))
+    if event.content is not None:
+        v.append(FieldViolation(f"{path}.content", "must be empty on a retraction"))
+    if event.partial:
+        v.append(FieldViolation(f"{path}.partial", "must be false on a retraction"))
     return v
 
 

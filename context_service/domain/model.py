@@ -168,6 +168,9 @@ class Event:
     long_running_tool_ids: tuple[str, ...] = ()
     finish_reason: str = ""  # why the model stopped (a model reply): STOP, MAX_TOKENS, ... ("" unset)
     model_version: str = ""  # the exact model version that answered, when reported
+    # A retraction: the id of the earlier event of the session it takes back
+    # ("" on every other event). Built contexts and compaction leave both out.
+    retracts_event_id: str = ""
 
     @property
     def is_compaction(self) -> bool:

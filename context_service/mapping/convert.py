@@ -243,6 +243,7 @@ def event_from_proto(e: event_pb2.Event) -> m.Event:
         long_running_tool_ids=tuple(e.long_running_tool_ids),
         finish_reason=finish_reason_name(e.finish_reason),
         model_version=e.model_version,
+        retracts_event_id=e.retracts_event_id,
     )
 
 
@@ -280,6 +281,7 @@ def event_to_proto(event: m.Event, session: m.SessionKey | None, out: event_pb2.
     out.long_running_tool_ids.extend(event.long_running_tool_ids)
     out.finish_reason = finish_reason_to_proto(event.finish_reason)
     out.model_version = event.model_version
+    out.retracts_event_id = event.retracts_event_id
     return out
 
 

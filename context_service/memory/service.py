@@ -46,6 +46,7 @@ from context_service.domain.memory import (
 )
 from context_service.domain.model import Content, SessionKey
 from context_service.domain.names import new_id
+from context_service.domain.retractions import unretracted
 from context_service.ports import EmbeddingPort, MemoryStore, SessionStore
 
 log = logging.getLogger("agentctx.context.memory")
@@ -79,7 +80,8 @@ class MemoryService:
         """One entry per user or model event with text; events already in
         memory are counted, not added again. NOT_FOUND for a missing
         session."""
-        events = await self._sessions.list_events(key, include_compactions=False)
+        # Retracted events (and the retractions) are no part of the conversation.
+        events = unretracted(await self._sessions.list_events(key, include_compactions=False))
         entries = entries_from_session(key, events, _ids())
         result = await self.memory.add_from_session(entries)
         _added.add(result.added)

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from context_service.domain.model import SessionKey
 from context_service.storage import codec
 from context_service.storage.append_plan import (
+    RETRACTION_LIKE,
     InsertEvents,
     InsertToolCalls,
     Live,
@@ -29,6 +30,7 @@ from context_service.storage.append_plan import (
     LockSessions,
     LockSharedStates,
     Op,
+    Retractions,
     SessionStates,
     StoredFingerprints,
     UpdateSessions,
@@ -62,6 +64,14 @@ class CoreOps:
             stmt = sa.select(events.c.session_pk, events.c.event_id, events.c.fingerprint).where(
                 events.c.session_pk.in_(sorted(set(op.pks))), events.c.event_id.in_(sorted(set(op.ids)))
             )
+            return [tuple(r) for r in await conn.execute(stmt)]
+        if isinstance(op, Retractions):
+            first = sa.select(sa.func.min(events.c.sequence)).where(
+                events.c.session_pk == op.pk, events.c.event_id.in_(op.targets)).scalar_subquery()
+            stmt = sa.select(events.c.event_id, events.c.kind, events.c.body_json).where(
+                events.c.session_pk == op.pk,
+                sa.or_(events.c.event_id.in_(op.targets),
+                       sa.and_(events.c.body_json.like(RETRACTION_LIKE), events.c.sequence > first)))
             return [tuple(r) for r in await conn.execute(stmt)]
         if isinstance(op, InsertEvents):
             return await conn.execute(sa.insert(events), [dict(r) for r in op.rows])

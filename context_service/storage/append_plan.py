@@ -4,7 +4,8 @@
 order (the ``Op`` classes below: a backend's primitives), receives each
 one's result, and returns one result or error per append. It holds every
 rule of an append: dedup by event id and content fingerprint, the
-expected-etag check, sequence numbers that go up by one per stored event
+expected-etag check, a retraction's target (a MESSAGE event of the session,
+stored or earlier in the batch, not a retraction, not retracted yet), sequence numbers that go up by one per stored event
 (under the sessions' locks, taken in pk order), and a ``StateDelta``
 merged by key into the session's and the shared states (not on a retry).
 ``plan_all`` is the all-or-nothing variant (the first error is raised, so
@@ -21,14 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from inspect import isawaitable
 from typing import Any, TypeVar
 
-from agentctx_common.errors import Aborted, AlreadyExists, NotFound
+from agentctx_common.errors import Aborted, AlreadyExists, FailedPrecondition, FieldViolation, NotFound
 from agentctx_common.reasons import Reason
-from context_service.domain.model import Event, JsonObject, SessionKey
+from context_service.domain.model import Event, EventKind, JsonObject, SessionKey
 from context_service.domain.session_records import AppendResult, StateDelta, session_update_time
 from context_service.storage import codec
 
@@ -44,6 +46,19 @@ class Append:
     # tool_calls rows (tool_call_rows.open_row) inserted when the event is
     # stored (not on a retry): the tokens minted for a reply's calls.
     calls: tuple[dict[str, Any], ...] = ()
+    # Nonzero: one of the contiguous appends of an all-or-nothing unit
+    # (``MixedUnit``), as group commit runs ``append_events``.
+    unit: int = 0
+
+
+class MixedUnit(Exception):
+    """Some appends of an all-or-nothing unit failed while others would be
+    stored: the plan stops before writing, so its transaction rolls back.
+    ``errors``: each such unit's first error."""
+
+    def __init__(self, errors: Mapping[int, Exception]) -> None:
+        super().__init__(f"{len(errors)} all-or-nothing unit(s) partly failed")
+        self.errors = dict(errors)
 
 
 @dataclass(slots=True)
@@ -81,6 +96,34 @@ class StoredFingerprints:
 
     pks: Sequence[int]
     ids: Sequence[str]
+
+
+# Bodies that may hold a retraction (``Retractions``).
+RETRACTION_LIKE = f'%"{codec.RETRACTS}"%'
+
+
+@dataclass(frozen=True, slots=True)
+class Retractions:
+    """-> [(event_id, kind, body_json)] of the events of session ``pk`` that
+    ``targets`` names, and of the retractions stored after the oldest of them
+    (a superset is fine: the plan reads each body's ``retracts_event_id``).
+    ``sql`` is the query, '?' placeholders bound to ``params`` in order."""
+
+    pk: int
+    targets: Sequence[str]
+
+    @property
+    def sql(self) -> str:
+        marks = ", ".join("?" * len(self.targets))
+        return (
+            f"SELECT event_id, kind, body_json FROM events WHERE session_pk = ? AND (event_id IN ({marks}) OR "
+            f"(body_json LIKE ? AND sequence > (SELECT MIN(sequence) FROM events "
+            f"WHERE session_pk = ? AND event_id IN ({marks}))))"
+        )
+
+    @property
+    def params(self) -> list[Any]:
+        return [self.pk, *self.targets, RETRACTION_LIKE, self.pk, *self.targets]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +182,7 @@ class WriteSharedStates:
     now: dt.datetime
 
 
-Op = (LockSessions | StoredFingerprints | InsertEvents | InsertToolCalls | UpdateSessions | LoadEvent
+Op = (LockSessions | StoredFingerprints | Retractions | InsertEvents | InsertToolCalls | UpdateSessions | LoadEvent
       | SessionStates | WriteSessionStates | LockSharedStates | WriteSharedStates)
 Results = list[AppendResult | Exception]
 Plan = Generator[Op, Any, Results]
@@ -224,6 +267,8 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         found = yield StoredFingerprints([p for p, _ in pairs], [e for _, e in pairs])
         stored = {(pk, event_id): fingerprint for pk, event_id, fingerprint in found}
 
+    targeted, retracted = yield from _retraction_targets(items, live)
+
     results: list[AppendResult | Exception | None] = []
     replays: list[tuple[int, SessionKey, str]] = []  # (result index, session, event id)
     pending: dict[tuple[int, str], tuple[str, Event]] = {}
@@ -251,6 +296,13 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         if item.expected_etag is not None and item.expected_etag != s.etag:
             results.append(etag_mismatch(s.etag))
             continue
+        target = item.event.retracts_event_id
+        if target:
+            refused = _retraction_refused(s.pk, target, targeted, retracted, pending)
+            if refused is not None:
+                results.append(refused)
+                continue
+            retracted[(s.pk, target)] = item.event.id
         s.version += 1
         s.last_sequence += 1
         s.event_count += 1
@@ -269,6 +321,7 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
             deltas.append((item, s))
         results.append(AppendResult(event, s.etag, session_update_time=s.update_time))
 
+    _whole_units(items, results)
     if rows:
         yield InsertEvents(rows)
         if calls:
@@ -287,6 +340,79 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         assert r is not None  # every replay's slot was filled above
         done.append(r)
     return done
+
+
+def _whole_units(items: Sequence[Append], results: Sequence[AppendResult | Exception | None]) -> None:
+    """Raises ``MixedUnit`` when a unit has an error beside appends that
+    would be stored (or are stored already: retries), as ``plan_all`` does
+    for its whole batch."""
+    errors: dict[int, Exception] = {}
+    succeeded: set[int] = set()
+    for item, result in zip(items, results, strict=True):
+        if not item.unit:
+            continue
+        if isinstance(result, Exception):
+            errors.setdefault(item.unit, result)
+        else:
+            succeeded.add(item.unit)
+    mixed = {unit: error for unit, error in errors.items() if unit in succeeded}
+    if mixed:
+        raise MixedUnit(mixed)
+
+
+def _retraction_targets(
+    items: Sequence[Append], live: Mapping[SessionKey, Live]
+) -> Generator[Op, Any, tuple[dict[tuple[int, str], tuple[str, str]], dict[tuple[int, str], str]]]:
+    """For the retractions among ``items``: (pk, event id) -> (kind, what it
+    retracts) of their stored targets, and (pk, target) -> the stored
+    retraction that already took it back."""
+    targets: dict[int, set[str]] = {}
+    for item in items:
+        if item.event.retracts_event_id and item.key in live:
+            targets.setdefault(live[item.key].pk, set()).add(item.event.retracts_event_id)
+    targeted: dict[tuple[int, str], tuple[str, str]] = {}
+    retracted: dict[tuple[int, str], str] = {}
+    for pk in sorted(targets):
+        for event_id, kind, body_json in (yield Retractions(pk, sorted(targets[pk]))):
+            body = json.loads(body_json)
+            takes_back = body.get(codec.RETRACTS, "") if isinstance(body, dict) else ""
+            takes_back = takes_back if isinstance(takes_back, str) else ""
+            if event_id in targets[pk]:
+                targeted[(pk, event_id)] = (kind, takes_back)
+            if takes_back and kind == EventKind.MESSAGE.value:
+                retracted[(pk, takes_back)] = event_id
+    return targeted, retracted
+
+
+def _retraction_refused(
+    pk: int, target: str, targeted: Mapping[tuple[int, str], tuple[str, str]],
+    retracted: Mapping[tuple[int, str], str], pending: Mapping[tuple[int, str], tuple[str, Event]],
+) -> FailedPrecondition | None:
+    """Why a retraction of ``target`` in session ``pk`` cannot be stored
+    (None: it can). The target is a stored event or one stored earlier in
+    this batch."""
+    earlier = pending.get((pk, target))
+    if earlier is not None:
+        kind, takes_back = earlier[1].kind.value, earlier[1].retracts_event_id
+    elif (pk, target) in targeted:
+        kind, takes_back = targeted[(pk, target)]
+    else:
+        return _refusal("names no event of the session")
+    if kind != EventKind.MESSAGE.value:
+        return _refusal("names a COMPACTION event, which cannot be retracted")
+    if takes_back:
+        return _refusal("names a retraction, which cannot be retracted")
+    by = retracted.get((pk, target))
+    if by is not None:
+        return _refusal(f"names an event already retracted (by event {by})")
+    return None
+
+
+def _refusal(description: str) -> FailedPrecondition:
+    return FailedPrecondition(
+        f"cannot retract: event.retracts_event_id {description}", reason=Reason.RETRACTION_TARGET_INVALID,
+        field_violations=[FieldViolation("event.retracts_event_id", description)],
+    )
 
 
 def _merge_deltas(deltas: Sequence[tuple[Append, Live]], now: dt.datetime) -> Generator[Op, Any, None]:

@@ -36,6 +36,7 @@ from context_service.storage.append_plan import (
     LockSessions,
     Op,
     Results,
+    Retractions,
     StoredFingerprints,
     UpdateSessions,
     execute,
@@ -120,6 +121,8 @@ class PostgresAppender:
             return [tuple(r) for r in rows]
         if isinstance(op, StoredFingerprints):
             return [tuple(r) for r in await conn.fetch(self._FINGERPRINTS, list(op.pks), list(op.ids))]
+        if isinstance(op, Retractions):
+            return [tuple(r) for r in await conn.fetch(_numbered(op.sql), *op.params)]
         if isinstance(op, InsertEvents):
             return await conn.executemany(_numbered(_INSERT), [tuple(r[c] for c in EVENT_COLUMNS) for r in op.rows])
         if isinstance(op, InsertToolCalls):
@@ -214,6 +217,8 @@ class SqliteAppender:
             return sorted(rows)  # by pk, the first column
         if isinstance(op, StoredFingerprints):
             return conn.execute(*sqlite_fingerprints_query(op)).fetchall()
+        if isinstance(op, Retractions):
+            return conn.execute(op.sql, op.params).fetchall()
         if isinstance(op, InsertEvents):
             return conn.executemany(_INSERT, [
                 tuple(_sqlite_time(r[c]) if c == "create_time" else r[c] for c in EVENT_COLUMNS) for r in op.rows

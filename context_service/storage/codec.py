@@ -173,6 +173,8 @@ def event_body(e: m.Event) -> str:
     for key in _REPLY_FIELDS:
         if getattr(e, key):
             body[key] = getattr(e, key)
+    if e.retracts_event_id:
+        body[RETRACTS] = e.retracts_event_id
     return dumps(body)
 
 
@@ -196,6 +198,9 @@ def event_row(e: m.Event, *, session_pk: int, sequence: int, create_time: dt.dat
 # fields carry them in custom_metadata (left there: stored events never
 # change) and are read from it.
 _REPLY_FIELDS = ("finish_reason", "model_version")
+# A retraction's target, in the body (no column: the append plan finds a
+# session's retractions by this key, ``append_plan.Retractions``).
+RETRACTS = "retracts_event_id"
 
 
 def _reply_field(body: dict[str, Any], key: str) -> str:
@@ -232,4 +237,5 @@ def event_from_row(row: Any) -> m.Event:
         long_running_tool_ids=tuple(body.get("long_running_tool_ids", ())),
         finish_reason=_reply_field(body, "finish_reason"),
         model_version=_reply_field(body, "model_version"),
+        retracts_event_id=body.get(RETRACTS, ""),
     )

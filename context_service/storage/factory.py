@@ -72,8 +72,11 @@ def sql_backend(store: SqlSessionStore, heads: SessionHeads, objects: BlobStore 
 
 
 def sqlite_backend(store: SqlSessionStore, path: str, objects: BlobStore | None = None) -> Backend:
-    """``store`` on the SQLite file at ``path``: heads read on the loop thread."""
-    return sql_backend(store, SqliteSessionHeads(store, path), objects)
+    """``store`` on the SQLite file at ``path``: heads, and the store's
+    event listings, read on the loop thread."""
+    heads = SqliteSessionHeads(store, path)
+    store.loop_reads = heads
+    return sql_backend(store, heads, objects)
 
 
 def postgres_backend(store: SqlSessionStore, objects: BlobStore | None = None) -> Backend:

@@ -4,21 +4,44 @@ session row (incarnation, last sequence, config), read with one query.
 ``SqliteSessionHeads`` reads on a dedicated read connection on the event
 loop's own thread, without the thread hops an SQLAlchemy session read
 takes; ``StoreSessionHeads`` goes through the store's get_session (any
-backend). ``storage.factory`` picks one per backend.
+backend). ``storage.factory`` picks one per backend. The SQLite one also
+reads the events after a sequence (``events_after``) for the store's
+``list_events``: a client that polls a session's new events (the OpenAI
+Agents session's every read) costs a primary-key range scan.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
+from typing import NamedTuple
 
 from agentctx_common.errors import NotFound
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ContextConfig
-from context_service.domain.model import SessionKey
+from context_service.domain.model import Event, EventKind, SessionKey
 from context_service.domain.session_records import SessionHead, head_of
 from context_service.ports import SessionStore
 from context_service.storage import codec
-from context_service.storage.tables import sessions
+from context_service.storage.tables import events, sessions
+
+
+class _EventRow(NamedTuple):
+    """An events row as ``codec.event_from_row`` reads it."""
+
+    event_id: str
+    author: str
+    sequence: int
+    invocation_id: str
+    branch: str
+    partial: int
+    turn_complete: int
+    create_time: dt.datetime
+    kind: str
+    body_json: str
+
+
+_EVENT_COLUMNS = _EventRow._fields
 
 # How long a head read on the loop thread may wait for a busy SQLite file
 # before it goes through the store instead.
@@ -76,6 +99,28 @@ class SqliteSessionHeads:
             config = self._configs[config_text] = codec.config_from_text(config_text)
         return SessionHead(key, incarnation, last_sequence, config)
 
+    def events_after(self, key: SessionKey, after_sequence: int, limit: int | None,
+                     include_compactions: bool) -> list[Event] | None:
+        """The session's events past ``after_sequence``, in order, at most
+        ``limit``; NOT_FOUND without the session; None when SQLite is busy
+        (the caller reads through the store)."""
+        sql = self._events_sql + ("" if include_compactions else f" AND kind = '{EventKind.MESSAGE.value}'")
+        sql += " ORDER BY sequence" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        try:
+            db = self._db or self._open()
+            pk = db.execute(self._pk_sql, (key.app, key.user, key.session)).fetchone()
+            if pk is None:
+                raise NotFound(f"session {key.name} not found", reason=Reason.SESSION_NOT_FOUND)
+            rows = db.execute(sql, (pk[0], after_sequence)).fetchall()
+        except sqlite3.Error:
+            return None
+        return [codec.event_from_row(_EventRow._make((*r[:7], _utc(r[7]), *r[8:]))) for r in rows]
+
+    _pk_sql = (f"SELECT {sessions.c.pk.name} FROM {sessions.name} "
+               f"WHERE {sessions.c.app.name} = ? AND {sessions.c.user_id.name} = ? AND {sessions.c.session_id.name} = ?")
+    _events_sql = (f"SELECT {', '.join(getattr(events.c, c).name for c in _EVENT_COLUMNS)} FROM {events.name} "
+                   f"WHERE {events.c.session_pk.name} = ? AND {events.c.sequence.name} > ?")
+
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, isolation_level=None)
         db.execute("PRAGMA query_only=1")
@@ -87,3 +132,8 @@ class SqliteSessionHeads:
         db, self._db = self._db, None
         if db is not None:
             db.close()
+
+
+def _utc(stored: str) -> dt.datetime:
+    """A time as SQLAlchemy stores it in SQLite (no zone: UTC)."""
+    return dt.datetime.fromisoformat(stored).replace(tzinfo=dt.UTC)

@@ -9,7 +9,8 @@ pk order, so two batches can never wait on each other in a cycle.
 
 Every append runs the one append plan (append_plan decides and
 ``append_plan.execute`` drives it): through group commit (group_commit) on
-the raw driver (append_sql), or, for append_events and an append with a
+the raw driver (append_sql), append_events as one all-or-nothing unit of
+a group-commit batch (``append_plan.MixedUnit``), or, for an append with a
 state delta, on SQLAlchemy Core in a write transaction (append_core);
 everything else is SQLAlchemy Core.
 """
@@ -24,7 +25,7 @@ import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 from opentelemetry import metrics
@@ -50,7 +51,7 @@ from context_service.domain.tool_tokens import OpenCall, merge_delta, response_i
 from context_service.domain.update_masks import apply_config_fields
 from context_service.storage import codec, schema
 from context_service.storage.append_core import CoreOps
-from context_service.storage.append_plan import Append, Live, execute, merge_shared, plan_all
+from context_service.storage.append_plan import Append, Live, MixedUnit, execute, merge_shared, plan_all
 from context_service.storage.append_plan import etag_mismatch as _etag_mismatch
 from context_service.storage.append_plan import not_found as session_not_found
 from context_service.storage.append_sql import appender_for
@@ -116,6 +117,14 @@ _LIVE_COLUMNS = (
 )
 
 
+class LoopReads(Protocol):
+    """Event reads on the event loop's own thread (SQLite:
+    ``heads.SqliteSessionHeads``); None: busy, read through the store."""
+
+    def events_after(self, key: SessionKey, after_sequence: int, limit: int | None,
+                     include_compactions: bool) -> list[Event] | None: ...
+
+
 class SqlSessionStore:
     """ports.SessionStore on one SQLAlchemy async engine. The storage
     package's other stores (compactions, compaction_jobs, lifecycle) use
@@ -133,12 +142,16 @@ class SqlSessionStore:
     ) -> None:
         self.engine = engine
         self._appender = appender_for(engine, options)
+        # SQLite: list_events reads on the event loop's thread (storage.factory sets it).
+        self.loop_reads: LoopReads | None = None
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self._clock = clock
         # SQLite has one writer at a time: this process's writers queue
         # here instead of in SQLite's busy handler, which sleeps and polls.
         self._write_lock = asyncio.Lock() if is_sqlite(engine) else contextlib.nullcontext()
-        self._appends: GroupCommitter[Append, AppendResult] = GroupCommitter(self._append_batch, max_batch=max_batch)
+        # Each item is a unit: one append, or append_events' all-or-nothing list.
+        self._appends: GroupCommitter[tuple[Append, ...], list[AppendResult]] = GroupCommitter(
+            self._append_batch, max_batch=max_batch)
 
     async def close(self) -> None:
         await self._appends.close()
@@ -299,17 +312,21 @@ class SqlSessionStore:
             # Its own transaction, so the event, its states and the tool
             # calls it answers commit together.
             return (await self._append_all([item]))[0]
-        return await self._appends.submit(item)
+        return (await self._appends.submit((item,)))[0]
 
     async def append_events(self, key: SessionKey, events: Sequence[Event]) -> list[AppendResult]:
-        """ports.SessionStore.append_events: one transaction of its own."""
+        """ports.SessionStore.append_events: one all-or-nothing unit of a
+        group-commit batch."""
         items = []
         for event in events:
             if not event.id:
                 event = dataclasses.replace(event, id=new_id())
             body = codec.event_body(event)
             items.append(Append(key, event, None, body, codec.event_fingerprint(event, body)))
-        return await self._append_all(items, collect=await self._answers_open_calls(items))
+        if await self._answers_open_calls(items):
+            # The tool calls they answer close in the same transaction.
+            return await self._append_all(items, collect=True)
+        return await self._appends.submit(tuple(items))
 
     async def _answers_open_calls(self, items: Sequence[Append]) -> bool:
         """Whether an item is a function response to a call with an open tool
@@ -351,17 +368,33 @@ class SqlSessionStore:
         delta = merge_delta(found.delta, item.delta) if item.delta else found.delta
         return dataclasses.replace(item, event=event, body=codec.event_body(event), delta=delta or None)
 
-    async def _append_batch(self, items: Sequence[Append]) -> list[AppendResult | Exception]:
+    async def _append_batch(self, units: Sequence[tuple[Append, ...]]) -> list[list[AppendResult] | Exception]:
+        """One transaction for every unit; each unit's results, or its first
+        error. A unit that would be stored in part rolls the batch back:
+        group commit then runs each unit alone."""
+        items = [dataclasses.replace(a, unit=u + 1) if len(unit) > 1 else a
+                 for u, unit in enumerate(units) for a in unit]
         async with self._write_lock:
             started = time.perf_counter()
             try:
                 results = await self._appender.run(items, self._clock())
+            except MixedUnit as mixed:
+                if len(units) > 1:
+                    raise
+                return [mixed.errors[1]]
             except DRIVER_ERRORS as exc:
                 raise unavailable(exc) from None
         attributes = {"db.system": self.engine.dialect.name}
         _batch_size.record(len(items), attributes)
         _batch_ms.record((time.perf_counter() - started) * 1000, attributes)
-        return results
+        out: list[list[AppendResult] | Exception] = []
+        at = 0
+        for unit in units:
+            mine = results[at:at + len(unit)]
+            at += len(unit)
+            error = next((r for r in mine if isinstance(r, Exception)), None)
+            out.append(error if error is not None else [r for r in mine if not isinstance(r, Exception)])
+        return out
 
     async def lock_sessions(self, conn: AsyncConnection, keys: set[SessionKey]) -> dict[SessionKey, Live]:
         """The sessions' rows, locked in pk order, for write transactions on
@@ -404,6 +437,10 @@ class SqlSessionStore:
     ) -> list[Event]:
         """``after_time``: created at or after it; ``most_recent``: of the
         events passing the other filters, only that many newest."""
+        if self.loop_reads is not None and after_time is None and most_recent <= 0:
+            found = self.loop_reads.events_after(key, after_sequence, limit, include_compactions)
+            if found is not None:
+                return found
         def filtered(stmt: sa.Select[Any]) -> sa.Select[Any]:
             stmt = stmt.join(sessions, events.c.session_pk == sessions.c.pk).where(
                 key_clause(key), events.c.sequence > after_sequence)

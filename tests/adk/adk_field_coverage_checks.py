@@ -105,6 +105,7 @@ EVENT_ALLOWED = {
     # (a gap this test found, left as it is; ADK's usage metadata would
     # have no cache-write count either).
     "Event.usage": "read from custom_metadata['adk'] only",
+    "Event.retracts_event_id": "ADK has no retraction: its sessions never write one",
 }
 
 
@@ -128,6 +129,7 @@ REPLY_IN_LLM_RESPONSE: dict[str, str | None] = {
     "partial": None, "turn_complete": None, "create_time": None,  # ADK's own event sets them
     "custom_metadata": None,  # the reply's own metadata is not ADK's
     "kind": None, "compaction": None, "long_running_tool_ids": None,  # ADK derives these itself
+    "retracts_event_id": None,  # a reply is never a retraction
 }
 # The public cache record in custom_metadata["agentctx_cache"] (AgentCtxLlm): what it leaves out.
 RECORD_ALLOWED = {"expire_time": "not in the record", "scope_fingerprint": "not in the record"}

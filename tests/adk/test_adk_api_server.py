@@ -1,7 +1,10 @@
-"""``adk api_server --session_service_uri agentctx://...``: ADK's own HTTP
-server, started in the ADK venv with the scheme registered from the agents
-folder's services.py, drives a session and a turn on a pair this test
-starts. The service is made before uvicorn's loop runs and connects on it."""
+"""``adk api_server --session_service_uri agentctx://...`` (and the same URI
+for ``--artifact_service_uri`` and ``--memory_service_uri``): ADK's own
+HTTP server, started in the ADK venv with the scheme registered from the
+agents folder's services.py, drives a session and two turns on a pair this
+test starts; a tool saves an artifact, puts the session into memory and
+searches it, all through the services ADK made from the URIs. The service
+is made before uvicorn's loop runs and connects on it."""
 
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ AGENT = textwrap.dedent('''
     from agentctx_adk import AgentCtxLlm, AgentCtxPlugin, service_for_uri
     from google.adk.agents import LlmAgent
     from google.adk.apps import App
+    from google.adk.tools import ToolContext
+    from google.genai import types
 
     service = service_for_uri(os.environ["AGENTCTX_ADK_URI"])
 
@@ -34,8 +39,16 @@ AGENT = textwrap.dedent('''
         return {"city": city, "forecast": "sunny"}
 
 
+    async def keep_notes(tool_context: ToolContext, text: str = "Paris will be sunny") -> dict:
+        """Saves notes as an artifact and the conversation to memory."""
+        version = await tool_context.save_artifact("notes.txt", types.Part(text=text))
+        await tool_context.add_session_to_memory()
+        found = await tool_context.search_memory("sunny Paris")
+        return {"version": version, "memories": len(found.memories)}
+
+
     root_agent = LlmAgent(name="planner", model=AgentCtxLlm.for_sessions(service),
-                          instruction="You are a careful travel assistant.", tools=[get_weather])
+                          instruction="You are a careful travel assistant.", tools=[get_weather, keep_notes])
     app = App(name="trips", root_agent=root_agent, plugins=[AgentCtxPlugin(service)])
 ''')
 
@@ -64,7 +77,7 @@ async def test_adk_api_server_runs_on_the_agentctx_scheme(adk_venv_python: pathl
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     server = await asyncio.create_subprocess_exec(
         str(adk_venv_python.parent / "adk"), "api_server", "--host", "127.0.0.1", "--port", str(port),
-        "--session_service_uri", uri, str(agents),
+        "--session_service_uri", uri, "--artifact_service_uri", uri, "--memory_service_uri", uri, str(agents),
         env={**clean, **pair_env(adk_pair), "AGENTCTX_ADK_URI": uri}, cwd=str(tmp_path),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
@@ -86,6 +99,14 @@ async def test_adk_api_server_runs_on_the_agentctx_scheme(adk_venv_python: pathl
         assert events[-1]["content"]["parts"][0]["text"] == "local-sim used the result of get_weather"
         got = await _http("GET", f"{base}/apps/trips/users/u1/sessions/{sid}")
         assert got["state"] == {"city": "Paris"} and len(got["events"]) == len(events) + 1
+        notes = await _http("POST", f"{base}/run", {
+            "app_name": "trips", "user_id": "u1", "session_id": sid,
+            "new_message": {"role": "user", "parts": [{"text": "Please call keep_notes for Paris."}]}})
+        answer = [p["functionResponse"]["response"] for e in notes for p in e["content"]["parts"]
+                  if "functionResponse" in p]
+        assert answer == [{"version": 0, "memories": answer[0]["memories"]}] and answer[0]["memories"] >= 1, notes[-3:]
+        listed = await _http("GET", f"{base}/apps/trips/users/u1/sessions/{sid}/artifacts")
+        assert listed == ["notes.txt"]
     finally:
         server.terminate()
         _, err = await server.communicate()
@@ -94,4 +115,7 @@ async def test_adk_api_server_runs_on_the_agentctx_scheme(adk_venv_python: pathl
             ca=adk_pair.certs / "ca.pem", server_name="localhost")) as client:
         session = await client.get_session(f"apps/{prefix}trips/users/u1/sessions/{sid}")
         stored = await client.list_events(session.name)
-    assert len(stored.items) == len(events) + 1, err.decode()[-3000:]
+        artifacts = await client.list_artifacts(session.name)
+        memories = await client.search_memory(f"{prefix}trips", "u1", "sunny Paris")
+    assert len(stored.items) == len(events) + len(notes) + 2, err.decode()[-3000:]  # two user messages
+    assert artifacts == ["notes.txt"] and memories

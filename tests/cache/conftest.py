@@ -4,7 +4,6 @@ mTLS certificates, and span capture that cooperates with other modules."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -52,28 +51,37 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def registry_state(request: pytest.FixtureRequest) -> Iterator[str | None]:
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every registry test runs on the memory store and on Redis; those of
+    a module marked ``redis_cluster`` on the local Redis Cluster too."""
+    if "registry_state" not in metafunc.fixturenames:
+        return
+    params = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
+    if metafunc.definition.get_closest_marker("redis_cluster"):
+        params.append(pytest.param("cluster", marks=pytest.mark.redis))
+    metafunc.parametrize("registry_state", params, indirect=True)
+
+
+@pytest.fixture
+def registry_state(request: pytest.FixtureRequest) -> Iterator[tuple[str, str] | None]:
     """Where the registry keeps its state: this process (None), or a
-    private key prefix on the real Redis (the store and single flight that
-    replicas share); every registry test runs on both."""
+    private key prefix on the real Redis or the Redis Cluster, as
+    (backend, prefix) (the store and single flight that replicas share)."""
     if request.param == "memory":
         yield None
         return
     from tests.cluster import support
 
-    if not support.available():
-        if os.environ.get("AGENTCTX_REQUIRE_REDIS"):
-            pytest.fail("Redis is required (AGENTCTX_REQUIRE_REDIS) but not reachable on 127.0.0.1:6379")
-        pytest.skip("Redis is not reachable on 127.0.0.1:6379")
+    backend = support.CLUSTER if request.param == "cluster" else support.SINGLE
+    support.require(backend)
     prefix = support.new_prefix()
-    yield prefix
-    support.delete_prefix(prefix)
+    yield backend, prefix
+    support.delete_prefix(prefix, backend)
 
 
 @pytest.fixture
 async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock,
-                          registry_state: str | None) -> AsyncIterator[Callable[..., Any]]:
+                          registry_state: tuple[str, str] | None) -> AsyncIterator[Callable[..., Any]]:
     """``await harness_factory(**registry settings)``: a registry over a
     local simulator (minimum cache size 64 tokens) and a journal in tmp_path;
     its state in memory or on Redis (``registry_state``)."""
@@ -106,15 +114,16 @@ async def harness_factory(tmp_path: pathlib.Path, clock: ManualClock,
         await client.aclose()
 
 
-def _redis_state(prefix: str, settings: RegistrySettings, clients: list[Any]) -> dict[str, Any]:
+def _redis_state(state: tuple[str, str], settings: RegistrySettings, clients: list[Any]) -> dict[str, Any]:
     from cache_service.cluster.cipher import NameCipher
+    from cache_service.cluster.client import redis_client
     from cache_service.cluster.names import Names
     from cache_service.cluster.single_flight import RedisSingleFlight
     from cache_service.cluster.store import RedisRegistryStore
-    from cache_service.registry_backend import redis_client
     from tests.cluster import support
 
-    client = redis_client(support.REDIS_URL)
+    backend, prefix = state
+    client = redis_client(support.url_of(backend))
     names = Names(prefix)
     flights = RedisSingleFlight(client, names, max_entries=settings.max_entries,
                                 claim_s=2.0, slot_s=settings.create_timeout_s + 2.0)

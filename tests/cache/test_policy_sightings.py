@@ -5,11 +5,16 @@ point 7)."""
 
 from __future__ import annotations
 
+import pytest
+
 from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import BypassReason, CacheState
 from cache_service.domain.policy import MISS, PolicySettings
 from cache_service.providers.local import LocalProvider
 from tests.cache.support import prefix, scope, view
+
+# The store and single-flight conformance: on the Redis Cluster as well (tests/cache/conftest.py).
+pytestmark = pytest.mark.redis_cluster
 
 SETTINGS = PolicySettings(min_prefix_tokens=64)
 SYSTEM_B = {"role": "", "parts": [{"text": "Another agent's instruction. " * 20}]}

@@ -16,6 +16,9 @@ from cache_service.domain.policy import PolicySettings
 from cache_service.domain.ports import ProviderUnavailable, RateLimited
 from tests.cache.support import prefix, scope, until_waiting, view
 
+# The store and single-flight conformance: on the Redis Cluster as well (tests/cache/conftest.py).
+pytestmark = pytest.mark.redis_cluster
+
 EAGER = PolicySettings(min_prefix_tokens=64, sightings_before_create=0)
 
 

@@ -5,10 +5,15 @@ deletion to the lease's release. On the memory store and on Redis."""
 
 from __future__ import annotations
 
+import pytest
+
 from cache_service.domain.keys import Prefix, PrefixView
 from cache_service.domain.model import AcquireResult, CacheState
 from cache_service.domain.policy import PolicySettings
 from tests.cache.support import MODEL, SYSTEM, TOOLS, prefix, scope, view
+
+# Holders (RegistryStore.swap_holder, holders): on the Redis Cluster as well (tests/cache/conftest.py).
+pytestmark = pytest.mark.redis_cluster
 
 EAGER = PolicySettings(min_prefix_tokens=64, sightings_before_create=0)
 

@@ -1,12 +1,16 @@
 """Fixtures of the cluster tests: a private Redis key prefix per test,
 cleaned up afterwards, and cache-service replicas (CacheApp) on it.
 
-Redis down: the tests skip, or fail with AGENTCTX_REQUIRE_REDIS=1 (.ci/run
-sets it)."""
+``redis_backend``: the single Redis, and for the tests marked
+``redis_cluster`` the local Redis Cluster too (scripts/redis_cluster.sh,
+AGENTCTX_REDIS_CLUSTER_URL): those run once on each, but for the heavy ones
+marked ``redis_single`` as well (the CI's time).
+
+Redis (or the cluster) down: the tests skip, or fail with
+AGENTCTX_REQUIRE_REDIS=1 (.ci/run sets it)."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -17,15 +21,24 @@ from cache_service.app import CacheApp
 from tests.cluster import support
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marked = metafunc.definition.get_closest_marker("redis_cluster")
+    if "redis_backend" in metafunc.fixturenames and marked and not metafunc.definition.get_closest_marker("redis_single"):
+        metafunc.parametrize("redis_backend", [support.SINGLE, support.CLUSTER], indirect=True)
+
+
 @pytest.fixture
-def redis_prefix() -> Iterator[str]:
-    if not support.available():
-        if os.environ.get("AGENTCTX_REQUIRE_REDIS"):
-            pytest.fail("Redis is required (AGENTCTX_REQUIRE_REDIS) but not reachable on 127.0.0.1:6379")
-        pytest.skip("Redis is not reachable on 127.0.0.1:6379")
+def redis_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = getattr(request, "param", support.SINGLE)
+    support.require(backend)
+    return backend
+
+
+@pytest.fixture
+def redis_prefix(redis_backend: str) -> Iterator[str]:
     prefix = support.new_prefix()
     yield prefix
-    support.delete_prefix(prefix)
+    support.delete_prefix(prefix, redis_backend)
     support.delete_prefix(support.sim_prefix(prefix))
 
 
@@ -39,15 +52,16 @@ def private_redis(redis_prefix: str) -> Iterator[support.PrivateRedis]:
 
 
 @pytest.fixture
-async def replicas(certs_dir: pathlib.Path, tmp_path: pathlib.Path,
-                   redis_prefix: str) -> AsyncIterator[Callable[..., Any]]:
+async def replicas(certs_dir: pathlib.Path, tmp_path: pathlib.Path, redis_prefix: str,
+                   redis_backend: str) -> AsyncIterator[Callable[..., Any]]:
     """``await replicas(n, **settings)``: n started CacheApps sharing the prefix."""
     made: list[CacheApp] = []
 
     async def make(n: int = 1, **overrides: Any) -> list[CacheApp]:
         apps = []
         for _ in range(n):
-            settings = support.replica_settings(certs_dir, tmp_path / f"r{len(made)}", redis_prefix, **overrides)
+            settings = support.replica_settings(certs_dir, tmp_path / f"r{len(made)}", redis_prefix, redis_backend,
+                                                **overrides)
             app = await CacheApp.create(settings)
             app.start()
             made.append(app)

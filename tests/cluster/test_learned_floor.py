@@ -5,9 +5,9 @@ another replica learned arrives after that."""
 from __future__ import annotations
 
 from cache_service.cluster.cipher import NameCipher
+from cache_service.cluster.client import redis_client
 from cache_service.cluster.names import Names
 from cache_service.cluster.store import FLOOR_READ_S, RedisRegistryStore
-from cache_service.registry_backend import redis_client
 from tests.cluster import support
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from agentctx_common.errors import ConfigError
 from cache_service.app import CacheApp
+from cache_service.cluster.names import Names
 from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import CacheState, ModelCall
 from cache_service.domain.ports import LeaseRejected
@@ -19,7 +20,8 @@ from cache_service.settings import CacheSettings
 from tests.cache.support import MODEL, scope, view
 from tests.cluster import support
 
-pytestmark = pytest.mark.redis
+# The core lease and single-flight tests: on the Redis Cluster as well (conftest.py).
+pytestmark = [pytest.mark.redis, pytest.mark.redis_cluster]
 
 
 async def _acquire(app: CacheApp, v: PrefixView, **kw: object):  # type: ignore[no-untyped-def]
@@ -46,6 +48,7 @@ async def test_a_lease_from_one_replica_resolves_and_releases_on_another(replica
     assert await b.registry.release(r.lease)
 
 
+@pytest.mark.redis_single  # heavy (three replicas in one loop): on the cluster, tests/cache/test_registry's 256 misses
 async def test_256_concurrent_misses_over_three_replicas_make_one_create(replicas) -> None:
     # Nothing dies here: claims and heartbeats that a busy loop (256 calls
     # on one event loop, a loaded machine) renews late must not be taken
@@ -55,7 +58,8 @@ async def test_256_concurrent_misses_over_three_replicas_make_one_create(replica
     results = await asyncio.gather(*(_acquire(apps[i % 3], v) for i in range(256)))
     assert (await _sim(apps[0]).stats())["create"] == 1
     states = [r.info.state for r in results]
-    assert states.count(CacheState.CREATED) == 1 and states.count(CacheState.HIT) == 255
+    bypassed = [r.info.bypass_reason.name for r in results if r.info.state is CacheState.BYPASS]
+    assert states.count(CacheState.CREATED) == 1 and states.count(CacheState.HIT) == 255, bypassed[:3]
     leases = {r.lease for r in results}
     assert len(leases) == 256
     for i, lease in enumerate(sorted(leases)[:9]):
@@ -68,11 +72,18 @@ async def test_the_entry_bound_holds_across_replicas(replicas) -> None:
     apps = await replicas(3, max_entries=2, flight_claim_s=30.0, replica_dead_after_s=30.0)
     results = await asyncio.gather(*(_acquire(apps[i % 3], view(3), user=f"u{i}") for i in range(6)))
     created = [r for r in results if r.info.state is CacheState.CREATED]
-    # Installed plus in-flight creates of every replica never exceed the bound.
-    assert 1 <= len(created) <= 2
+    # Installed plus in-flight creates of every replica stay within the
+    # bound and its tolerance, one per other replica (cluster.single_flight).
+    assert 1 <= len(created) <= 2 + (3 - 1)
     assert {r.info.bypass_reason.value for r in results if r.info.state is CacheState.BYPASS} <= {"CAPACITY"}
-    assert await apps[0].registry.entry_count() == len(created)
-    assert len(await _sim(apps[0]).live_names_shared()) == len(created)
+    # A create past the bound (the tolerance) evicted an idle entry, if any: none is left unknown.
+    count = await apps[0].registry.entry_count()
+    assert count <= len(created) and count <= 2 + (3 - 1)
+
+    async def settled() -> bool:
+        return len(await _sim(apps[0]).live_names_shared()) == count
+
+    await support.until(settled)
 
 
 async def test_invalidate_on_one_replica_invalidates_the_leases_of_another(replicas) -> None:
@@ -104,24 +115,25 @@ async def test_leases_survive_a_key_rotation_across_replicas(replicas) -> None:
     assert err.value.invalid_reason == "UNKNOWN"
 
 
-async def test_a_holder_that_died_blocks_a_key_no_longer_than_its_lock(replicas, redis_prefix: str) -> None:
+async def test_a_holder_that_died_blocks_a_key_no_longer_than_its_lock(replicas, redis_prefix: str,
+                                                                       redis_backend: str) -> None:
     (a,) = await replicas(1)
     v = view(3)
-    lock = f"{redis_prefix}f:{scope().fingerprint}:{v.digest.hex()}|300.0"
-    client = support.sync_client()
+    lock = Names(redis_prefix).lock(scope().fingerprint, (v.digest, 300.0))
+    client = support.sync_client(redis_backend)
     client.set(lock, "dead-replica", px=600)
     r = await _acquire(a, v)
     assert r.info.state is CacheState.CREATED
     assert (await _sim(a).stats())["create"] == 1
 
 
-async def test_nothing_in_redis_names_a_provider_resource(replicas, redis_prefix: str) -> None:
+async def test_nothing_in_redis_names_a_provider_resource(replicas, redis_prefix: str, redis_backend: str) -> None:
     a, b = await replicas(2)
     leases = [await _acquire(a, view(n)) for n in (2, 3, 5)]
     await b.registry.resolve(leases[0].lease)
     names = await _sim(a).live_names_shared()
     assert names
-    dump = b"\n".join(support.dump_prefix(redis_prefix))
+    dump = b"\n".join(support.dump_prefix(redis_prefix, redis_backend))
     assert b"cachedContents" not in dump
     for name in names:
         assert name.encode() not in dump and name.split("/")[-1].encode() not in dump

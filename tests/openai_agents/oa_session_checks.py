@@ -133,6 +133,10 @@ async def test_pop_retracts_and_keeps_every_event(client: agentctx_client.Contex
     assert _bytes(await session.get_items()) == _bytes(ITEMS[:1])
     events = [e async for e in client.iter_events(session.name)]
     assert len(events) == 5  # three items, two retractions: nothing deleted
+    assert [e.retracts_event_id for e in events[3:]] == [events[2].id, events[1].id]
+    # The context service's builds leave the retracted items out as get_items does.
+    texts = [p.text for c in (await client.build_context(session.name)).contents for p in c.parts if p.text]
+    assert texts == ["Plan a trip to Lyon"]
     await session.add_items(ITEMS[3:4])
     assert _bytes(await session.get_items()) == _bytes([ITEMS[0], ITEMS[3]])
     await session.clear_session()
@@ -140,6 +144,13 @@ async def test_pop_retracts_and_keeps_every_event(client: agentctx_client.Contex
     assert await other.get_items() == []
     await session.add_items(ITEMS[:1])
     assert _bytes(await other.get_items()) == _bytes(ITEMS[:1])
+    # Deleted and created again with more events than a reader saw: the
+    # reader notices the other session and reads it whole.
+    await session.add_items(ITEMS[1:2])
+    assert _bytes(await other.get_items()) == _bytes(ITEMS[:2])
+    await session.clear_session()
+    await session.add_items(ITEMS[5:8])
+    assert _bytes(await other.get_items()) == _bytes(ITEMS[5:8])
 
 
 class ScriptedModel(Model):

@@ -3,8 +3,11 @@
 // The same layout as the Python client (clients/openai-agents): each item is
 // one event, its exact JSON in custom_metadata.openai_agents.item, and
 // messages, function calls and their results also as agentctx content that
-// builds and compaction read. popItem appends a retraction; nothing is
-// deleted. A read fetches only the events after the last one it saw.
+// builds and compaction read. popItem appends a retraction (an event whose
+// retractsEventId names the item's event), which the server's builds and
+// compaction honour too; nothing is deleted. A read is one ListEvents from
+// the last event it saw (included, to notice a session deleted and created
+// again), fetching only what came after.
 
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
@@ -25,6 +28,7 @@ export class AgentCtxSession implements Session {
   readonly name: string;
   private live: Stored[] = [];
   private seen = 0n;
+  private lastId = "";
   private created = false;
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -68,9 +72,7 @@ export class AgentCtxSession implements Session {
       await this.refresh();
       const newest = this.live.at(-1);
       if (newest === undefined) return undefined;
-      const event = create(EventSchema, {
-        id: `${newest.eventId}.pop`, author: "user", customMetadata: { [KEY]: { pops: newest.eventId } },
-      });
+      const event = create(EventSchema, { id: `${newest.eventId}.pop`, author: "user", retractsEventId: newest.eventId });
       await this.client.appendEvent({ parent: this.name, event }, CALL);
       await this.refresh();
       return JSON.parse(newest.json) as AgentInputItem;
@@ -84,10 +86,15 @@ export class AgentCtxSession implements Session {
       } catch (e) {
         if (!(e instanceof ConnectError && e.code === Code.NotFound)) throw e;
       }
-      this.live = [];
-      this.seen = 0n;
+      this.reset();
       this.created = false;
     });
+  }
+
+  private reset(): void {
+    this.live = [];
+    this.seen = 0n;
+    this.lastId = "";
   }
 
   private serially<T>(step: () => Promise<T>): Promise<T> {
@@ -110,39 +117,53 @@ export class AgentCtxSession implements Session {
   }
 
   private async refresh(): Promise<void> {
-    let last: bigint;
+    let events: Event[];
     try {
-      last = (await this.client.getSession({ name: this.name }, CALL)).lastSequence;
+      events = await this.eventsFrom(this.seen > 0n ? this.seen - 1n : 0n);
+      if (this.seen > 0n) {
+        // The last event seen comes first, unless the session is another one now.
+        if (events[0]?.sequence === this.seen && events[0]?.id === this.lastId) {
+          events = events.slice(1);
+        } else {
+          this.reset();
+          events = await this.eventsFrom(0n);
+        }
+      }
     } catch (e) {
       if (!(e instanceof ConnectError && e.code === Code.NotFound)) throw e;
-      this.live = [];
-      this.seen = 0n;
+      this.reset();
       this.created = false;
       return;
     }
     this.created = true;
-    if (last < this.seen) {
-      this.live = [];
-      this.seen = 0n;
-    }
+    for (const event of events) this.replay(event);
+  }
+
+  private async eventsFrom(afterSequence: bigint): Promise<Event[]> {
+    const out: Event[] = [];
     let pageToken = "";
-    while (last > this.seen) {
-      const page = await this.client.listEvents({ parent: this.name, afterSequence: this.seen, pageToken }, CALL);
-      for (const event of page.events) this.replay(event);
+    do {
+      const page = await this.client.listEvents({ parent: this.name, afterSequence, pageToken, pageSize: 1000 }, CALL);
+      out.push(...page.events);
       pageToken = page.nextPageToken;
-      if (!pageToken) break;
-    }
+    } while (pageToken);
+    return out;
   }
 
   private replay(event: Event): void {
-    if (event.sequence > this.seen) this.seen = event.sequence;
+    if (event.sequence > this.seen) {
+      this.seen = event.sequence;
+      this.lastId = event.id;
+    }
+    if (event.retractsEventId) {
+      const at = this.live.findLastIndex((s) => s.eventId === event.retractsEventId);
+      if (at >= 0) this.live.splice(at, 1);
+      return;
+    }
     const meta = event.customMetadata?.[KEY];
     if (meta === null || typeof meta !== "object" || Array.isArray(meta)) return;
     if (typeof meta["item"] === "string") {
       this.live.push({ eventId: event.id, sequence: event.sequence, json: meta["item"] });
-    } else if (typeof meta["pops"] === "string") {
-      const at = this.live.findLastIndex((s) => s.eventId === meta["pops"]);
-      if (at >= 0) this.live.splice(at, 1);
     }
   }
 }

@@ -81,6 +81,11 @@ async function main(): Promise<void> {
   const parts = (built.request?.contents ?? []).flatMap((c) => c.parts);
   const calls = parts.filter((p) => p.data.case === "functionCall").length;
   const answers = parts.filter((p) => p.data.case === "functionResponse").length;
+  // The popped answer is out of the built request too, by the server's own rule.
+  const builtTexts = parts.flatMap((p) => (p.data.case === "text" ? [p.data.value] : []));
+  const poppedText = JSON.stringify(popped).match(/"text":"([^"]+)"/)?.[1] ?? "";
+  check(poppedText !== "" && !builtTexts.includes(poppedText), "the build shows the popped item");
+  check(events.at(-1)?.retractsEventId !== "" && events.at(-1)?.content === undefined, "the pop is no retraction");
   await session.clearSession();
   check((await other.getItems()).length === 0, "clear left items");
   console.log(JSON.stringify({ ok: true, items: ours.items.length, model_calls: ours.inputs.length,

@@ -19,8 +19,7 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
-import redis.asyncio as aioredis
-
+from cache_service.cluster.client import RedisClient
 from cache_service.cluster.codec import text
 from cache_service.domain.keys import Prefix
 from cache_service.domain.model import CacheHandle, CacheSpec, ListedCache, ModelCall, ModelReply, ResourceName
@@ -29,7 +28,7 @@ from cache_service.providers.local.adapter import LocalProvider, _SimCache
 
 
 class SharedLocalProvider(LocalProvider):
-    def __init__(self, client: aioredis.Redis, prefix: str, *, owns_client: bool = False, **kwargs: Any) -> None:
+    def __init__(self, client: RedisClient, prefix: str, *, owns_client: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._r = client
         self._owns_client = owns_client
@@ -52,7 +51,7 @@ class SharedLocalProvider(LocalProvider):
         now = self.clock.wall()
         name = ResourceName(f"cachedContents/loc-{secrets.token_hex(8)}")
         row = {"spec": _spec_json(spec), "tokens": tokens, "created": now, "expire": now + spec.ttl_s}
-        async with self._r.pipeline(transaction=True) as pipe:
+        async with self._r.pipeline(transaction=False) as pipe:  # two keys: two slots of a cluster
             pipe.hset(self._key, name.reveal(), json.dumps(row))
             pipe.hincrby(self._stats, "create", 1)
             await pipe.execute()

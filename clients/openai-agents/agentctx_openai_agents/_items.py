@@ -12,7 +12,8 @@ calls, references) is stored without content: listed, never sent to a
 model by agentctx.
 
 ``pop_item`` is a retraction, never a delete: an event without content
-whose metadata names the event it takes back.
+whose ``retracts_event_id`` names the event it takes back, which the
+context service's builds and compaction honour as ``replay`` does here.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from agentctx_client import Content, Event, FunctionCall, FunctionResponse, Part
 
 KEY = "openai_agents"
 ITEM = "item"
-POPS = "pops"
 USER = "user"
 ASSISTANT = "assistant"
 _USER_ROLES = frozenset({"user", "system", "developer"})
@@ -68,27 +68,28 @@ def item_event(item: Mapping[str, Any], event_id: str, call_names: Mapping[str, 
 def pop_event(popped: Stored) -> Event:
     """The retraction of ``popped``: its id is derived from the popped
     event's, so a retried pop is stored once."""
-    return Event(content=None, id=f"{popped.event_id}.pop", author=USER,
-                 custom_metadata={KEY: {POPS: popped.event_id}})
+    return Event(content=None, id=f"{popped.event_id}.pop", author=USER, retracts_event_id=popped.event_id)
 
 
 def replay(live: list[Stored], events: Iterable[Event]) -> None:
     """Applies ``events`` (in sequence order) to ``live``: items appended,
-    retracted items removed. Events this module did not write are ignored."""
+    retracted items removed. Other events are ignored."""
     for event in events:
+        if event.retracts_event_id:
+            retract(live, event.retracts_event_id)
+            continue
         meta = (event.custom_metadata or {}).get(KEY)
-        if not isinstance(meta, dict):
-            continue
-        item = meta.get(ITEM)
-        if isinstance(item, str):
-            live.append(Stored(event.id, event.sequence, item))
-            continue
-        popped = meta.get(POPS)
-        if isinstance(popped, str):
-            for i in range(len(live) - 1, -1, -1):
-                if live[i].event_id == popped:
-                    del live[i]
-                    break
+        if isinstance(meta, dict):
+            item = meta.get(ITEM)
+            if isinstance(item, str):
+                live.append(Stored(event.id, event.sequence, item))
+
+
+def retract(live: list[Stored], event_id: str) -> None:
+    for i in range(len(live) - 1, -1, -1):
+        if live[i].event_id == event_id:
+            del live[i]
+            return
 
 
 def call_names(items: Iterable[Mapping[str, Any]]) -> dict[str, str]:

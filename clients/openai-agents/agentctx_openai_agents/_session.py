@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from agentctx_client import AlreadyExistsError, ContextClient, NotFoundError, session_name
+from agentctx_client import AlreadyExistsError, ContextClient, Event, NotFoundError, session_name
 from agentctx_openai_agents import _items
 from agentctx_openai_agents._items import Stored
 
@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from agents.memory import OpenAIResponsesCompactionArgs, SessionSettings
 
     from agentctx.context.v1.policy_pb2 import ContextConfig
+
+
+# Events per ListEvents page (the most the service returns).
+_PAGE = 1000
 
 
 class AgentCtxSession:
@@ -27,7 +31,9 @@ class AgentCtxSession:
     the order they were added; ``pop_item`` appends a retraction and
     deletes nothing; ``clear_session`` deletes the session. Several
     processes (and replicas of the context service) may share a session:
-    each read fetches only the events it has not seen.
+    each read is one ListEvents from the last event seen (included: a
+    session deleted and created again under the name shows another event
+    there, and is read again whole), so it fetches only what is new.
     """
 
     session_settings: SessionSettings | None = None
@@ -45,6 +51,7 @@ class AgentCtxSession:
         self.name = session_name(app, user, session_id)
         self._live: list[Stored] = []
         self._seen = 0
+        self._last_id = ""
         self._names: dict[str, str] = {}
         self._created = False
         # The latest COMPACTION event's record, once one is stored.
@@ -68,14 +75,17 @@ class AgentCtxSession:
             if any(i.get("type") == "function_call_output" and i.get("call_id") not in self._names for i in values):
                 await self._refresh()  # the call may be another process's
             events = [_items.item_event(item, f"oa.{uuid.uuid4().hex}", self._names) for item in values]
-            stored, _ = await self.client.append_events(self.name, events)
+            if len(events) == 1:
+                stored: tuple[Event, ...] = ((await self.client.append_event(self.name, events[0])).event,)
+            else:
+                stored, _ = await self.client.append_events(self.name, events)
             # Consecutive after the last event this process saw: the items are
             # live without a read. Otherwise the next read fetches what came
             # between.
             if stored[0].sequence == self._seen + 1:
                 for event, item in zip(stored, values, strict=True):
                     self._live.append(Stored(event.id, event.sequence, _items.dumps(item)))
-                self._seen = stored[-1].sequence
+                self._saw(stored[-1])
 
     async def pop_item(self) -> TResponseInputItem | None:
         """The newest item, retracted: later reads leave it out; its event
@@ -85,8 +95,12 @@ class AgentCtxSession:
             if not self._live:
                 return None
             newest = self._live[-1]
-            await self.client.append_event(self.name, _items.pop_event(newest))
-            await self._refresh()
+            stored = (await self.client.append_event(self.name, _items.pop_event(newest))).event
+            if stored.sequence == self._seen + 1:
+                _items.retract(self._live, newest.event_id)
+                self._saw(stored)
+            else:
+                await self._refresh()
             item: TResponseInputItem = _items.loads(newest.item_json)
             return item
 
@@ -96,7 +110,8 @@ class AgentCtxSession:
                 await self.client.delete_session(self.name)
             except NotFoundError:
                 pass
-            self._live, self._seen, self._names, self._created, self._compaction = [], 0, {}, False, None
+            self._reset()
+            self._names, self._created = {}, False
 
     async def _ensure_session(self) -> None:
         if self._created:
@@ -108,21 +123,36 @@ class AgentCtxSession:
             pass
         self._created = True
 
+    def _reset(self) -> None:
+        self._live, self._seen, self._last_id, self._compaction = [], 0, "", None
+
+    def _saw(self, event: Event) -> None:
+        self._seen, self._last_id = event.sequence, event.id
+
+    async def _events(self, after_sequence: int) -> list[Event]:
+        return [e async for e in self.client.iter_events(self.name, after_sequence=after_sequence,
+                                                         include_compactions=True, page_size=_PAGE)]
+
     async def _refresh(self) -> None:
-        """Reads the events after the last one seen. A session deleted or
-        recreated elsewhere (its sequence went back) is read again whole."""
+        """Reads the events after the last one seen, in one ListEvents when
+        few are new. A session deleted elsewhere is empty; one deleted and
+        created again (its event at the last sequence seen is another one,
+        or none) is read again whole."""
         try:
-            session = await self.client.get_session(self.name)
+            events = await self._events(max(self._seen - 1, 0))
+            if self._seen:
+                if events and events[0].sequence == self._seen and events[0].id == self._last_id:
+                    events = events[1:]
+                else:
+                    self._reset()
+                    events = await self._events(0)
         except NotFoundError:
-            self._live, self._seen, self._created, self._compaction = [], 0, False, None
+            self._reset()
+            self._created = False
             return
         self._created = True
-        if session.last_sequence < self._seen:
-            self._live, self._seen, self._compaction = [], 0, None
-        if session.last_sequence == self._seen:
+        if not events:
             return
-        events = [e async for e in self.client.iter_events(self.name, after_sequence=self._seen,
-                                                          include_compactions=True)]
         for event in events:
             if event.is_compaction and event.proto is not None:
                 self._compaction = event.proto.compaction
@@ -131,8 +161,8 @@ class AgentCtxSession:
             item = _items.loads(stored.item_json)
             if isinstance(item, dict):
                 self._names.update(_items.call_names([item]))
-        if events:
-            self._seen = max(self._seen, events[-1].sequence)
+        if events[-1].sequence > self._seen:
+            self._saw(events[-1])
 
 
 class AgentCtxCompactionSession(AgentCtxSession):

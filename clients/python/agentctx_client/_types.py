@@ -215,7 +215,9 @@ class Event:
     ``branch``, ``custom_metadata``. ``name``, ``sequence``, ``create_time``,
     ``usage`` and ``is_compaction`` are set by the server. A model reply
     carries ``finish_reason`` (FinishReason, 0 when not reported) and
-    ``model_version``.
+    ``model_version``. ``retracts_event_id``: a retraction, an event
+    without content that takes back the earlier event of that id (it stays
+    stored and listed; built contexts and compaction leave both out).
     """
 
     content: Content | None = None
@@ -234,6 +236,7 @@ class Event:
     is_compaction: bool = False
     finish_reason: FinishReason = generation_pb2.FINISH_REASON_UNSPECIFIED
     model_version: str = ""
+    retracts_event_id: str = ""
     proto: event_pb2.Event | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -255,7 +258,7 @@ class Event:
             create_time=_time(event.create_time, event.HasField("create_time")),
             usage=Usage.from_proto(event.usage) if event.HasField("usage") else None,
             is_compaction=event.kind == event_pb2.EVENT_KIND_COMPACTION, finish_reason=event.finish_reason,
-            model_version=event.model_version, proto=event,
+            model_version=event.model_version, retracts_event_id=event.retracts_event_id, proto=event,
         )
 
     def to_proto(self) -> event_pb2.Event:
@@ -265,7 +268,7 @@ class Event:
             content=self.content.to_proto() if self.content else None, partial=self.partial,
             turn_complete=self.turn_complete, custom_metadata=_struct(self.custom_metadata),
             long_running_tool_ids=self.long_running_tool_ids, finish_reason=self.finish_reason,
-            model_version=self.model_version,
+            model_version=self.model_version, retracts_event_id=self.retracts_event_id,
         )
 
     @property

@@ -35,7 +35,10 @@ from context_service.domain.model import (
     Event,
     EventKind,
 )
+from context_service.domain.retractions import retracted
 from context_service.domain.selection.secrets import DEFAULT_SECRET_KEYS, SecretKeys
+
+_NOTHING = Prepared(None, 0)
 
 COMPACTOR_AUTHOR = "compactor"
 
@@ -120,7 +123,7 @@ def plan_compaction(
         return NothingToCompact(cut.no_cut or NoCut.NO_VALID_CUT, cut.kept_tokens, cut.kept_events)
     if prepared is None or len(prepared) < cut.index:
         prepared = [prepare_for_compactor(e, keys) for e in events[: cut.index]]
-    prepared = list(prepared[: cut.index])
+    prepared = _unretracted(events, list(prepared[: cut.index]))
     fixed = len(history.previous_summary.encode()) + len(instructions.encode())
     total = fixed + sum(p.size for p in prepared)
     if total > policy.max_input_bytes:
@@ -159,6 +162,17 @@ def plan_compaction(
         bytes_per_token=policy.bytes_per_token,
         generation=history.generation,
     )
+
+
+def _unretracted(events: Sequence[Event], prepared: list[Prepared]) -> list[Prepared]:
+    """``prepared`` (of ``events``' first ones) without the events a
+    retraction anywhere in ``events`` takes back: the summarizer never sees
+    them (retractions themselves have no content). They stay in the source
+    range, as every event before the cut."""
+    gone = retracted(events)
+    if not gone:
+        return prepared
+    return [_NOTHING if e.id in gone else p for e, p in zip(events, prepared, strict=False)]
 
 
 def _retained(kept: Sequence[Event], bytes_per_token: float) -> tuple[int, int, int]:

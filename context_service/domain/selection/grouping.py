@@ -216,5 +216,7 @@ def grouping(
 
 def carried(memo: dict[Any, Any]) -> dict[Any, Any]:
     """A memo for the same records after appends: the grouped states carry
-    over (they are extended on use); whatever else callers kept does not."""
-    return {k: v for k, v in memo.items() if isinstance(k, tuple) and k and k[0] == "grouping"}
+    over (they are extended on use), and whatever callers keep under a key
+    starting with "carried" (state they extend themselves); the rest does
+    not."""
+    return {k: v for k, v in memo.items() if isinstance(k, tuple) and k and k[0] in ("grouping", "carried")}

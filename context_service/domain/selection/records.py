@@ -58,6 +58,7 @@ class EventRecord:
     prompt_tokens: int = 0
     is_compaction: bool = False
     kept_from: int = 0  # COMPACTION events: the first sequence shown verbatim
+    retracts: str = ""  # a retraction: the id of the event it takes back
 
 
 def prune_content(content: m.Content, keys: SecretKeys) -> tuple[m.Content, int]:
@@ -179,6 +180,7 @@ def event_record(event: m.Event, keys: SecretKeys, render: Render | None = None)
         content_types=content_types(event.content),
         body=content_record(event.content, keys, render) if event.content is not None and event.content.parts else None,
         prompt_tokens=usage.prompt_tokens if usage is not None and _is_reply(event) else 0,
+        retracts=event.retracts_event_id,
     )
 
 

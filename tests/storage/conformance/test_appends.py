@@ -267,3 +267,35 @@ async def test_concurrent_deltas_lose_no_key(store: SessionStore) -> None:
         session = await store.get_session(key)
         assert session.state == {f"s{n}": n for n in range(6)} and session.last_sequence == 6
         assert {k for k in session.user_state if k.startswith(key.session + "-")} == {f"{key.session}-{n}" for n in range(6)}
+
+
+async def test_batches_share_group_commit_and_stay_all_or_nothing(store: SessionStore) -> None:
+    """append_events runs as one unit of a group-commit batch: a unit that
+    would be stored in part fails alone, and the appends batched with it
+    are stored."""
+    await new_session(store)
+    await store.append_event(KEY, text_event("old", "stored"))
+    other = SessionKey("shop", "alice", "s2")
+    await new_session(store, other)
+    good, bad, alone, elsewhere = await asyncio.gather(
+        store.append_events(KEY, [text_event("g1"), text_event("g2")]),
+        store.append_events(KEY, [text_event("b1"), text_event("old", "changed")]),
+        store.append_event(KEY, text_event("a1")),
+        store.append_events(other, [text_event("o1"), text_event("o2")]),
+        return_exceptions=True,
+    )
+    assert isinstance(bad, AlreadyExists) and bad.reason == "EVENT_ID_CONFLICT"
+    assert not isinstance(good, BaseException) and not isinstance(alone, BaseException)
+    assert not isinstance(elsewhere, BaseException)
+    assert [r.event.sequence for r in elsewhere] == [1, 2]
+    stored = await store.list_events(KEY)
+    assert sorted(e.id for e in stored) == ["a1", "g1", "g2", "old"]
+    assert [e.sequence for e in stored] == [1, 2, 3, 4]
+    assert [r.event.sequence + 1 for r in good[:1]] == [good[1].event.sequence]  # a unit's events are consecutive
+    # A unit that fails whole (every append refused) stores nothing either.
+    with pytest.raises(AlreadyExists):
+        await store.append_events(KEY, [text_event("g1", "x"), text_event("g2", "y")])
+    # A retried unit returns its stored events.
+    again = await store.append_events(KEY, [text_event("g1"), text_event("g2")])
+    assert [r.deduplicated for r in again] == [True, True]
+    assert len(await store.list_events(KEY)) == 4

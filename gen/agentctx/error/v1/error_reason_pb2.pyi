@@ -43,6 +43,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_ID_CONFLICT: _ClassVar[ErrorReason]
     ETAG_MISMATCH: _ClassVar[ErrorReason]
     REPLY_ID_CONFLICT: _ClassVar[ErrorReason]
+    RETRACTION_TARGET_INVALID: _ClassVar[ErrorReason]
     CONTEXT_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
     CURRENT_INPUT_EXCEEDS_BUDGET: _ClassVar[ErrorReason]
     REQUEST_CONTEXT_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
@@ -150,6 +151,7 @@ SESSION_ALREADY_EXISTS: ErrorReason
 EVENT_ID_CONFLICT: ErrorReason
 ETAG_MISMATCH: ErrorReason
 REPLY_ID_CONFLICT: ErrorReason
+RETRACTION_TARGET_INVALID: ErrorReason
 CONTEXT_BUDGET_EXCEEDED: ErrorReason
 CURRENT_INPUT_EXCEEDS_BUDGET: ErrorReason
 REQUEST_CONTEXT_BUDGET_EXCEEDED: ErrorReason
