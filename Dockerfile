@@ -14,9 +14,10 @@ COPY context_service context_service
 COPY cache_service cache_service
 RUN useradd --uid 10001 --create-home agentctx
 
-# The context service (and the CLI's db, certs and inspect commands): no provider SDKs.
+# The context service (and the CLI's db, certs and inspect commands): no provider SDKs;
+# the S3 client for artifact bytes in an object store (artifact_store_url).
 FROM source AS context
-RUN pip install --no-cache-dir -c constraints.txt ./clients/python '.[context]'
+RUN pip install --no-cache-dir -c constraints.txt ./clients/python '.[context,s3]'
 USER 10001
 ENTRYPOINT []
 

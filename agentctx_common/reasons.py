@@ -216,6 +216,10 @@ class Reason(str, enum.Enum):
     # RESOURCE_EXHAUSTED: saving the artifact would take the app's stored
     # artifact bytes past artifact_quota_bytes_per_app.
     ARTIFACT_QUOTA_EXCEEDED = "ARTIFACT_QUOTA_EXCEEDED"
+    # UNAVAILABLE: the object store that holds artifact bytes
+    # (artifact_store_url) cannot be reached or is failing; retry after the
+    # RetryInfo delay.
+    ARTIFACT_STORE_UNAVAILABLE = "ARTIFACT_STORE_UNAVAILABLE"
     # RESOURCE_EXHAUSTED: the artifacts attached to a request are over
     # max_attachment_bytes/max_attachment_tokens; a field violation names the
     # first that does not fit (attachments[i]). Nothing was sent to a model.
@@ -325,6 +329,7 @@ METADATA_KEYS: dict[Reason, tuple[str, ...]] = {
     Reason.ARTIFACT_NOT_FOUND: ('version',),
     Reason.ARTIFACT_TOO_LARGE: ('max_artifact_bytes', 'received_bytes',),
     Reason.ARTIFACT_QUOTA_EXCEEDED: ('quota_bytes', 'used_bytes', 'requested_bytes',),
+    Reason.ARTIFACT_STORE_UNAVAILABLE: ('error_type',),
     Reason.ATTACHMENT_BUDGET_EXCEEDED: ('limit', 'measured_bytes', 'measured_tokens', 'allowed_bytes', 'allowed_tokens', 'bytes_per_token',),
     Reason.TOOL_CAPABILITY_MISSING: ('capability', 'tool',),
     Reason.EMBEDDINGS_NOT_SUPPORTED: ('provider',),

@@ -13,10 +13,17 @@ back at once, and the service's peak RSS (VmHWM) is read.
 
 Figures: ``artifact_save_ratio_32m`` and ``artifact_load_ratio_32m``
 (gRPC over file; aim at most 1.5), the same at 1 MiB, the medians in
-seconds, ``peak_rss_mib`` (aim under 512) and ``rss_before_mib``.
+seconds, ``peak_rss_mib`` (aim under 512) and ``rss_before_mib``. With
+``--stores database,s3`` (the default) the same run repeats with the bytes
+in an S3-compatible object store (a local moto server on 127.0.0.1,
+started here; metadata in the same SQLite): the same figures prefixed
+``s3_`` (``s3_artifact_save_ratio_32m``, ...), against the same file
+baseline. moto is an in-process Python server, far slower than S3 or
+MinIO: its figures bound the service's overhead from above.
 
-Run: ``.venv/bin/python -m bench.artifacts [--rounds 5 --clients 16]``
-from the repository root. The last line is one JSON object.
+Run: ``.venv/bin/python -m bench.artifacts [--rounds 5 --clients 16
+--stores database,s3]`` from the repository root. The last line is one
+JSON object.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Any
 from agentctx_client import ContextClient
 from agentctx_common.certs import init_dev_certs
 from tests.support.processes import free_port, spawn, stop, wait_healthy, write_config
+from tests.support.s3 import moto_server, new_bucket, settings_for
 from tests.support.servers import secure_channel
 
 MIB = 1024 * 1024
@@ -96,12 +104,32 @@ async def _concurrent(client: ContextClient, clients: int, size: int) -> dict[st
     return {"concurrent_save_s": round(saved, 3), "concurrent_load_s": round(time.perf_counter() - started, 3)}
 
 
-async def run(rounds: int, clients: int, tmp: pathlib.Path) -> dict[str, Any]:
+async def run(rounds: int, clients: int, tmp: pathlib.Path, stores: list[str]) -> dict[str, Any]:
     certs = tmp / "certs"
     init_dev_certs(certs)
+    figures: dict[str, Any] = {}
+    for store in stores:
+        if store == "s3":
+            with moto_server(tmp / "moto.log") as endpoint:
+                # The default part size (tests use the smallest).
+                s3 = {**settings_for(endpoint, new_bucket(endpoint)), "artifact_s3_part_bytes": 8 * MIB}
+                measured = await run_store(rounds, clients, tmp / store, certs, s3)
+            figures |= {f"s3_{k}": v for k, v in measured.items()}
+        else:
+            figures |= await run_store(rounds, clients, tmp / store, certs, {})
+    return {
+        **figures, "rounds": rounds, "clients": clients, "stores": ",".join(stores),
+        "aim_ratio_max": AIM_RATIO, "aim_peak_rss_mib_max": AIM_PEAK_RSS_MIB,
+    }
+
+
+async def run_store(rounds: int, clients: int, tmp: pathlib.Path, certs: pathlib.Path,
+                    context: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one context service, artifact bytes where ``context`` says."""
+    os.makedirs(tmp)
     port = free_port()
     config = write_config(tmp / "agentctx.toml", certs, context_port=port, cache_port=free_port(),
-                          data_dir=tmp / "data", context={"max_message_bytes": 4 * MIB})
+                          data_dir=tmp / "data", context={"max_message_bytes": 4 * MIB, **context})
     proc = spawn("context", config, tmp / "context.log")
     figures: dict[str, Any] = {}
     try:
@@ -128,19 +156,20 @@ async def run(rounds: int, clients: int, tmp: pathlib.Path) -> dict[str, Any]:
             figures["peak_rss_mib"] = _rss_mib(proc.pid, "VmHWM")
     finally:
         await asyncio.to_thread(stop, proc)
-    return {
-        **figures, "rounds": rounds, "clients": clients,
-        "aim_ratio_max": AIM_RATIO, "aim_peak_rss_mib_max": AIM_PEAK_RSS_MIB,
-    }
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--stores", default="database,s3", help="where artifact bytes live: database, s3, or both")
     args = parser.parse_args()
+    stores = [s for s in args.stores.split(",") if s]
+    if not stores or set(stores) - {"database", "s3"}:
+        parser.error("--stores: database, s3, or database,s3")
     with tempfile.TemporaryDirectory(prefix="agentctx-bench-artifacts-") as tmp:
-        result = asyncio.run(run(args.rounds, args.clients, pathlib.Path(tmp)))
+        result = asyncio.run(run(args.rounds, args.clients, pathlib.Path(tmp), stores))
     for key, value in result.items():
         print(f"{key:>28}: {value}")
     print(json.dumps(result, sort_keys=True))

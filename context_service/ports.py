@@ -314,6 +314,55 @@ class ArtifactStore(Protocol):
         ...
 
 
+class BlobNotFound(Exception):
+    """A blob store has no bytes under the key (deleted, or never finished)."""
+
+
+class BlobWriter(Protocol):
+    """One upload of a blob store: chunks in order, then ``finish`` (the
+    bytes are durable under the key) or ``abort``."""
+
+    async def write(self, chunk: bytes) -> None: ...
+
+    async def finish(self) -> int:
+        """Makes the bytes durable; returns the part count read() needs."""
+        ...
+
+    async def abort(self) -> None:
+        """Drops whatever was written (idempotent)."""
+        ...
+
+
+class BlobStore(Protocol):
+    """Where artifact bytes live, under keys the artifact store makes and
+    keeps in the database (which blob names which key, uploads in
+    progress): the database's own chunk rows, or an object store. Keys
+    start with ``kind``, so a blob is read from the store that wrote it.
+    Failures are Unavailable (transient, with retry_after); a missing key
+    is BlobNotFound."""
+
+    kind: str
+    # True: the writer lists its upload as pending in the database itself,
+    # in its first write; otherwise the artifact store does, before.
+    lists_uploads: bool
+
+    def writer(self, app: str, key: str) -> BlobWriter: ...
+
+    def read(self, app: str, key: str, size: int, parts: int) -> AsyncIterator[bytes]:
+        """The bytes in chunks of exactly CHUNK_BYTES (the last shorter)."""
+        ...
+
+    async def delete(self, app: str, key: str) -> None:
+        """Deletes the bytes under ``key``, finished or not (idempotent)."""
+        ...
+
+    async def keys(self) -> list[tuple[str, str]]:
+        """(app, key) of everything stored, finished or not: for sweeps and checks."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 class ToolCalls(Protocol):
     """One row per minted tool token: its state (open until the response
     that answers its call is appended, or its deadline) and the effects

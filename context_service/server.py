@@ -57,8 +57,9 @@ SERVICE_NAME = context_service_pb2.DESCRIPTOR.services_by_name["ContextService"]
 ARTIFACT_SERVICE_NAME = artifacts_pb2.DESCRIPTOR.services_by_name["ArtifactService"].full_name
 MEMORY_SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 TOOL_CONTEXT_SERVICE_NAME = tool_context_pb2.DESCRIPTOR.services_by_name["ToolContextService"].full_name
-# An upload not committed this long after it started is a crashed process's.
-UPLOAD_TTL = dt.timedelta(hours=1)
+# How often the upload collector runs, at most: released object-store
+# bytes (a deleted session's) wait no longer than this.
+COLLECT_EVERY = dt.timedelta(minutes=1)
 TOOL_SWEEP_S = 15.0
 log = logging.getLogger("agentctx.context.server")
 
@@ -73,11 +74,12 @@ def register_servicer(server: grpc.aio.Server, servicer: ContextServicer, artifa
         artifacts_pb2_grpc.add_ArtifactServiceServicer_to_server(artifacts, server)
 
 
-def start_upload_collector(backend: Backend) -> asyncio.Task[None]:
-    """Deletes abandoned artifact uploads (their staged chunks) at start and
-    then every UPLOAD_TTL / 4, in every replica (the delete is idempotent)."""
-    return _every(UPLOAD_TTL.total_seconds() / 4, lambda: backend.artifacts.collect_uploads(UPLOAD_TTL),
-                  "artifact upload collection failed")
+def start_upload_collector(backend: Backend, grace: dt.timedelta) -> asyncio.Task[None]:
+    """Deletes released artifact bytes and uploads abandoned for ``grace``
+    (their staged chunks, objects and multipart parts) at start and then
+    every min(grace / 4, COLLECT_EVERY), in every replica (idempotent)."""
+    every = max(min(grace / 4, COLLECT_EVERY).total_seconds(), 1.0)
+    return _every(every, lambda: backend.artifacts.collect_uploads(grace), "artifact upload collection failed")
 
 
 def start_tool_call_sweeper(backend: Backend) -> asyncio.Task[None]:
@@ -194,7 +196,10 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
     server.closers.append(backend.close)
     server.closers.append(cache.close)
     server.closers.append(compaction.close)
-    collectors = [start_upload_collector(backend), start_tool_call_sweeper(backend)]
+    collectors = [
+        start_upload_collector(backend, dt.timedelta(seconds=settings.artifact_upload_grace_s)),
+        start_tool_call_sweeper(backend),
+    ]
 
     async def stop_collector() -> None:
         for collector in collectors:

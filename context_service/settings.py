@@ -91,6 +91,32 @@ class ContextSettings(ServerSettings):
         "0: unlimited.",
     )
 
+    # Where artifact bytes live: the database (default) or an S3-compatible
+    # object store. Metadata and versions stay in the database either way.
+    artifact_store_url: str | None = Field(
+        None, pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.*'()/-]*)?$",
+        description="s3://bucket/prefix: new artifact bytes go to this S3-compatible bucket under the prefix. "
+        "Empty: in the database. Contents saved before a change stay readable where they are.",
+    )
+    artifact_s3_endpoint_url: str | None = Field(
+        None, description="The S3-compatible endpoint (http(s)://host:port); empty: AWS S3 of artifact_s3_region."
+    )
+    artifact_s3_region: str = Field("us-east-1", min_length=1, description="The bucket's region.")
+    artifact_s3_access_key_id: SecretStr | None = Field(
+        None, description="Access key id; empty: the AWS SDK's default chain (environment, profile, instance role)."
+    )
+    artifact_s3_secret_access_key: SecretStr | None = Field(None, description="Secret key going with the access key id.")
+    artifact_s3_part_bytes: int = Field(
+        8 * 1024 * 1024, ge=5 * 1024 * 1024, le=512 * 1024 * 1024,
+        description="Multipart upload part size: a save holds about two parts at once.",
+    )
+    artifact_s3_timeout_s: float = Field(30.0, gt=0, description="Connect and read timeout of one S3 request.")
+    artifact_upload_grace_s: float = Field(
+        3600.0, ge=0,
+        description="An artifact upload not committed this long after it started is a crashed process's: its staged "
+        "bytes (database rows or object-store object and multipart parts) are deleted.",
+    )
+
     # Memory (MemoryService): semantic ranking on top of the lexical one.
     memory_embedding_model: str = Field(
         "", max_length=128,
@@ -211,6 +237,10 @@ class ContextSettings(ServerSettings):
         if any(f is not None for f in cache_files) and None in cache_files:
             raise ValueError("cache_ca, cache_cert and cache_key go together: set all three, or none "
                              "(Generate then answers FAILED_PRECONDITION)")
+        keys = (self.artifact_s3_access_key_id, self.artifact_s3_secret_access_key)
+        if (keys[0] is None) != (keys[1] is None):
+            raise ValueError("artifact_s3_access_key_id and artifact_s3_secret_access_key go together: set both, or "
+                             "neither (the AWS SDK's default credential chain)")
         if self.dev_anonymous_apps and not _is_loopback(self.host):
             raise ValueError("dev_anonymous_apps is allowed only on a loopback host (development and tests)")
         return self

@@ -58,3 +58,21 @@ def backend(request: pytest.FixtureRequest) -> str:
 def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
     """An empty database (no schema) on each backend."""
     return empty_database(backend, request, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local S3-compatible server (moto) for the whole run, started here on
+    a free loopback port: the object-store tests never skip."""
+    from tests.support.s3 import moto_server
+
+    with moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str) -> str:
+    """A new, empty bucket for one test."""
+    from tests.support.s3 import new_bucket
+
+    return new_bucket(s3_endpoint)

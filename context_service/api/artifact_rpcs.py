@@ -13,6 +13,8 @@ names or bytes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,7 @@ from agentctx.context.v1 import artifacts_pb2 as pb
 from agentctx.context.v1 import artifacts_pb2_grpc
 from agentctx.type.v1 import content_pb2
 from agentctx_common.canonical import struct_to_dict
-from agentctx_common.errors import FieldViolation, InvalidArgument
+from agentctx_common.errors import AgentCtxError, FieldViolation, InvalidArgument
 from agentctx_common.reasons import Reason
 from context_service.domain.artifacts import (
     TEXT_MIME_TYPE,
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
     from context_service.app import ContextApp
 
 DEFAULT_MIME_TYPE = "application/octet-stream"
+# What a failed save reads of the rest of its stream, at most.
+DRAIN_TIMES = 16
+DRAIN_S = 30.0
 _meter = metrics.get_meter("agentctx.context.artifacts")
 _bytes = _meter.create_counter("agentctx.artifact.bytes", unit="By", description="Artifact bytes saved and loaded.")
 
@@ -62,6 +67,20 @@ def _observe_record(operation: str, record: ArtifactVersionRecord) -> None:
              user_scoped=record.scope.user_scoped, text=record.text)
 
 
+async def _drain(requests: AsyncIterator[pb.SaveArtifactRequest], max_artifact_bytes: int) -> None:
+    """Reads (and drops) what the client still sends of a failed save
+    before the error status goes out: a grpc.aio client whose write meets
+    an RPC the server has ended reports INTERNAL instead of the status
+    (grpc/grpc#36066). Bounded: DRAIN_TIMES the largest artifact, DRAIN_S."""
+    drained = 0
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(DRAIN_S):
+            async for message in requests:
+                drained += message.ByteSize()
+                if drained > DRAIN_TIMES * max_artifact_bytes:
+                    break
+
+
 class ArtifactServicer(artifacts_pb2_grpc.ArtifactServiceServicer):
     def __init__(self, app: ContextApp) -> None:
         self.app = app
@@ -76,6 +95,14 @@ class ArtifactServicer(artifacts_pb2_grpc.ArtifactServiceServicer):
     async def SaveArtifact(self, request_iterator: AsyncIterable[pb.SaveArtifactRequest],
                            context: grpc.aio.ServicerContext[Any, Any]) -> pb.SaveArtifactResponse:
         requests = aiter(request_iterator)
+        try:
+            return await self._save(requests, context)
+        except AgentCtxError:
+            await _drain(requests, self.app.settings.max_artifact_bytes)
+            raise
+
+    async def _save(self, requests: AsyncIterator[pb.SaveArtifactRequest],
+                    context: grpc.aio.ServicerContext[Any, Any]) -> pb.SaveArtifactResponse:
         first = await anext(requests, None)
         if first is None or first.WhichOneof("payload") != "header":
             raise InvalidArgument.fields([FieldViolation("header", "the first message must carry the header")])

@@ -205,18 +205,30 @@ class ContentDigest:
 
 class Chunker:
     """Regroups arbitrary pieces into chunks of exactly ``size`` bytes (the
-    last one shorter): what storage writes, one row each."""
+    last one shorter): what storage writes. Pieces that are whole chunks
+    already pass through uncopied; other bytes are copied once."""
 
     def __init__(self, size: int = CHUNK_BYTES) -> None:
         self.size = size
         self._pending = bytearray()
 
     def feed(self, data: bytes) -> list[bytes]:
-        self._pending += data
-        out = []
-        while len(self._pending) >= self.size:
-            out.append(bytes(self._pending[: self.size]))
-            del self._pending[: self.size]
+        out: list[bytes] = []
+        start = 0
+        if self._pending:
+            start = min(self.size - len(self._pending), len(data))
+            self._pending += data[:start]
+            if len(self._pending) < self.size:
+                return out
+            out.append(bytes(self._pending))
+            self._pending.clear()
+        if start == 0 and len(data) == self.size:
+            return [data]
+        view = memoryview(data)
+        while len(data) - start >= self.size:
+            out.append(bytes(view[start:start + self.size]))
+            start += self.size
+        self._pending += view[start:]
         return out
 
     def flush(self) -> list[bytes]:

@@ -1,22 +1,50 @@
 """Releasing artifact versions inside a write transaction: their rows
 deleted, their blobs' refcounts lowered and the blobs no version names any
-more deleted with their chunks. The artifact store's delete and the session
-store's delete_session (a session's own artifacts) share it."""
+more deleted. Bytes in the database go in the same transaction; bytes
+elsewhere (an object store) are listed as released in
+``artifact_uploads`` ("r" + their key) in it, and deleted after the commit
+by whoever can (the artifact store at once, the upload collector after a
+crash). The artifact store's delete and the session store's
+delete_session (a session's own artifacts) share it."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from context_service.storage.tables import artifact_blobs, artifact_chunks, artifact_versions
+from context_service.storage.tables import artifact_blobs, artifact_chunks, artifact_uploads, artifact_versions
 
 _V = artifact_versions.c
+# An upload row naming released bytes to delete, not an upload in progress.
+RELEASED = "r"
+# The kind of the keys whose bytes are chunk rows in the database (storage.blobs_db).
+DB_KIND = "u"
 
 
-async def release_versions(conn: AsyncConnection, where: sa.ColumnElement[bool]) -> int:
+async def delete_chunks(conn: AsyncConnection, keys: list[str], app: str | None = None) -> None:
+    """Inside the caller's write transaction: the chunk rows under ``keys``."""
+    c = artifact_chunks.c
+    where: sa.ColumnElement[bool] = c.blob_key.in_(keys)
+    if app is not None:
+        where = sa.and_(c.app == app, where)
+    await conn.execute(sa.delete(artifact_chunks).where(where))
+
+
+async def list_released(conn: AsyncConnection, app: str, key: str, now: dt.datetime) -> None:
+    """Inside the caller's write transaction: ``key``'s bytes are no
+    blob's, to be deleted (at once, by the collector)."""
+    await conn.execute(sa.insert(artifact_uploads).values(upload_key=RELEASED + key, app=app, create_time=now))
+
+
+async def release_versions(conn: AsyncConnection, where: sa.ColumnElement[bool],
+                           released: list[tuple[str, str]] | None = None) -> int:
     """Deletes the version rows ``where`` selects, inside the caller's write
     transaction, and the blobs no version names any more; returns how many
-    versions. SessionStore.delete_session calls it for the session's own."""
+    versions. (app, key) of released bytes outside the database are
+    appended to ``released``. SessionStore.delete_session calls it for the
+    session's own."""
     counted = (await conn.execute(
         sa.select(_V.app, _V.sha256, sa.func.count()).where(where).group_by(_V.app, _V.sha256)
     )).all()
@@ -24,6 +52,7 @@ async def release_versions(conn: AsyncConnection, where: sa.ColumnElement[bool])
         return 0
     deleted = (await conn.execute(sa.delete(artifact_versions).where(where))).rowcount or 0
     b = artifact_blobs.c
+    now = dt.datetime.now(dt.UTC)
     for app, sha, n in counted:
         await conn.execute(
             sa.update(artifact_blobs).where(b.app == app, b.sha256 == sha).values(refcount=b.refcount - n)
@@ -31,10 +60,14 @@ async def release_versions(conn: AsyncConnection, where: sa.ColumnElement[bool])
         gone = (await conn.execute(
             sa.delete(artifact_blobs).where(b.app == app, b.sha256 == sha, b.refcount <= 0).returning(b.chunk_key)
         )).first()
-        if gone is not None:
-            await conn.execute(sa.delete(artifact_chunks).where(
-                artifact_chunks.c.app == app, artifact_chunks.c.blob_key == gone.chunk_key
-            ))
+        if gone is None:
+            continue
+        if gone.chunk_key.startswith(DB_KIND):
+            await delete_chunks(conn, [gone.chunk_key], app)
+        else:
+            await list_released(conn, app, gone.chunk_key, now)
+            if released is not None:
+                released.append((app, gone.chunk_key))
     return int(deleted)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agentctx_common.errors import ConfigError
 from context_service.ports import (
     ArtifactStore,
+    BlobStore,
     CompactionJobs,
     CompactionStore,
     LifecycleReader,
@@ -44,45 +45,74 @@ class Backend:
     artifacts: ArtifactStore
     memory: MemoryStore
     tool_calls: ToolCalls
+    # Where artifact bytes live outside the database, when they do.
+    objects: BlobStore | None = None
 
     async def close(self) -> None:
+        if self.objects is not None:
+            await self.objects.close()
         await self.heads.close()
         await self.sessions.close()
 
 
-def sql_backend(store: SqlSessionStore, heads: SessionHeads) -> Backend:
-    """The SQL stores sharing ``store``'s engine, write lock and clock."""
+def sql_backend(store: SqlSessionStore, heads: SessionHeads, objects: BlobStore | None = None) -> Backend:
+    """The SQL stores sharing ``store``'s engine, write lock and clock;
+    artifact bytes in ``objects`` when given, else in the database."""
     return Backend(
         sessions=store,
         heads=heads,
         lifecycle=SqlLifecycleReader(store),
         compactions=SqlCompactionStore(store),
         jobs=SqlJobStore(store),
-        artifacts=SqlArtifactStore(store),
+        artifacts=SqlArtifactStore(store, objects),
         memory=SqlMemoryStore(store),
         tool_calls=SqlToolCalls(store),
+        objects=objects,
     )
 
 
-def sqlite_backend(store: SqlSessionStore, path: str) -> Backend:
+def sqlite_backend(store: SqlSessionStore, path: str, objects: BlobStore | None = None) -> Backend:
     """``store`` on the SQLite file at ``path``: heads, and the store's
     event listings, read on the loop thread."""
     heads = SqliteSessionHeads(store, path)
     store.loop_reads = heads
-    return sql_backend(store, heads)
+    return sql_backend(store, heads, objects)
 
 
-def postgres_backend(store: SqlSessionStore) -> Backend:
-    return sql_backend(store, StoreSessionHeads(store))
+def postgres_backend(store: SqlSessionStore, objects: BlobStore | None = None) -> Backend:
+    return sql_backend(store, StoreSessionHeads(store), objects)
+
+
+async def open_objects(settings: ContextSettings) -> BlobStore | None:
+    """The object store artifact_store_url names, or None (the database).
+    Needs the ``s3`` extra (aiobotocore)."""
+    if not settings.artifact_store_url:
+        return None
+    try:
+        from context_service.storage.blobs_s3 import S3BlobStore
+    except ImportError:
+        raise ConfigError("artifact_store_url: an s3:// store needs aiobotocore (pip install 'agentctx[s3]')") from None
+    return await S3BlobStore.open(settings)
+
+
+async def _objects_for(store: SqlSessionStore, settings: ContextSettings) -> BlobStore | None:
+    """open_objects, closing ``store`` when it fails."""
+    try:
+        return await open_objects(settings)
+    except BaseException:
+        await store.close()
+        raise
 
 
 async def open_sqlite(settings: ContextSettings) -> Backend:
     url = normalize_url(settings.resolved_database_url)
-    return sqlite_backend(await open_from_settings(settings), url.database or "")
+    store = await open_from_settings(settings)
+    return sqlite_backend(store, url.database or "", await _objects_for(store, settings))
 
 
 async def open_postgres(settings: ContextSettings) -> Backend:
-    return postgres_backend(await open_from_settings(settings))
+    store = await open_from_settings(settings)
+    return postgres_backend(store, await _objects_for(store, settings))
 
 
 OPENERS: dict[str, Callable[[ContextSettings], Awaitable[Backend]]] = {

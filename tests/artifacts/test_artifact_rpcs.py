@@ -122,6 +122,10 @@ async def test_over_the_size_limit_is_resource_exhausted(server_factory: ServerF
             await client.save_artifact(S1, "too.big", b"x" * (MIB + 1), chunk_bytes=MIB // 4)
         assert large.value.reason_name == "ARTIFACT_TOO_LARGE"
         assert large.value.metadata["max_artifact_bytes"] == str(MIB)
+        # Refused while the client still streams: the status still reaches it (never INTERNAL).
+        with pytest.raises(ResourceExhaustedError) as midway:
+            await client.save_artifact(S1, "too.big", b"x" * (8 * MIB), chunk_bytes=MIB // 4)
+        assert midway.value.reason_name == "ARTIFACT_TOO_LARGE"
         assert await client.list_artifacts(S1) == ["fits"]
 
 

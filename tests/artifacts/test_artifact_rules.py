@@ -97,3 +97,12 @@ def test_valid_ids_have_no_dot_segments_or_controls(artifact: str) -> None:
         name = artifact.removeprefix("user:")
         assert ".." not in name.split("/") and "." not in name.split("/")
         assert not any(ord(c) < 0x20 for c in artifact)
+
+
+def test_whole_chunks_pass_through_uncopied() -> None:
+    chunker = Chunker(4)
+    piece = b"abcd"
+    assert chunker.feed(piece)[0] is piece
+    assert chunker.feed(b"ef") == []
+    assert chunker.feed(b"ghijklmn") == [b"efgh", b"ijkl"]
+    assert chunker.flush() == [b"mn"]

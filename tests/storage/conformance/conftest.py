@@ -5,8 +5,10 @@ the stores only as the ports of ``context_service.ports``."""
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -16,14 +18,24 @@ from context_service.storage.factory import Backend, open_backend
 from tests.sessions.helpers import migrate
 
 
+@contextlib.asynccontextmanager
+async def open_stores(db_url: str, tmp_path: pathlib.Path, **overrides: Any) -> AsyncIterator[Backend]:
+    """Every port of one backend (``factory.Backend``) on a migrated database."""
+    await migrate(db_url)
+    settings = ContextSettings(database_url=db_url, data_dir=tmp_path / "data", dev_plaintext=True, host="127.0.0.1",
+                               **overrides)
+    opened = await open_backend(settings)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
 @pytest.fixture
 async def stores(db_url: str, tmp_path: pathlib.Path) -> AsyncIterator[Backend]:
     """Every port of one backend (``factory.Backend``)."""
-    await migrate(db_url)
-    settings = ContextSettings(database_url=db_url, data_dir=tmp_path / "data", dev_plaintext=True, host="127.0.0.1")
-    opened = await open_backend(settings)
-    yield opened
-    await opened.close()
+    async with open_stores(db_url, tmp_path) as opened:
+        yield opened
 
 
 @pytest.fixture

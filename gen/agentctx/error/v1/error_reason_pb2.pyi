@@ -97,6 +97,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ARTIFACT_NOT_FOUND: _ClassVar[ErrorReason]
     ARTIFACT_TOO_LARGE: _ClassVar[ErrorReason]
     ARTIFACT_QUOTA_EXCEEDED: _ClassVar[ErrorReason]
+    ARTIFACT_STORE_UNAVAILABLE: _ClassVar[ErrorReason]
     ATTACHMENT_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
     TOOL_TOKEN_MISSING: _ClassVar[ErrorReason]
     TOOL_TOKEN_INVALID: _ClassVar[ErrorReason]
@@ -204,6 +205,7 @@ MODEL_NOT_ROUTED: ErrorReason
 ARTIFACT_NOT_FOUND: ErrorReason
 ARTIFACT_TOO_LARGE: ErrorReason
 ARTIFACT_QUOTA_EXCEEDED: ErrorReason
+ARTIFACT_STORE_UNAVAILABLE: ErrorReason
 ATTACHMENT_BUDGET_EXCEEDED: ErrorReason
 TOOL_TOKEN_MISSING: ErrorReason
 TOOL_TOKEN_INVALID: ErrorReason
