@@ -7,7 +7,10 @@ takes; ``StoreSessionHeads`` goes through the store's get_session (any
 backend). ``storage.factory`` picks one per backend. The SQLite one also
 reads the events after a sequence (``events_after``) for the store's
 ``list_events``: a client that polls a session's new events (the OpenAI
-Agents session's every read) costs a primary-key range scan.
+Agents session's every read) costs a primary-key range scan; and a tool
+token's row (``tool_call``: the revocation check of every tool RPC) and
+whether an appended function response answers an open call
+(``any_open_call``), each an index lookup.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from context_service.domain.model import Event, EventKind, SessionKey
 from context_service.domain.session_records import SessionHead, head_of
 from context_service.ports import SessionStore
 from context_service.storage import codec
-from context_service.storage.tables import events, sessions
+from context_service.storage.tables import events, sessions, tool_calls
 
 
 class _EventRow(NamedTuple):
@@ -116,6 +119,34 @@ class SqliteSessionHeads:
             return None
         return [codec.event_from_row(_EventRow._make((*r[:7], _utc(r[7]), *r[8:]))) for r in rows]
 
+    def tool_call(self, token_id: str) -> tuple[str, str] | None:
+        """(state, staged JSON) of a tool token's row, ("", "{}") when it has
+        none; None when SQLite is busy (the caller reads through the store).
+        A committed collection is seen at once: a WAL reader reads the
+        latest commit at each statement."""
+        try:
+            db = self._db or self._open()
+            row = db.execute(self._call_sql, (token_id,)).fetchone()
+        except sqlite3.Error:
+            return None
+        return (str(row[0]), str(row[1])) if row is not None else ("", "{}")
+
+    def any_open_call(self, key: SessionKey, call_ids: list[str]) -> bool | None:
+        """Whether one of ``call_ids`` of the session has an open tool call;
+        None when SQLite is busy."""
+        t = tool_calls.c
+        sql = (f"SELECT 1 FROM {tool_calls.name} WHERE {t.app.name} = ? AND {t.user_id.name} = ? "
+               f"AND {t.session_id.name} = ? AND {t.call_id.name} IN ({', '.join('?' * len(call_ids))}) "
+               f"AND {t.state.name} = 'open' LIMIT 1")
+        try:
+            db = self._db or self._open()
+            row = db.execute(sql, (key.app, key.user, key.session, *call_ids)).fetchone()
+        except sqlite3.Error:
+            return None
+        return row is not None
+
+    _call_sql = (f"SELECT {tool_calls.c.state.name}, {tool_calls.c.staged_json.name} FROM {tool_calls.name} "
+                 f"WHERE {tool_calls.c.token_id.name} = ?")
     _pk_sql = (f"SELECT {sessions.c.pk.name} FROM {sessions.name} "
                f"WHERE {sessions.c.app.name} = ? AND {sessions.c.user_id.name} = ? AND {sessions.c.session_id.name} = ?")
     _events_sql = (f"SELECT {', '.join(getattr(events.c, c).name for c in _EVENT_COLUMNS)} FROM {events.name} "

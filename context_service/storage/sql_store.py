@@ -124,6 +124,10 @@ class LoopReads(Protocol):
     def events_after(self, key: SessionKey, after_sequence: int, limit: int | None,
                      include_compactions: bool) -> list[Event] | None: ...
 
+    def tool_call(self, token_id: str) -> tuple[str, str] | None: ...
+
+    def any_open_call(self, key: SessionKey, call_ids: list[str]) -> bool | None: ...
+
 
 class SqlSessionStore:
     """ports.SessionStore on one SQLAlchemy async engine. The storage
@@ -333,10 +337,14 @@ class SqlSessionStore:
         token (most appends answer none: no query)."""
         for item in items:
             ids = response_ids(item.event.content.parts) if item.event.content is not None else []
-            if ids:
+            if not ids:
+                continue
+            found = self.loop_reads.any_open_call(item.key, ids) if self.loop_reads is not None else None
+            if found is None:
                 async with self.read_connection() as conn:
-                    if await any_open(conn, item.key, ids):
-                        return True
+                    found = await any_open(conn, item.key, ids)
+            if found:
+                return True
         return False
 
     async def _append_all(self, items: Sequence[Append], *, collect: bool = True) -> list[AppendResult]:

@@ -54,13 +54,18 @@ class SqlToolCalls:
     async def check(self, claims: ToolClaims) -> Staged:
         """The call's staged effects; PERMISSION_DENIED TOOL_TOKEN_REVOKED
         unless its row is open (one indexed read: the revocation check)."""
-        async with self._store.read_connection() as conn:
-            row = (await conn.execute(
-                sa.select(_T.state, _T.staged_json).where(_T.token_id == claims.token_id)
-            )).first()
-        if row is None or row.state != OPEN:
+        reads = self._store.loop_reads
+        row = reads.tool_call(claims.token_id) if reads is not None else None
+        if row is None:
+            async with self._store.read_connection() as conn:
+                found = (await conn.execute(
+                    sa.select(_T.state, _T.staged_json).where(_T.token_id == claims.token_id)
+                )).first()
+            row = (found.state, found.staged_json) if found is not None else ("", "{}")
+        state, staged = row
+        if state != OPEN:
             raise revoked()
-        return staged_from_text(row.staged_json)
+        return staged_from_text(staged)
 
     async def stage(self, claims: ToolClaims, change: Callable[[Staged], None]) -> Staged:
         """Applies ``change`` to the open call's staged effects, under its
