@@ -67,7 +67,7 @@ def _observe_record(operation: str, record: ArtifactVersionRecord) -> None:
              user_scoped=record.scope.user_scoped, text=record.text)
 
 
-async def _drain(requests: AsyncIterator[pb.SaveArtifactRequest], max_artifact_bytes: int) -> None:
+async def drain(requests: AsyncIterator[Any], max_artifact_bytes: int) -> None:
     """Reads (and drops) what the client still sends of a failed save
     before the error status goes out: a grpc.aio client whose write meets
     an RPC the server has ended reports INTERNAL instead of the status
@@ -98,7 +98,7 @@ class ArtifactServicer(artifacts_pb2_grpc.ArtifactServiceServicer):
         try:
             return await self._save(requests, context)
         except AgentCtxError:
-            await _drain(requests, self.app.settings.max_artifact_bytes)
+            await drain(requests, self.app.settings.max_artifact_bytes)
             raise
 
     async def _save(self, requests: AsyncIterator[pb.SaveArtifactRequest],

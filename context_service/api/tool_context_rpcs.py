@@ -22,9 +22,9 @@ from google.protobuf import empty_pb2, timestamp_pb2
 
 from agentctx.context.v1 import artifacts_pb2, tool_context_pb2, tool_context_pb2_grpc
 from agentctx.memory.v1 import memory_service_pb2
-from agentctx_common.errors import FieldViolation, InvalidArgument, PermissionDenied
+from agentctx_common.errors import AgentCtxError, FieldViolation, InvalidArgument, PermissionDenied
 from agentctx_common.reasons import Reason
-from context_service.api.artifact_rpcs import load_stream, save_stream
+from context_service.api.artifact_rpcs import drain, load_stream, save_stream
 from context_service.api.session_rpcs import delta_from_proto
 from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, check_version, scope_of
 from context_service.domain.limits import raise_if
@@ -100,15 +100,20 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
 
     async def SaveToolArtifact(self, request_iterator: AsyncIterable[tool_context_pb2.SaveToolArtifactRequest],
                                context: Context) -> artifacts_pb2.SaveArtifactResponse:
-        grant = await self._grant(context, "artifact_put")
         requests = aiter(request_iterator)
-        first = await anext(requests, None)
-        if first is None or first.WhichOneof("payload") != "header":
-            raise InvalidArgument.fields([FieldViolation("header", "the first message must carry the header")])
-        header = first.header
-        scope = _scope(grant.claims, header.artifact, "header.artifact")
-        record = await save_stream(self.app, scope, header.artifact, header.part, header.custom_metadata, requests,
-                                   staged_call=grant.claims.token_id)
+        try:
+            grant = await self._grant(context, "artifact_put")
+            first = await anext(requests, None)
+            if first is None or first.WhichOneof("payload") != "header":
+                raise InvalidArgument.fields([FieldViolation("header", "the first message must carry the header")])
+            header = first.header
+            scope = _scope(grant.claims, header.artifact, "header.artifact")
+            record = await save_stream(self.app, scope, header.artifact, header.part, header.custom_metadata,
+                                       requests, staged_call=grant.claims.token_id)
+        except AgentCtxError:
+            # What the tool still sends is read first, or its client sees INTERNAL (grpc/grpc#36066).
+            await drain(requests, self.app.settings.max_artifact_bytes)
+            raise
         return artifacts_pb2.SaveArtifactResponse(artifact=version_to_proto(record))
 
     async def _version(self, claims: ToolClaims, artifact: str, request: Any) -> ArtifactVersionRecord:

@@ -186,3 +186,29 @@ async def test_staged_writes_are_dropped_at_the_deadline(server_factory, certs_d
         versions = await artifacts.ListArtifactVersions(apb.ListArtifactVersionsRequest(parent=session,
                                                                                          artifact="late.txt"))
         assert list(versions.versions) == []
+
+
+async def test_a_tool_save_refused_mid_stream_gets_its_status(server_factory, certs_dir: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    """Past max_artifact_bytes while the tool is still sending: the tool
+    sees RESOURCE_EXHAUSTED ARTIFACT_TOO_LARGE (never INTERNAL), and nothing
+    is staged."""
+    from tests.tools.conftest import KEYS
+    server = await server_factory(tool_token_keys=KEYS, require_client_cert=True, max_artifact_bytes=1024 * 1024)
+    async with secure_channel(server.port, certs_dir) as channel:
+        tools = Tools(server, channel)
+        session = await tools.session()
+        tokens = await tools.call(session, ("c1", "writer"))
+        tool_channel, stub = await _tool_stub(tools, certs_dir)
+        async with tool_channel:
+            async def big():  # type: ignore[no-untyped-def]
+                yield tool_context_pb2.SaveToolArtifactRequest(header=tool_context_pb2.SaveToolArtifactHeader(
+                    artifact="big.bin", part=content_pb2.Part(inline_data=content_pb2.Blob(mime_type="x/y"))))
+                for _ in range(12):
+                    yield tool_context_pb2.SaveToolArtifactRequest(data=b"z" * (256 * 1024))
+
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.SaveToolArtifact(big(), metadata=with_token(tokens["c1"]))
+            assert _reason(err.value)[:2] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "ARTIFACT_TOO_LARGE")
+            listed = await stub.ListToolArtifactNames(tool_context_pb2.ListToolArtifactNamesRequest(),
+                                                      metadata=with_token(tokens["c1"]))
+            assert list(listed.artifacts) == []
