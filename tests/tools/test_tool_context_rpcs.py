@@ -7,6 +7,7 @@ misuse is PERMISSION_DENIED or UNAUTHENTICATED with its reason."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
 
 import grpc
@@ -164,25 +165,33 @@ async def test_memory_through_a_token_stays_in_its_user(tools: Tools, certs_dir:
         await stub.DeleteToolMemory(tool_context_pb2.DeleteToolMemoryRequest(name=entry.name), metadata=meta)
 
 
-async def test_staged_writes_are_dropped_at_the_deadline(server_factory, certs_dir: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+@contextlib.asynccontextmanager
+async def _one_writer(server_factory, certs_dir: pathlib.Path, **overrides: object):  # type: ignore[no-untyped-def]
+    """A server with ``overrides``, a session whose model called "writer"
+    once: (the agent's Tools, the session, the call's tokens, the tool's stub)."""
     from tests.tools.conftest import KEYS
-    server = await server_factory(tool_token_keys=KEYS, tool_token_ttl_s=1.0, require_client_cert=True)
+    server = await server_factory(tool_token_keys=KEYS, require_client_cert=True, **overrides)
     async with secure_channel(server.port, certs_dir) as channel:
         tools = Tools(server, channel)
         session = await tools.session()
         tokens = await tools.call(session, ("c1", "writer"))
         tool_channel, stub = await _tool_stub(tools, certs_dir)
         async with tool_channel:
-            await _save(stub, tokens["c1"], "late.txt", "too late")
-            await asyncio.sleep(1.2)
-            with pytest.raises(grpc.aio.AioRpcError) as err:
-                await stub.GetToolIdentity(tool_context_pb2.GetToolIdentityRequest(),
-                                           metadata=with_token(tokens["c1"]))
-            assert _reason(err.value)[:2] == (grpc.StatusCode.PERMISSION_DENIED, "TOOL_TOKEN_EXPIRED")
+            yield tools, session, tokens, stub
+
+
+async def test_staged_writes_are_dropped_at_the_deadline(server_factory, certs_dir: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    async with _one_writer(server_factory, certs_dir, tool_token_ttl_s=1.0) as (tools, session, tokens, stub):
+        await _save(stub, tokens["c1"], "late.txt", "too late")
+        await asyncio.sleep(1.2)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetToolIdentity(tool_context_pb2.GetToolIdentityRequest(),
+                                       metadata=with_token(tokens["c1"]))
+        assert _reason(err.value)[:2] == (grpc.StatusCode.PERMISSION_DENIED, "TOOL_TOKEN_EXPIRED")
         # The response comes late: nothing staged lands, its bytes are gone.
         appended = await tools.respond(session, "c1", "writer")
         assert len(appended.event.content.parts) == 1
-        artifacts = artifacts_pb2_grpc.ArtifactServiceStub(channel)
+        artifacts = artifacts_pb2_grpc.ArtifactServiceStub(tools.channel)
         versions = await artifacts.ListArtifactVersions(apb.ListArtifactVersionsRequest(parent=session,
                                                                                          artifact="late.txt"))
         assert list(versions.versions) == []
@@ -192,23 +201,16 @@ async def test_a_tool_save_refused_mid_stream_gets_its_status(server_factory, ce
     """Past max_artifact_bytes while the tool is still sending: the tool
     sees RESOURCE_EXHAUSTED ARTIFACT_TOO_LARGE (never INTERNAL), and nothing
     is staged."""
-    from tests.tools.conftest import KEYS
-    server = await server_factory(tool_token_keys=KEYS, require_client_cert=True, max_artifact_bytes=1024 * 1024)
-    async with secure_channel(server.port, certs_dir) as channel:
-        tools = Tools(server, channel)
-        session = await tools.session()
-        tokens = await tools.call(session, ("c1", "writer"))
-        tool_channel, stub = await _tool_stub(tools, certs_dir)
-        async with tool_channel:
-            async def big():  # type: ignore[no-untyped-def]
-                yield tool_context_pb2.SaveToolArtifactRequest(header=tool_context_pb2.SaveToolArtifactHeader(
-                    artifact="big.bin", part=content_pb2.Part(inline_data=content_pb2.Blob(mime_type="x/y"))))
-                for _ in range(12):
-                    yield tool_context_pb2.SaveToolArtifactRequest(data=b"z" * (256 * 1024))
+    async with _one_writer(server_factory, certs_dir, max_artifact_bytes=1024 * 1024) as (_, _, tokens, stub):
+        async def big():  # type: ignore[no-untyped-def]
+            yield tool_context_pb2.SaveToolArtifactRequest(header=tool_context_pb2.SaveToolArtifactHeader(
+                artifact="big.bin", part=content_pb2.Part(inline_data=content_pb2.Blob(mime_type="x/y"))))
+            for _ in range(12):
+                yield tool_context_pb2.SaveToolArtifactRequest(data=b"z" * (256 * 1024))
 
-            with pytest.raises(grpc.aio.AioRpcError) as err:
-                await stub.SaveToolArtifact(big(), metadata=with_token(tokens["c1"]))
-            assert _reason(err.value)[:2] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "ARTIFACT_TOO_LARGE")
-            listed = await stub.ListToolArtifactNames(tool_context_pb2.ListToolArtifactNamesRequest(),
-                                                      metadata=with_token(tokens["c1"]))
-            assert list(listed.artifacts) == []
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.SaveToolArtifact(big(), metadata=with_token(tokens["c1"]))
+        assert _reason(err.value)[:2] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "ARTIFACT_TOO_LARGE")
+        listed = await stub.ListToolArtifactNames(tool_context_pb2.ListToolArtifactNamesRequest(),
+                                                  metadata=with_token(tokens["c1"]))
+        assert list(listed.artifacts) == []
