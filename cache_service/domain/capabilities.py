@@ -44,16 +44,22 @@ import hashlib
 import hmac
 import secrets
 
+from agentctx_common.canonical import canonical_json
 from cache_service.domain.entry import Entry
+from cache_service.domain.keys import Prefix
 from cache_service.domain.model import CacheHandle, ModelCall, ResourceName
 from cache_service.domain.ports import CacheKind, CacheRef, PrefixMark, Provider
 
 
 class RoutingKeys:
-    """The routing key of a scope (OpenAI's ``prompt_cache_key``): stable
-    across its calls under one secret, and neither the scope nor any
-    content can be read back from it or confirmed by recomputing it.
-    ``secret`` None: a random one for this process (``per_process``)."""
+    """The routing key of a call (OpenAI's ``prompt_cache_key``): what its
+    conversation shares with others, the app and the request's head (model,
+    system instruction, tools, tool config), so every user of one agent
+    routes to the machines that hold that head (issue 21: per-user keys
+    spread a shared head over as many machines as users). No user id is on
+    the wire, and neither the app nor any content can be read back from the
+    key or confirmed by recomputing it without the tier's secret. ``secret``
+    None: a random one for this process (``per_process``)."""
 
     def __init__(self, secret: bytes | None = None) -> None:
         self.per_process = secret is None
@@ -62,8 +68,9 @@ class RoutingKeys:
     def __repr__(self) -> str:
         return f"RoutingKeys(per_process={self.per_process})"
 
-    def of(self, scope_fp: str) -> str:
-        message = b"agentctx-prompt-cache-key\0" + scope_fp.encode()
+    def of(self, app: str, call: ModelCall) -> str:
+        head = hashlib.sha256(canonical_json(Prefix.of_call(call, 0).head_json())).digest()
+        message = b"agentctx-prompt-cache-key\0" + app.encode() + b"\0" + head
         return hmac.new(self._secret, message, hashlib.sha256).hexdigest()[:32]
 
 
@@ -90,7 +97,7 @@ def leased_request(provider: Provider, call: ModelCall, entry: Entry, keys: Rout
     # head alone is below the provider's minimum: its mark there caches nothing.
     through = provider.cache_kind is CacheKind.MARKED and (entry.history_len > 0 or created
                                                            or head_below_floor(provider, entry))
-    return call, PrefixMark(entry.history_len, entry.ttl_s, keys.of(entry.scope_fp), write_through=through)
+    return call, PrefixMark(entry.history_len, entry.ttl_s, keys.of(entry.scope.app, call), write_through=through)
 
 
 def head_below_floor(provider: Provider, entry: Entry) -> bool:
@@ -101,10 +108,10 @@ def head_below_floor(provider: Provider, entry: Entry) -> bool:
             and entry.tokens < provider.min_cache_tokens(entry.scope.model))
 
 
-def unleased_ref(provider: Provider, scope_fp: str, ttl_s: float, keys: RoutingKeys) -> CacheRef | None:
+def unleased_ref(provider: Provider, app: str, call: ModelCall, ttl_s: float, keys: RoutingKeys) -> CacheRef | None:
     """What a call without a lease is told: only an AUTOMATIC provider's key."""
     if provider.cache_kind is CacheKind.AUTOMATIC:
-        return PrefixMark(None, ttl_s, keys.of(scope_fp))
+        return PrefixMark(None, ttl_s, keys.of(app, call))
     return None
 
 

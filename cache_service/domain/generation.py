@@ -128,7 +128,7 @@ class Generator:
         with _tracer.start_as_current_span("cache.generate", attributes={
             "cache.provider": scope.provider, "cache.leased": bool(lease), "cache.contents": len(call.contents),
         }) as span:
-            unleased = capabilities.unleased_ref(provider, scope.fingerprint, self.registry.settings.default_ttl_s,
+            unleased = capabilities.unleased_ref(provider, scope.app, call, self.registry.settings.default_ttl_s,
                                                  self.routing_keys)
             if not lease:
                 reply = await self._call(lambda: provider.generate(call, unleased), timeout)
@@ -192,7 +192,7 @@ class Generator:
                 else:
                     served = ref
             if entry is None:
-                unleased = capabilities.unleased_ref(provider, scope.fingerprint,
+                unleased = capabilities.unleased_ref(provider, scope.app, call,
                                                      self.registry.settings.default_ttl_s, self.routing_keys)
                 async for chunk in _bounded(provider.stream_generate(call, unleased), deadline):
                     produced, version = True, chunk.model_version

@@ -71,12 +71,12 @@ async def openai_harness(harness_factory: Callable[..., Any], fake: FakeOpenAI) 
     await provider.close()
 
 
-async def test_an_entry_is_a_record_and_every_call_carries_the_scope_key(
+async def test_an_entry_is_a_record_and_every_call_carries_the_heads_key(
         openai_harness: Harness, fake: FakeOpenAI) -> None:
     h = openai_harness
     assert h.provider.cache_kind is CacheKind.AUTOMATIC and h.provider.named_caches is None
     gen = Generator(h.registry)
-    # Unleased: the server caches it by itself, under the scope's key.
+    # Unleased: the server caches it by itself, under the key of its app's head.
     first, _ = await gen.generate(_scope(), _call("hello there"), "")
     assert first.usage is not None and first.usage.cached_prompt_tokens == 0
     r = await h.acquire(_prefix(), _scope())
@@ -87,7 +87,7 @@ async def test_an_entry_is_a_record_and_every_call_carries_the_scope_key(
     reply, info = await gen.generate(_scope(), _call(), r.lease)
     again, _ = await gen.generate(_scope(), _call("And next week?"), r.lease)
     keys = {c.body.get("prompt_cache_key") for c in fake.calls_of("generate")}
-    assert keys == {gen.routing_keys.of(_scope().fingerprint)}
+    assert keys == {gen.routing_keys.of(_scope().app, _call())}
     assert reply.usage is not None and again.usage is not None
     # Both read the history the unleased call sent; only the question is new.
     assert 0 < reply.usage.cached_prompt_tokens == again.usage.cached_prompt_tokens < again.usage.prompt_tokens
