@@ -177,6 +177,7 @@ VALID: dict[str, dict[str, Any]] = {
     "StreamGenerateContent": {"call": {"scope": SCOPE, "request": MODEL_REQUEST}},
     "InvalidateScope": {"scope": SCOPE},
     "GetScopeStatus": {"scope": SCOPE},
+    "Embed": {"provider": "local", "model": "local-sim-embed", "texts": ["a window seat", "tea"]},
 }
 
 
