@@ -22,9 +22,9 @@ Once, at load 7-10, the bounded tail was worse than the unbounded one
 (p99 996 ms against 706 ms). That was thought to come from every shed call
 getting the same RetryInfo delay, so the shed agents came back together as
 a new burst; the server now jitters the delay by +-50%
-(agentctx_common/load_shedding.py). The inversion has not come back in 18
+(agentctx_common/load_shedding.py). The inversion has not come back in 16
 rounds since: bounded over unbounded p99 was 0.67-0.91 with the jitter and
-0.52-0.79 without it, on a quiet machine and with both cores kept busy by
+0.52-0.79 without it (2026-12-04), on a quiet machine and with both cores kept busy by
 other processes, so the jitter is not what prevents it and its cause was
 not found. ``bounded_over_unbounded_p99_per_round`` shows every round.
 
