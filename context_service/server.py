@@ -61,6 +61,7 @@ TOOL_CONTEXT_SERVICE_NAME = tool_context_pb2.DESCRIPTOR.services_by_name["ToolCo
 # bytes (a deleted session's) wait no longer than this.
 COLLECT_EVERY = dt.timedelta(minutes=1)
 TOOL_SWEEP_S = 15.0
+TOOL_SWEEP_BATCH = 100  # expired calls dropped per pass; a full pass goes on at once
 log = logging.getLogger("agentctx.context.server")
 
 
@@ -87,7 +88,7 @@ def start_tool_call_sweeper(backend: Backend) -> asyncio.Task[None]:
     response (every TOOL_SWEEP_S), and purges closed rows a day old."""
 
     async def sweep() -> None:
-        while await backend.tool_calls.drop_expired() == 100:
+        while await backend.tool_calls.drop_expired(limit=TOOL_SWEEP_BATCH) == TOOL_SWEEP_BATCH:
             pass
         await backend.tool_calls.purge(dt.timedelta(days=1))
 

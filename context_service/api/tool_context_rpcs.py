@@ -29,7 +29,7 @@ from context_service.api.session_rpcs import delta_from_proto
 from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, check_version, scope_of
 from context_service.domain.limits import raise_if
 from context_service.domain.memory import MemoryKey, NewMemory, check_new_memory, search_query
-from context_service.domain.model import Blob, Part, SessionKey
+from context_service.domain.model import Blob, Part
 from context_service.domain.names import new_id, parse_memory_name
 from context_service.domain.session_records import SessionRecord
 from context_service.domain.tool_tokens import TOKEN_METADATA_KEY, Staged, ToolClaims, merge_delta
@@ -83,7 +83,7 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
         return _state(record, grant.staged)
 
     async def _session(self, claims: ToolClaims) -> SessionRecord:
-        return await self.app.sessions.get_session(SessionKey(claims.app, claims.user, claims.session))
+        return await self.app.sessions.get_session(claims.session_key)
 
     async def UpdateToolState(self, request: tool_context_pb2.UpdateToolStateRequest,
                               context: Context) -> tool_context_pb2.ToolState:

@@ -30,7 +30,7 @@ from typing import Any
 from agentctx_common.errors import FieldViolation, PermissionDenied, Unauthenticated
 from agentctx_common.reasons import Reason
 from context_service.domain.config import ToolDeclaration
-from context_service.domain.model import Part
+from context_service.domain.model import Part, SessionKey
 from context_service.domain.session_records import StateDelta
 
 IDENTITY = "identity"
@@ -101,6 +101,10 @@ class ToolClaims:
     tool: str
     capabilities: int  # a mask_of
     expires_at: float  # epoch seconds
+
+    @property
+    def session_key(self) -> SessionKey:
+        return SessionKey(self.app, self.user, self.session)
 
     @property
     def capability_names(self) -> tuple[str, ...]:
@@ -235,8 +239,3 @@ class ToolTokenCodec:
 
 def _mac(secret: bytes, body: str) -> bytes:
     return hmac.new(secret, body.encode(), hashlib.sha256).digest()
-
-
-def token_fingerprint(token: str) -> str:
-    """A log-safe fingerprint of a token (never the token)."""
-    return hashlib.sha256(token.encode()).hexdigest()[:12]

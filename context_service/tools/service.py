@@ -46,9 +46,6 @@ class ToolGrant:
     claims: ToolClaims
     staged: Staged
 
-    @property
-    def key(self) -> SessionKey:
-        return SessionKey(self.claims.app, self.claims.user, self.claims.session)
 
 
 class ToolContexts:
