@@ -13,6 +13,7 @@ from agentctx_client import (
     ConflictError,
     ErrorReason,
     FieldViolation,
+    InternalError,
     InvalidArgumentError,
     NotFoundError,
     ResourceExhaustedError,
@@ -20,6 +21,7 @@ from agentctx_client import (
     UnavailableError,
     connect,
     error_class,
+    error_from_rpc,
 )
 from tests.client.servers import Failure
 
@@ -144,6 +146,21 @@ async def test_unreachable_server_is_unavailable() -> None:
         with pytest.raises(UnavailableError) as caught:
             await client.get_session("apps/a/users/u/sessions/s")
     assert caught.value.reason == ErrorReason.UNAVAILABLE
+
+
+def test_a_request_stream_cut_by_the_transport_is_unavailable() -> None:
+    # grpc.aio's status when a request message cannot be written because the
+    # connection broke before the server's status arrived (a server killed
+    # mid-upload): INTERNAL with its fixed text and no server status. The
+    # server never got the whole request, so it is UNAVAILABLE to the caller.
+    cut = grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                               details="Internal error from Core", debug_error_string="write failed")
+    err = error_from_rpc(cut)
+    assert type(err) is UnavailableError and err.reason == ErrorReason.UNAVAILABLE
+    # The same code and text from a server (with its status) stays INTERNAL,
+    # and so does any other INTERNAL without one.
+    assert type(error_from_rpc(grpc.aio.AioRpcError(
+        grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(), details="boom"))) is InternalError
 
 
 def test_plaintext_needs_loopback_and_consent() -> None:

@@ -261,6 +261,11 @@ def error_class(code: grpc.StatusCode) -> type[AgentCtxError]:
     return _BY_CODE.get(code, UnknownError)
 
 
+# What grpc.aio reports (as INTERNAL, without a server status) when writing a
+# request message fails because the call's transport is gone.
+_WRITE_BROKE = "Internal error from Core"
+
+
 def status_of(err: grpc.RpcError) -> status_pb2.Status | None:
     """The google.rpc.Status the server attached to a failed call, if any."""
     trailing = getattr(err, "trailing_metadata", None)
@@ -279,6 +284,12 @@ def error_from_rpc(err: grpc.RpcError) -> AgentCtxError:
     cls = error_class(code)
     status = status_of(err)
     if status is None:
+        if code is grpc.StatusCode.INTERNAL and message == _WRITE_BROKE:
+            # grpc.aio's own status for a request message it could not send
+            # because the connection broke first (the server's status never
+            # arrived): the server did not get the whole request.
+            return UnavailableError("the connection broke while the request was being sent",
+                                    reason=ErrorReason.UNAVAILABLE)
         return cls(message)
 
     reason: ErrorReason | str | None = None
