@@ -10,6 +10,7 @@ import grpc
 
 from agentctx.cache.v1 import cache_service_pb2 as pb
 from agentctx.cache.v1 import cache_service_pb2_grpc
+from agentctx_common.errors import FieldViolation, InvalidArgument
 from cache_service.api import convert
 from cache_service.api.content_memo import ContentMemo
 from cache_service.app import CacheApp
@@ -37,6 +38,7 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
     async def AcquireLease(self, request: pb.AcquireLeaseRequest, context: Context) -> pb.AcquireLeaseResponse:
         scope = convert.scope_from_proto(request.scope, self.router)
         ttl = convert.ttl_seconds(request)
+        request_tokens = _request_tokens(request)
         registry = self.app.registry
         registry.check_scope(scope)
         registry.provider(scope.provider)
@@ -54,7 +56,7 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
         view = PrefixView.of(prefix, self.app.settings.bytes_per_token)
         remaining = context.time_remaining()
         deadline = self.app.clock.monotonic() + remaining if remaining is not None else None
-        result = await registry.acquire(scope, view, ttl, deadline, request.holder)
+        result = await registry.acquire(scope, view, ttl, deadline, request.holder, request_tokens)
         response.lease = result.lease
         convert.info_to_proto(result.info, response.metadata)
         return response
@@ -124,3 +126,13 @@ class CacheServicer(cache_service_pb2_grpc.CacheServiceServicer):
                                          require_identity=bool(request.lease) or spec is not None)
         self.app.registry.provider(scope.provider)
         return scope, call, spec
+
+
+def _request_tokens(r: pb.AcquireLeaseRequest) -> int:
+    """The whole request's estimated size, 0 when the caller gave none
+    (the policy then judges the floor on the prefix alone)."""
+    if not r.HasField("request_tokens"):
+        return 0
+    if r.request_tokens < 0:
+        raise InvalidArgument.fields([FieldViolation("request_tokens", "must not be negative")])
+    return r.request_tokens

@@ -13,6 +13,7 @@ import pytest
 from agentctx.cache.v1 import cache_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2
 from agentctx_common.status import error_from_rpc
+from cache_service.api import convert
 from cache_service.domain.call_lease import CallLease, CallLeases
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import PrefixView
@@ -111,3 +112,50 @@ async def test_the_rpc_in_one_round_trip_and_its_checks(cache_rpc) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.GenerateContent(anonymous)
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT, "a leased call names its app and user"
+
+
+async def test_the_floor_is_judged_on_the_same_size_on_both_paths(cache_rpc) -> None:
+    """A MARKED head under the minimum whose request clears it: GenerateContent
+    with ``acquire`` writes it, and so does AcquireLease given the same
+    ``request_tokens``; without them AcquireLease judges the prefix alone."""
+    model = "local-sim-anthropic-1"
+    head = PrefixView.of(convert.prefix_from_proto(protos.prefix(3), model)).tokens
+    floor = head + 50
+    stub, app, _ = await cache_rpc(min_prefix_tokens=floor, local_min_cache_tokens=floor)
+    sizes: list[int] = []
+    acquire = app.registry.acquire
+
+    async def recording(*args: Any) -> Any:
+        sizes.append(args[5] if len(args) > 5 else 0)
+        return await acquire(*args)
+
+    app.registry.acquire = recording  # type: ignore[method-assign]
+    call = protos.generate(3, model=model, user="in-call", question="and now? " + "word " * 120)
+    call.acquire.suffix_contents = 1
+    in_call = await stub.GenerateContent(call)
+    assert in_call.cache.state == cache_pb2.CACHE_STATE_CREATED
+    (size,) = sizes
+    assert size >= floor > head
+
+    def lease(user: str, tokens: int | None) -> pb.AcquireLeaseRequest:
+        request = protos.acquire(3, model=model, user=user)
+        if tokens is not None:
+            request.request_tokens = tokens
+        return request
+
+    sized = await stub.AcquireLease(lease("rpc", size))
+    assert sized.metadata.state == cache_pb2.CACHE_STATE_CREATED, "the same size, the same decision"
+    assert sized.metadata.prefix_fingerprint == in_call.cache.prefix_fingerprint
+    await stub.ReleaseLease(pb.ReleaseLeaseRequest(lease=sized.lease))
+    for user, tokens in (("prefix-only", None), ("small", floor - 1)):
+        plain = await stub.AcquireLease(lease(user, tokens))
+        assert plain.metadata.state == cache_pb2.CACHE_STATE_BYPASS
+        assert plain.metadata.bypass_reason == cache_pb2.CACHE_BYPASS_REASON_BELOW_MIN_TOKENS
+    small = protos.generate(3, model=model, user="small-call", question="and now?")
+    small.acquire.suffix_contents = 1
+    assert (await stub.GenerateContent(small)).cache.bypass_reason == cache_pb2.CACHE_BYPASS_REASON_BELOW_MIN_TOKENS
+    assert sizes[-1] < floor, "the in-call path judged the whole request too"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.AcquireLease(lease("negative", -1))
+    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert [v.field for v in error_from_rpc(err.value).field_violations] == ["request_tokens"]

@@ -29,7 +29,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%agentctx/cache/v1/cache_service.proto\x12\x11\x61gentctx.cache.v1\x1a\x1c\x61gentctx/type/v1/cache.proto\x1a\x1e\x61gentctx/type/v1/content.proto\x1a!agentctx/type/v1/generation.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"q\n\nCacheScope\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\'\n\x06policy\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xca\x01\n\x0b\x43\x61\x63hePrefix\x12\x35\n\x12system_instruction\x18\x01 \x01(\x0b\x32\x19.agentctx.type.v1.Content\x12%\n\x05tools\x18\x02 \x03(\x0b\x32\x16.agentctx.type.v1.Tool\x12\x31\n\x0btool_config\x18\x03 \x01(\x0b\x32\x1c.agentctx.type.v1.ToolConfig\x12*\n\x07history\x18\x04 \x03(\x0b\x32\x19.agentctx.type.v1.Content\"\xab\x01\n\x13\x41\x63quireLeaseRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\x12.\n\x06prefix\x18\x02 \x01(\x0b\x32\x1e.agentctx.cache.v1.CachePrefix\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06holder\x18\x04 \x01(\t\"X\n\x14\x41\x63quireLeaseResponse\x12\r\n\x05lease\x18\x01 \x01(\t\x12\x31\n\x08metadata\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\"$\n\x13ResolveLeaseRequest\x12\r\n\x05lease\x18\x01 \x01(\t\"p\n\x14ResolveLeaseResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12\x31\n\x08metadata\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\x12\x16\n\x0einvalid_reason\x18\x03 \x01(\t\"$\n\x13ReleaseLeaseRequest\x12\r\n\x05lease\x18\x01 \x01(\t\"(\n\x14ReleaseLeaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"\xb5\x01\n\x16GenerateContentRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\x12/\n\x07request\x18\x02 \x01(\x0b\x32\x1e.agentctx.type.v1.ModelRequest\x12\r\n\x05lease\x18\x03 \x01(\t\x12-\n\x07\x61\x63quire\x18\x04 \x01(\x0b\x32\x1c.agentctx.cache.v1.CallLease\"\\\n\tCallLease\x12\x17\n\x0fsuffix_contents\x18\x01 \x01(\x05\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06holder\x18\x03 \x01(\t\"|\n\x17GenerateContentResponse\x12\x31\n\x08response\x18\x01 \x01(\x0b\x32\x1f.agentctx.type.v1.ModelResponse\x12.\n\x05\x63\x61\x63he\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\"W\n\x1cStreamGenerateContentRequest\x12\x37\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32).agentctx.cache.v1.GenerateContentRequest\"\x7f\n\x1dStreamGenerateContentResponse\x12.\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x1f.agentctx.type.v1.ModelResponse\x12.\n\x05\x63\x61\x63he\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\"F\n\x16InvalidateScopeRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\"i\n\x17InvalidateScopeResponse\x12\x17\n\x0f\x65ntries_removed\x18\x01 \x01(\x03\x12\x1a\n\x12inflight_cancelled\x18\x02 \x01(\x03\x12\x19\n\x11scope_fingerprint\x18\x03 \x01(\t\"E\n\x15GetScopeStatusRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\"\x8c\x01\n\x16GetScopeStatusResponse\x12\x19\n\x11scope_fingerprint\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntry_count\x18\x02 \x01(\x03\x12\x16\n\x0einflight_count\x18\x03 \x01(\x03\x12\x14\n\x0cwaiter_count\x18\x04 \x01(\x03\x12\x14\n\x0cprefix_bytes\x18\x05 \x01(\x03\"~\n\x0c\x45mbedRequest\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05texts\x18\x03 \x03(\t\x12*\n\x04task\x18\x04 \x01(\x0e\x32\x1c.agentctx.cache.v1.EmbedTask\x12\x12\n\ndimensions\x18\x05 \x01(\x05\"\x1b\n\tEmbedding\x12\x0e\n\x06values\x18\x01 \x03(\x02\"f\n\rEmbedResponse\x12\x30\n\nembeddings\x18\x01 \x03(\x0b\x32\x1c.agentctx.cache.v1.Embedding\x12\r\n\x05model\x18\x02 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x03 \x01(\x03*j\n\tEmbedTask\x12\x1a\n\x16\x45MBED_TASK_UNSPECIFIED\x10\x00\x12!\n\x1d\x45MBED_TASK_RETRIEVAL_DOCUMENT\x10\x01\x12\x1e\n\x1a\x45MBED_TASK_RETRIEVAL_QUERY\x10\x02\x32\xb6\x06\n\x0c\x43\x61\x63heService\x12_\n\x0c\x41\x63quireLease\x12&.agentctx.cache.v1.AcquireLeaseRequest\x1a\'.agentctx.cache.v1.AcquireLeaseResponse\x12_\n\x0cResolveLease\x12&.agentctx.cache.v1.ResolveLeaseRequest\x1a\'.agentctx.cache.v1.ResolveLeaseResponse\x12_\n\x0cReleaseLease\x12&.agentctx.cache.v1.ReleaseLeaseRequest\x1a\'.agentctx.cache.v1.ReleaseLeaseResponse\x12h\n\x0fGenerateContent\x12).agentctx.cache.v1.GenerateContentRequest\x1a*.agentctx.cache.v1.GenerateContentResponse\x12|\n\x15StreamGenerateContent\x12/.agentctx.cache.v1.StreamGenerateContentRequest\x1a\x30.agentctx.cache.v1.StreamGenerateContentResponse0\x01\x12h\n\x0fInvalidateScope\x12).agentctx.cache.v1.InvalidateScopeRequest\x1a*.agentctx.cache.v1.InvalidateScopeResponse\x12\x65\n\x0eGetScopeStatus\x12(.agentctx.cache.v1.GetScopeStatusRequest\x1a).agentctx.cache.v1.GetScopeStatusResponse\x12J\n\x05\x45mbed\x12\x1f.agentctx.cache.v1.EmbedRequest\x1a .agentctx.cache.v1.EmbedResponseB\xa1\x01\n\x15\x64\x65v.agentctx.cache.v1B\x11\x43\x61\x63heServiceProtoP\x01Z/agentctx.dev/genproto/agentctx/cache/v1;cachev1\xa2\x02\x03\x41\x43X\xaa\x02\x11\x41gentCtx.Cache.V1\xca\x02\x11\x41gentCtx\\Cache\\V1\xea\x02\x13\x41gentCtx::Cache::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%agentctx/cache/v1/cache_service.proto\x12\x11\x61gentctx.cache.v1\x1a\x1c\x61gentctx/type/v1/cache.proto\x1a\x1e\x61gentctx/type/v1/content.proto\x1a!agentctx/type/v1/generation.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"q\n\nCacheScope\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\'\n\x06policy\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xca\x01\n\x0b\x43\x61\x63hePrefix\x12\x35\n\x12system_instruction\x18\x01 \x01(\x0b\x32\x19.agentctx.type.v1.Content\x12%\n\x05tools\x18\x02 \x03(\x0b\x32\x16.agentctx.type.v1.Tool\x12\x31\n\x0btool_config\x18\x03 \x01(\x0b\x32\x1c.agentctx.type.v1.ToolConfig\x12*\n\x07history\x18\x04 \x03(\x0b\x32\x19.agentctx.type.v1.Content\"\xdb\x01\n\x13\x41\x63quireLeaseRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\x12.\n\x06prefix\x18\x02 \x01(\x0b\x32\x1e.agentctx.cache.v1.CachePrefix\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06holder\x18\x04 \x01(\t\x12\x1b\n\x0erequest_tokens\x18\x05 \x01(\x03H\x00\x88\x01\x01\x42\x11\n\x0f_request_tokens\"X\n\x14\x41\x63quireLeaseResponse\x12\r\n\x05lease\x18\x01 \x01(\t\x12\x31\n\x08metadata\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\"$\n\x13ResolveLeaseRequest\x12\r\n\x05lease\x18\x01 \x01(\t\"p\n\x14ResolveLeaseResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12\x31\n\x08metadata\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\x12\x16\n\x0einvalid_reason\x18\x03 \x01(\t\"$\n\x13ReleaseLeaseRequest\x12\r\n\x05lease\x18\x01 \x01(\t\"(\n\x14ReleaseLeaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"\xb5\x01\n\x16GenerateContentRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\x12/\n\x07request\x18\x02 \x01(\x0b\x32\x1e.agentctx.type.v1.ModelRequest\x12\r\n\x05lease\x18\x03 \x01(\t\x12-\n\x07\x61\x63quire\x18\x04 \x01(\x0b\x32\x1c.agentctx.cache.v1.CallLease\"\\\n\tCallLease\x12\x17\n\x0fsuffix_contents\x18\x01 \x01(\x05\x12&\n\x03ttl\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06holder\x18\x03 \x01(\t\"|\n\x17GenerateContentResponse\x12\x31\n\x08response\x18\x01 \x01(\x0b\x32\x1f.agentctx.type.v1.ModelResponse\x12.\n\x05\x63\x61\x63he\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\"W\n\x1cStreamGenerateContentRequest\x12\x37\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32).agentctx.cache.v1.GenerateContentRequest\"\x7f\n\x1dStreamGenerateContentResponse\x12.\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x1f.agentctx.type.v1.ModelResponse\x12.\n\x05\x63\x61\x63he\x18\x02 \x01(\x0b\x32\x1f.agentctx.type.v1.CacheMetadata\"F\n\x16InvalidateScopeRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\"i\n\x17InvalidateScopeResponse\x12\x17\n\x0f\x65ntries_removed\x18\x01 \x01(\x03\x12\x1a\n\x12inflight_cancelled\x18\x02 \x01(\x03\x12\x19\n\x11scope_fingerprint\x18\x03 \x01(\t\"E\n\x15GetScopeStatusRequest\x12,\n\x05scope\x18\x01 \x01(\x0b\x32\x1d.agentctx.cache.v1.CacheScope\"\x8c\x01\n\x16GetScopeStatusResponse\x12\x19\n\x11scope_fingerprint\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntry_count\x18\x02 \x01(\x03\x12\x16\n\x0einflight_count\x18\x03 \x01(\x03\x12\x14\n\x0cwaiter_count\x18\x04 \x01(\x03\x12\x14\n\x0cprefix_bytes\x18\x05 \x01(\x03\"~\n\x0c\x45mbedRequest\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05texts\x18\x03 \x03(\t\x12*\n\x04task\x18\x04 \x01(\x0e\x32\x1c.agentctx.cache.v1.EmbedTask\x12\x12\n\ndimensions\x18\x05 \x01(\x05\"\x1b\n\tEmbedding\x12\x0e\n\x06values\x18\x01 \x03(\x02\"f\n\rEmbedResponse\x12\x30\n\nembeddings\x18\x01 \x03(\x0b\x32\x1c.agentctx.cache.v1.Embedding\x12\r\n\x05model\x18\x02 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x03 \x01(\x03*j\n\tEmbedTask\x12\x1a\n\x16\x45MBED_TASK_UNSPECIFIED\x10\x00\x12!\n\x1d\x45MBED_TASK_RETRIEVAL_DOCUMENT\x10\x01\x12\x1e\n\x1a\x45MBED_TASK_RETRIEVAL_QUERY\x10\x02\x32\xb6\x06\n\x0c\x43\x61\x63heService\x12_\n\x0c\x41\x63quireLease\x12&.agentctx.cache.v1.AcquireLeaseRequest\x1a\'.agentctx.cache.v1.AcquireLeaseResponse\x12_\n\x0cResolveLease\x12&.agentctx.cache.v1.ResolveLeaseRequest\x1a\'.agentctx.cache.v1.ResolveLeaseResponse\x12_\n\x0cReleaseLease\x12&.agentctx.cache.v1.ReleaseLeaseRequest\x1a\'.agentctx.cache.v1.ReleaseLeaseResponse\x12h\n\x0fGenerateContent\x12).agentctx.cache.v1.GenerateContentRequest\x1a*.agentctx.cache.v1.GenerateContentResponse\x12|\n\x15StreamGenerateContent\x12/.agentctx.cache.v1.StreamGenerateContentRequest\x1a\x30.agentctx.cache.v1.StreamGenerateContentResponse0\x01\x12h\n\x0fInvalidateScope\x12).agentctx.cache.v1.InvalidateScopeRequest\x1a*.agentctx.cache.v1.InvalidateScopeResponse\x12\x65\n\x0eGetScopeStatus\x12(.agentctx.cache.v1.GetScopeStatusRequest\x1a).agentctx.cache.v1.GetScopeStatusResponse\x12J\n\x05\x45mbed\x12\x1f.agentctx.cache.v1.EmbedRequest\x1a .agentctx.cache.v1.EmbedResponseB\xa1\x01\n\x15\x64\x65v.agentctx.cache.v1B\x11\x43\x61\x63heServiceProtoP\x01Z/agentctx.dev/genproto/agentctx/cache/v1;cachev1\xa2\x02\x03\x41\x43X\xaa\x02\x11\x41gentCtx.Cache.V1\xca\x02\x11\x41gentCtx\\Cache\\V1\xea\x02\x13\x41gentCtx::Cache::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,48 +37,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentctx.cache.v1.cache_ser
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025dev.agentctx.cache.v1B\021CacheServiceProtoP\001Z/agentctx.dev/genproto/agentctx/cache/v1;cachev1\242\002\003ACX\252\002\021AgentCtx.Cache.V1\312\002\021AgentCtx\\Cache\\V1\352\002\023AgentCtx::Cache::V1'
-  _globals['_EMBEDTASK']._serialized_start=2311
-  _globals['_EMBEDTASK']._serialized_end=2417
+  _globals['_EMBEDTASK']._serialized_start=2359
+  _globals['_EMBEDTASK']._serialized_end=2465
   _globals['_CACHESCOPE']._serialized_start=219
   _globals['_CACHESCOPE']._serialized_end=332
   _globals['_CACHEPREFIX']._serialized_start=335
   _globals['_CACHEPREFIX']._serialized_end=537
   _globals['_ACQUIRELEASEREQUEST']._serialized_start=540
-  _globals['_ACQUIRELEASEREQUEST']._serialized_end=711
-  _globals['_ACQUIRELEASERESPONSE']._serialized_start=713
-  _globals['_ACQUIRELEASERESPONSE']._serialized_end=801
-  _globals['_RESOLVELEASEREQUEST']._serialized_start=803
-  _globals['_RESOLVELEASEREQUEST']._serialized_end=839
-  _globals['_RESOLVELEASERESPONSE']._serialized_start=841
-  _globals['_RESOLVELEASERESPONSE']._serialized_end=953
-  _globals['_RELEASELEASEREQUEST']._serialized_start=955
-  _globals['_RELEASELEASEREQUEST']._serialized_end=991
-  _globals['_RELEASELEASERESPONSE']._serialized_start=993
-  _globals['_RELEASELEASERESPONSE']._serialized_end=1033
-  _globals['_GENERATECONTENTREQUEST']._serialized_start=1036
-  _globals['_GENERATECONTENTREQUEST']._serialized_end=1217
-  _globals['_CALLLEASE']._serialized_start=1219
-  _globals['_CALLLEASE']._serialized_end=1311
-  _globals['_GENERATECONTENTRESPONSE']._serialized_start=1313
-  _globals['_GENERATECONTENTRESPONSE']._serialized_end=1437
-  _globals['_STREAMGENERATECONTENTREQUEST']._serialized_start=1439
-  _globals['_STREAMGENERATECONTENTREQUEST']._serialized_end=1526
-  _globals['_STREAMGENERATECONTENTRESPONSE']._serialized_start=1528
-  _globals['_STREAMGENERATECONTENTRESPONSE']._serialized_end=1655
-  _globals['_INVALIDATESCOPEREQUEST']._serialized_start=1657
-  _globals['_INVALIDATESCOPEREQUEST']._serialized_end=1727
-  _globals['_INVALIDATESCOPERESPONSE']._serialized_start=1729
-  _globals['_INVALIDATESCOPERESPONSE']._serialized_end=1834
-  _globals['_GETSCOPESTATUSREQUEST']._serialized_start=1836
-  _globals['_GETSCOPESTATUSREQUEST']._serialized_end=1905
-  _globals['_GETSCOPESTATUSRESPONSE']._serialized_start=1908
-  _globals['_GETSCOPESTATUSRESPONSE']._serialized_end=2048
-  _globals['_EMBEDREQUEST']._serialized_start=2050
-  _globals['_EMBEDREQUEST']._serialized_end=2176
-  _globals['_EMBEDDING']._serialized_start=2178
-  _globals['_EMBEDDING']._serialized_end=2205
-  _globals['_EMBEDRESPONSE']._serialized_start=2207
-  _globals['_EMBEDRESPONSE']._serialized_end=2309
-  _globals['_CACHESERVICE']._serialized_start=2420
-  _globals['_CACHESERVICE']._serialized_end=3242
+  _globals['_ACQUIRELEASEREQUEST']._serialized_end=759
+  _globals['_ACQUIRELEASERESPONSE']._serialized_start=761
+  _globals['_ACQUIRELEASERESPONSE']._serialized_end=849
+  _globals['_RESOLVELEASEREQUEST']._serialized_start=851
+  _globals['_RESOLVELEASEREQUEST']._serialized_end=887
+  _globals['_RESOLVELEASERESPONSE']._serialized_start=889
+  _globals['_RESOLVELEASERESPONSE']._serialized_end=1001
+  _globals['_RELEASELEASEREQUEST']._serialized_start=1003
+  _globals['_RELEASELEASEREQUEST']._serialized_end=1039
+  _globals['_RELEASELEASERESPONSE']._serialized_start=1041
+  _globals['_RELEASELEASERESPONSE']._serialized_end=1081
+  _globals['_GENERATECONTENTREQUEST']._serialized_start=1084
+  _globals['_GENERATECONTENTREQUEST']._serialized_end=1265
+  _globals['_CALLLEASE']._serialized_start=1267
+  _globals['_CALLLEASE']._serialized_end=1359
+  _globals['_GENERATECONTENTRESPONSE']._serialized_start=1361
+  _globals['_GENERATECONTENTRESPONSE']._serialized_end=1485
+  _globals['_STREAMGENERATECONTENTREQUEST']._serialized_start=1487
+  _globals['_STREAMGENERATECONTENTREQUEST']._serialized_end=1574
+  _globals['_STREAMGENERATECONTENTRESPONSE']._serialized_start=1576
+  _globals['_STREAMGENERATECONTENTRESPONSE']._serialized_end=1703
+  _globals['_INVALIDATESCOPEREQUEST']._serialized_start=1705
+  _globals['_INVALIDATESCOPEREQUEST']._serialized_end=1775
+  _globals['_INVALIDATESCOPERESPONSE']._serialized_start=1777
+  _globals['_INVALIDATESCOPERESPONSE']._serialized_end=1882
+  _globals['_GETSCOPESTATUSREQUEST']._serialized_start=1884
+  _globals['_GETSCOPESTATUSREQUEST']._serialized_end=1953
+  _globals['_GETSCOPESTATUSRESPONSE']._serialized_start=1956
+  _globals['_GETSCOPESTATUSRESPONSE']._serialized_end=2096
+  _globals['_EMBEDREQUEST']._serialized_start=2098
+  _globals['_EMBEDREQUEST']._serialized_end=2224
+  _globals['_EMBEDDING']._serialized_start=2226
+  _globals['_EMBEDDING']._serialized_end=2253
+  _globals['_EMBEDRESPONSE']._serialized_start=2255
+  _globals['_EMBEDRESPONSE']._serialized_end=2357
+  _globals['_CACHESERVICE']._serialized_start=2468
+  _globals['_CACHESERVICE']._serialized_end=3290
 # @@protoc_insertion_point(module_scope)

@@ -50,16 +50,18 @@ class CachePrefix(_message.Message):
     def __init__(self, system_instruction: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_generation_pb2.Tool, _Mapping]]] = ..., tool_config: _Optional[_Union[_generation_pb2.ToolConfig, _Mapping]] = ..., history: _Optional[_Iterable[_Union[_content_pb2.Content, _Mapping]]] = ...) -> None: ...
 
 class AcquireLeaseRequest(_message.Message):
-    __slots__ = ("scope", "prefix", "ttl", "holder")
+    __slots__ = ("scope", "prefix", "ttl", "holder", "request_tokens")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     HOLDER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_TOKENS_FIELD_NUMBER: _ClassVar[int]
     scope: CacheScope
     prefix: CachePrefix
     ttl: _duration_pb2.Duration
     holder: str
-    def __init__(self, scope: _Optional[_Union[CacheScope, _Mapping]] = ..., prefix: _Optional[_Union[CachePrefix, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., holder: _Optional[str] = ...) -> None: ...
+    request_tokens: int
+    def __init__(self, scope: _Optional[_Union[CacheScope, _Mapping]] = ..., prefix: _Optional[_Union[CachePrefix, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., holder: _Optional[str] = ..., request_tokens: _Optional[int] = ...) -> None: ...
 
 class AcquireLeaseResponse(_message.Message):
     __slots__ = ("lease", "metadata")
