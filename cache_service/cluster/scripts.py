@@ -166,9 +166,10 @@ redis.call('HSET', KEYS[1], 'exp', ARGV[1])
 # when it was last seen; '~prev' the previous request's field; '~gaps', '~hgaps' the scope's recent
 # conversation and head gaps, '~cont' whether its recent requests had a history ('1' or '0' each); '~pend' its
 # pending first sightings ('<when>@<field>' each), '~first' their resolved outcomes (seconds until agreed with,
-# or 1e18: domain.policy.MISS). Returns {agreeing age or '', previous agrees (0/1), gaps, head gaps, cont,
-# firsts, pending count, outcomes resolved now, 1 if a pending one was dropped unresolved (a MISS) else 0}: the
-# caller adds the outcomes (and the MISS) to the server's and the app's pools, keys of other slots.
+# 1e18: domain.policy.MISS, or below 0: domain.policy.censored). Returns {agreeing age or '', previous agrees
+# (0/1), gaps, head gaps, cont, firsts, the pending ones' ages, outcomes resolved now, the censored outcome of
+# the pending one dropped beyond the bound or ''}: the caller adds the outcomes (and the dropped one) to the
+# server's and the app's pools, keys of other slots.
 RECORD_SIGHTING = """
 local now, horizon, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function age(field)
@@ -221,8 +222,12 @@ for _, item in ipairs(list_of(redis.call('HGET', KEYS[1], '~pend'))) do
   else pend[#pend + 1] = item end
 end
 local firsts = append(list_of(redis.call('HGET', KEYS[1], '~first')), outcomes, kept)
-local result_firsts, result_pending = table.concat(firsts, ','), #pend
-local dropped = 0
+local ages = {}
+for i, item in ipairs(pend) do
+  ages[i] = string.format('%.6f', math.max(0, now - tonumber(string.sub(item, 1, string.find(item, '@', 1, true) - 1))))
+end
+local result_firsts, result_pending = table.concat(firsts, ','), table.concat(ages, ',')
+local dropped = ''
 if not agreeing then
   local mine = ARGV[#ARGV]
   for i = #pend, 1, -1 do
@@ -230,9 +235,10 @@ if not agreeing then
   end
   pend[#pend + 1] = ARGV[4] .. '@' .. mine
   if #pend > kept then
-    table.remove(pend, 1)
-    firsts = append(firsts, {'1e18'}, kept)
-    dropped = 1
+    local oldest = table.remove(pend, 1)
+    local seen = tonumber(string.sub(oldest, 1, string.find(oldest, '@', 1, true) - 1))
+    dropped = string.format('%.6f', -math.max(now - seen, 1e-6))
+    firsts = append(firsts, {dropped}, kept)
   end
 end
 redis.call('HSET', KEYS[1], '~pend', table.concat(pend, ','), '~first', table.concat(firsts, ','))

@@ -200,10 +200,10 @@ class RedisRegistryStore:
             [self._shard_sightings, shard.sightings_prefix(), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT,
              *fields])
         outcomes = [g for g in text(resolved).split(",") if g]
-        server, app = await self._pools(outcomes, ["1e18"] if int(dropped) else [], group)
+        server, app = await self._pools(outcomes, [text(dropped)] if text(dropped) else [], group)
         flags = text(continued).split(",")
         return Evidence(float(age) if age else None, _floats(gaps), bool(int(previous)), _floats(head_gaps),
-                        flags.count("1") / len(flags), _floats(firsts), int(pending), _floats(",".join(server)),
+                        flags.count("1") / len(flags), _floats(firsts), _floats(pending), _floats(",".join(server)),
                         _floats(",".join(app)))
 
     async def _pools(self, outcomes: list[str], dropped: list[str], group: str) -> tuple[list[str], list[str]]:

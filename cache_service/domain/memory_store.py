@@ -11,7 +11,8 @@ service").
   ``max_sightings`` kept; per scope the previous request's prefix, the
   last ``GAPS_KEPT`` arrival gaps, and its first sightings: those pending
   and the outcomes of the last ``GAPS_KEPT`` resolved (seconds until a
-  request agreed with one, or ``MISS`` past the horizon); the last
+  request agreed with one, ``MISS`` past the horizon, or ``censored``: the
+  oldest pending one dropped beyond ``GAPS_KEPT``); the last
   ``SERVER_FIRSTS_KEPT`` outcomes over each app's scopes (the most recent
   ``GROUPS_KEPT`` apps) and over all scopes (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
@@ -34,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
-from cache_service.domain.policy import MISS, Evidence
+from cache_service.domain.policy import MISS, Evidence, censored
 from cache_service.domain.ports import EntryHolders
 
 GAPS_KEPT = 16  # arrival gaps (and first-sighting outcomes, pending ones) kept per scope
@@ -93,19 +94,23 @@ class _ScopeSightings:
 
     def first_seen(self, key: tuple[int, bytes], now: float) -> list[float]:
         """A first sighting, pending until agreed with; the oldest pending
-        one beyond ``GAPS_KEPT`` is resolved as a ``MISS``."""
+        one beyond ``GAPS_KEPT`` is dropped as ``censored`` at its age (not
+        followed so far: a ``MISS`` only if that is past the TTL asked)."""
         self.pending.pop(key, None)
         self.pending[key] = now
         if len(self.pending) <= GAPS_KEPT:
             return []
-        self.pending.popitem(last=False)
-        self.firsts.append(MISS)
-        return [MISS]
+        _, seen = self.pending.popitem(last=False)
+        outcome = censored(now - seen)
+        self.firsts.append(outcome)
+        return [outcome]
 
-    def evidence(self, agreeing: float | None, previous_agrees: bool, server: tuple[float, ...]) -> Evidence:
+    def evidence(self, agreeing: float | None, previous_agrees: bool, server: tuple[float, ...],
+                 now: float) -> Evidence:
         share = self.with_history / len(self.continued) if self.continued else 0.0
+        pending = tuple(max(0.0, now - seen) for seen in self.pending.values())
         return Evidence(agreeing, tuple(self.gaps), previous_agrees, tuple(self.head_gaps), share,
-                        tuple(self.firsts), len(self.pending), server)
+                        tuple(self.firsts), pending, server)
 
 
 class MemoryRegistryStore:
@@ -269,7 +274,7 @@ class MemoryRegistryStore:
         outcomes = state.resolve(chain, now, horizon_s)
         self._server_firsts.extend(outcomes)
         app.extend(outcomes)
-        evidence = replace(state.evidence(agreeing, False, tuple(self._server_firsts)), app_firsts=tuple(app))
+        evidence = replace(state.evidence(agreeing, False, tuple(self._server_firsts), now), app_firsts=tuple(app))
         if agreeing is None:
             missed = state.first_seen((len(chain) - 1, chain[-1]), now)
             self._server_firsts.extend(missed)

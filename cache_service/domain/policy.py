@@ -64,14 +64,18 @@ The default policy (``agentctx``):
 7. **First sighting**: written only when the chance ``p`` that an
    agreeing request follows within the TTL (``follow_chance``: the
    scope's observed first sightings, how many were followed within the
-   TTL, the still pending ones counted as not followed, shrunk towards
+   TTL, a still pending one counted as not followed once the TTL has
+   passed since it was seen (before that it is no evidence either way: a
+   wave of new conversations is not a sign that conversations end),
+   shrunk towards
    the app's rate, or the server's where the app has none, and that
    towards the prior) makes ``p`` expected
    reads repay the write (``net_gain``). MARKED (Anthropic): the prior is
    ``first_sighting_prior`` (0.5: agents loop), so a fresh scope's first
    request writes a 5-minute mark (costs 0.25x input unread, saves 0.9x
-   read); a second one while the first is pending, or once one was seen
-   unfollowed, writes none (0.5 x 0.5 / 1.5 = 0.17 < 0.28, the
+   read); so does a second one while the first is pending within its
+   5 minutes (a wave of starts: no evidence yet), but none once one went
+   5 minutes unfollowed (0.5 x 0.5 / 1.5 = 0.17 < 0.28, the
    break-even). NAMED (Gemini): the prior is ``first_sighting_prior_named``
    (0: ADK, the naive policy there, never writes at first sight; with 0.5
    the same sum gives +0.06x input per prefix token, less than the
@@ -199,8 +203,10 @@ class Evidence:
     ``continued``: the share of the scope's recent requests with a history
     (how often a call is followed by another of its conversation).
     ``firsts``: the scope's recent first sightings that are resolved, each
-    the seconds until a request agreed with it, or ``MISS`` (none within
-    the horizon); ``first_pending``: those not resolved yet;
+    the seconds until a request agreed with it, ``MISS`` (none within
+    the horizon) or, below 0, ``-a``: dropped unresolved ``a`` seconds
+    after it was seen (``censored``); ``first_pending``: the ages of those
+    not resolved yet (seconds since each was seen);
     ``app_firsts``, ``server_firsts``: the same outcomes over the app's
     scopes and over every scope (rule 7)."""
 
@@ -210,13 +216,20 @@ class Evidence:
     head_gaps: tuple[float, ...] = ()
     continued: float = 0.0
     firsts: tuple[float, ...] = ()
-    first_pending: int = 0
+    first_pending: tuple[float, ...] = ()
     server_firsts: tuple[float, ...] = ()
     app_firsts: tuple[float, ...] = ()
 
 
 # A first sighting no request agreed with within the horizon.
 MISS = 1e18
+
+
+def censored(age_s: float) -> float:
+    """The outcome of a first sighting dropped unresolved ``age_s`` seconds
+    after it was seen (a store's bound): not followed within ``age_s``,
+    unknown after. Negative, and never -0.0, so that ``outcome < 0`` tells it."""
+    return -max(age_s, 1e-6)
 # The conversation's end among the breaks in its pace (reads_of): half a
 # gap (Jeffreys' prior), as it is never observed.
 END_WEIGHT = 0.5
@@ -224,16 +237,19 @@ END_WEIGHT = 0.5
 
 def follow_chance(evidence: Evidence, ttl_s: float, prior: float, weight: float) -> float:
     """The chance that a first sighting is followed by an agreeing request
-    within ``ttl_s``: the scope's resolved outcomes followed that soon, over
-    its resolved and pending ones (a pending one counts as not followed),
-    shrunk by ``weight`` outcomes towards the rate of the app's scopes
-    (falling back to the server-wide one where the app has none yet),
-    itself shrunk towards ``prior``."""
-    def shrink(outcomes: tuple[float, ...], pending: int, towards: float) -> float:
-        followed = sum(1 for g in outcomes if g < ttl_s)
-        return (followed + weight * towards) / (len(outcomes) + pending + weight)
+    within ``ttl_s``: the scope's outcomes followed that soon, over those
+    known to have been followed or not within ``ttl_s`` (a pending or
+    censored one only once ``ttl_s`` has passed without a follower: before
+    that it says nothing, so a wave of new conversations does not read as
+    conversations ending), shrunk by ``weight`` outcomes towards the rate
+    of the app's scopes (falling back to the server-wide one where the app
+    has none yet), itself shrunk towards ``prior``."""
+    def shrink(outcomes: tuple[float, ...], pending: tuple[float, ...], towards: float) -> float:
+        followed = sum(1 for g in outcomes if 0 <= g < ttl_s)
+        unfollowed = sum(1 for g in outcomes if g >= ttl_s or -g >= ttl_s) + sum(1 for a in pending if a >= ttl_s)
+        return (followed + weight * towards) / (followed + unfollowed + weight)
     wider = evidence.app_firsts or evidence.server_firsts
-    return shrink(evidence.firsts, evidence.first_pending, shrink(wider, 0, prior))
+    return shrink(evidence.firsts, evidence.first_pending, shrink(wider, (), prior))
 
 
 def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, settings: PolicySettings, *,
@@ -248,7 +264,7 @@ def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidenc
         return best
     for ttl in ttls:
         p = follow_chance(evidence, ttl, prior, weight)
-        inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if g < ttl]
+        inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if 0 <= g < ttl]
         gap = sum(inside) / len(inside) if inside else 0.0
         best = max(best, (net_gain(prices, tokens=tokens, new_tokens=tokens, reads=p, mean_gap_s=gap, ttl_s=ttl), ttl))
     return best

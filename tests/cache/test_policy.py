@@ -10,7 +10,7 @@ import pytest
 
 from cache_service.domain.generation import Generator
 from cache_service.domain.model import BypassReason, CacheState
-from cache_service.domain.policy import MISS, Action, CachedPrefix, Evidence, PolicySettings, decide
+from cache_service.domain.policy import MISS, Action, CachedPrefix, Evidence, PolicySettings, censored, decide
 from cache_service.domain.ports import CacheTooSmall
 from cache_service.domain.pricing import cache_prices
 from tests.cache.support import call_over, prefix, scope, view
@@ -229,14 +229,19 @@ async def test_grow_in_background_leases_the_current_cache_at_once(harness_facto
 
 def test_a_first_sighting_is_written_only_where_a_read_is_likely() -> None:
     """Rule 7 (issue 16): on Anthropic a fresh scope's first request writes
-    a 5-minute mark (0.25x input if unread, 0.9x saved if read); a second
-    one while the first is pending, or once first sightings went unread,
-    writes none. Gemini and OpenAI never write on the prior alone."""
+    a 5-minute mark (0.25x input if unread, 0.9x saved if read); so does a
+    second one while the first is pending within its 5 minutes, none once
+    first sightings went unread. Gemini and OpenAI never write on the prior alone."""
     fresh = Evidence()
     d = decide(empty=False, tokens=13_200, history_len=0, floor=0, match=None, evidence=fresh, prices=ANTHROPIC,
                ttls=(300.0, 3600.0), settings=SETTINGS)
     assert (d.action, d.ttl_s) == (Action.CREATE, 300.0)
-    assert _decide(evidence=Evidence(first_pending=1), prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
+    # A pending one counts as unread once its 5 minutes passed, not before:
+    # a wave of starts is not evidence that conversations end.
+    assert _decide(evidence=Evidence(first_pending=(300.0,)), prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
+    assert _decide(evidence=Evidence(first_pending=(5.0,) * 16), prices=ANTHROPIC) is Action.CREATE
+    assert _decide(evidence=Evidence(firsts=(censored(5.0),) * 16), prices=ANTHROPIC) is Action.CREATE
+    assert _decide(evidence=Evidence(firsts=(censored(300.0),)), prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
     unread = Evidence(firsts=(MISS, MISS), server_firsts=(MISS, MISS))
     assert _decide(evidence=unread, prices=ANTHROPIC) is BypassReason.FIRST_SIGHTING
     assert _decide(evidence=fresh, prices=GEMINI) is BypassReason.FIRST_SIGHTING

@@ -19,6 +19,7 @@ from cache_service.domain.policy import (
     CachedPrefix,
     Evidence,
     PolicySettings,
+    censored,
     decide,
     expected_reads,
     follow_chance,
@@ -36,9 +37,11 @@ evidence = st.builds(Evidence, st.none() | st.floats(min_value=0.0, max_value=72
 matches = st.none() | st.builds(CachedPrefix, st.integers(1, 50_000), st.integers(0, 40))
 
 
-outcomes = st.lists(st.sampled_from([0.0, 20.0, 250.0, 600.0, 3000.0, MISS]), max_size=16).map(tuple)
+outcomes = st.lists(st.sampled_from([0.0, 20.0, 250.0, 600.0, 3000.0, MISS, censored(10.0), censored(400.0)]),
+                    max_size=16).map(tuple)
+ages = st.lists(st.sampled_from([0.0, 10.0, 120.0, 300.0, 900.0, 4000.0]), max_size=16).map(tuple)
 firsts = st.builds(Evidence, st.none(), gaps, st.booleans(), gaps, st.floats(min_value=0.0, max_value=1.0), outcomes,
-                   st.integers(0, 16), outcomes, outcomes)
+                   ages, outcomes, outcomes)
 
 
 @given(tokens=st.integers(1, 100_000), history=st.integers(0, 40), evidence=firsts, prices=prices, ttls=ttls)
@@ -58,23 +61,30 @@ def test_a_first_sighting_writes_only_when_its_expected_gain_is_positive(tokens:
     p = follow_chance(evidence, d.ttl_s, SETTINGS.first_sighting_prior_named if named else SETTINGS.first_sighting_prior,
                       SETTINGS.first_sighting_weight_named if named else SETTINGS.first_sighting_weight)
     assert 0.0 < p <= 1.0
-    inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if g < d.ttl_s]
+    inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if 0 <= g < d.ttl_s]
     gap = sum(inside) / len(inside) if inside else 0.0
     assert net_gain(prices, tokens=tokens, new_tokens=tokens, reads=p, mean_gap_s=gap, ttl_s=d.ttl_s) > 0
     if named:
         assert inside, "a named cache is created at first sight only after observed followers"
 
 
-@given(outcomes=outcomes, pending=st.integers(0, 16), server=outcomes, ttl=st.sampled_from([60.0, 300.0, 3600.0]))
-def test_the_observed_rate_overrides_the_prior(outcomes, pending: int, server, ttl: float) -> None:
-    """More observed misses (or pending sightings) never raise the chance;
-    more observed followers never lower it."""
+@given(outcomes=outcomes, pending=ages, server=outcomes, ttl=st.sampled_from([60.0, 300.0, 3600.0]),
+       age=st.sampled_from([0.0, 30.0, 299.0, 300.0, 3600.0]))
+def test_the_observed_rate_overrides_the_prior(outcomes, pending, server, ttl: float, age: float) -> None:
+    """More observed misses (or sightings pending, or dropped, past the
+    TTL) never raise the chance; one pending or dropped within it changes
+    nothing; more observed followers never lower it."""
     ev = Evidence(firsts=outcomes, first_pending=pending, server_firsts=server)
     p = follow_chance(ev, ttl, 0.5, 0.5)
     assert 0.0 <= p <= 1.0
     assert follow_chance(Evidence(firsts=(*outcomes, MISS), first_pending=pending, server_firsts=server),
                          ttl, 0.5, 0.5) <= p
-    assert follow_chance(Evidence(firsts=outcomes, first_pending=pending + 1, server_firsts=server), ttl, 0.5, 0.5) <= p
+    for more in (Evidence(firsts=outcomes, first_pending=(*pending, age), server_firsts=server),
+                 Evidence(firsts=(*outcomes, censored(age)), first_pending=pending, server_firsts=server)):
+        if age >= ttl:
+            assert follow_chance(more, ttl, 0.5, 0.5) <= p
+        else:
+            assert follow_chance(more, ttl, 0.5, 0.5) == p
     assert follow_chance(Evidence(firsts=(*outcomes, 0.0), first_pending=pending, server_firsts=server),
                          ttl, 0.5, 0.5) >= p
 

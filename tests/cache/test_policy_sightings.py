@@ -9,7 +9,7 @@ import pytest
 
 from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import BypassReason, CacheState
-from cache_service.domain.policy import MISS, PolicySettings
+from cache_service.domain.policy import MISS, PolicySettings, censored
 from cache_service.providers.local import LocalProvider
 from tests.cache.support import prefix, scope, view
 
@@ -96,17 +96,17 @@ async def test_first_sighting_outcomes_are_observed(harness_factory) -> None:
     h = await harness_factory(policy=SETTINGS)
     store, sfp = h.registry.store, scope(user="firsts").fingerprint
     first = await store.record_sighting(sfp, view(2).chain, 1000.0, 300.0)
-    assert (first.agreeing_age, first.firsts, first.first_pending) == (None, (), 0)
+    assert (first.agreeing_age, first.firsts, first.first_pending) == (None, (), ())
     # Another head: a second first sighting, the first still pending.
     other = await store.record_sighting(sfp, PrefixView.of(prefix(1, system=SYSTEM_B)).chain, 1010.0, 300.0)
-    assert (other.agreeing_age, other.first_pending) == (None, 1)
+    assert (other.agreeing_age, other.first_pending) == (None, (10.0,))
     # The first conversation goes on 20 s later: its first sighting was followed.
     follow = await store.record_sighting(sfp, view(3).chain, 1020.0, 300.0)
-    assert (follow.firsts, follow.first_pending) == ((20.0,), 1)
+    assert (follow.firsts, follow.first_pending) == ((20.0,), (10.0,))
     assert follow.server_firsts[-1:] == (20.0,)
     # The other one is never followed: a MISS once the horizon passed.
     late = await store.record_sighting(sfp, view(4).chain, 1400.0, 300.0, "app-a")
-    assert (late.firsts, late.first_pending) == ((20.0, MISS), 0)
+    assert (late.firsts, late.first_pending) == ((20.0, MISS), ())
     assert late.app_firsts == (MISS,)  # (the earlier calls named no app)
     # Another scope of the same app sees the app's outcomes; one of another app only the server's.
     mate = await store.record_sighting(scope(user="mate").fingerprint, view(2).chain, 1401.0, 300.0, "app-a")
@@ -129,9 +129,10 @@ async def test_a_marked_first_sighting_is_written(harness_factory, clock) -> Non
     assert (await h.acquire(prefix(3), s)).info.state in (CacheState.HIT, CacheState.GROWN)
 
 
-async def test_one_off_requests_write_only_the_first(harness_factory, clock) -> None:
-    """A scope of one-off requests (every head new): the prior writes the
-    first; while it is pending, and once it went unread, nothing more."""
+async def test_one_off_requests_stop_writing_once_one_went_unread(harness_factory, clock) -> None:
+    """A scope of one-off requests (every head new), a minute apart: the
+    prior writes each while the first is pending within its 5 minutes (no
+    evidence yet either way), nothing once it went unread."""
     h = await harness_factory(policy=SETTINGS, provider=_anthropic(clock))
     s = scope(provider="local-anthropic")
     states = []
@@ -139,5 +140,27 @@ async def test_one_off_requests_write_only_the_first(harness_factory, clock) -> 
         system = {"role": "", "parts": [{"text": f"One-off instruction {i}. " * 40}]}
         states.append((await h.acquire(prefix(0, system=system), s)).info.state)
         h.clock.advance(60)
-    assert states[0] is CacheState.CREATED
-    assert all(state is CacheState.BYPASS for state in states[1:])
+    assert states[:5] == [CacheState.CREATED] * 5
+    assert states[5:] == [CacheState.BYPASS] * 5
+
+
+async def test_a_wave_of_starts_is_not_read_as_conversations_ending(harness_factory, clock) -> None:
+    """Twenty agents start within seconds in one scope (issue 21, point 11):
+    the pending first sightings are no evidence until their 5 minutes
+    pass, and those the store drops beyond its bound are censored at their
+    age, not misses; so each start is written, and a start after the wave
+    went unfollowed is not."""
+    h = await harness_factory(policy=SETTINGS, provider=_anthropic(clock))
+    s = scope(provider="local-anthropic", user="wave")
+    states = []
+    for i in range(20):
+        system = {"role": "", "parts": [{"text": f"Agent {i} of the wave. " * 40}]}
+        states.append((await h.acquire(prefix(0, system=system), s)).info.state)
+        h.clock.advance(1)
+    assert states == [CacheState.CREATED] * 20
+    evidence = await h.registry.store.record_sighting(s.fingerprint, view(0).chain, clock.wall(), 3600.0)
+    assert evidence.firsts == (censored(16.0),) * 4, "dropped at their age, not as misses"
+    assert len(evidence.first_pending) == 16
+    h.clock.advance(300)
+    late = {"role": "", "parts": [{"text": "A late agent. " * 60}]}
+    assert (await h.acquire(prefix(0, system=late), s)).info.state is CacheState.BYPASS
