@@ -32,7 +32,9 @@ naive client and the offline optimum:
   tokens, a chat starting every 60 s: the first call's request clears the
   minimum in all three.
 - ``wave``: 40 chats of 3 calls (20 s apart) under a 13.2k-token head,
-  starting 1 s apart (200 agents started at once, scaled down).
+  starting 1 s apart (200 agents started at once, scaled down);
+  ``wave-own-heads``: the same, each agent under a head of its own, so
+  every start is a first sighting, pending while the others start.
 - ``branching``: a 5-call trunk opening with a document about 1,500
   tokens over the minimum, then 10
   branches forked from its end (a new session holding a copy of its
@@ -166,6 +168,7 @@ def edge_workloads(floor: int) -> tuple[Workload, ...]:
         Workload("head-at-min", _chats("a", 8, 4, 60.0), head_tokens=floor),
         Workload("head-above-min", _chats("g", 8, 4, 60.0), head_tokens=floor + 400),
         Workload("wave", _chats("v", 40, 3, 1.0), big_head=True),
+        Workload("wave-own-heads", _chats("w", 40, 3, 1.0), big_head=True, own_heads=True),
         Workload("branching", _branching(floor)),
         Workload("hourly-bursts", _hourly(3700.0), big_head=True),
         Workload("hourly-bursts-under", _hourly(3500.0), big_head=True),

@@ -43,7 +43,8 @@ def registry_settings(s: CacheSettings) -> RegistrySettings:
                               first_sighting_prior_named=s.first_sighting_prior_named,
                               first_sighting_weight=s.first_sighting_prior_weight,
                               first_sighting_weight_named=s.first_sighting_prior_weight_named,
-                              loss_allowance_tokens=s.loss_allowance_tokens, loss_tolerance=s.loss_tolerance),
+                              loss_allowance_tokens=s.loss_allowance_tokens, loss_tolerance=s.loss_tolerance,
+                              loss_account_keep_s=s.loss_account_keep_s),
     )
 
 

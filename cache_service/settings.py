@@ -121,6 +121,10 @@ class CacheSettings(ServerSettings, ProviderFields):
     loss_tolerance: float = Field(
         0.02, ge=0, description="The share of each call's input a scope's account gains (domain.policy, rule 8).",
     )
+    loss_account_keep_s: float = Field(
+        86400.0, gt=0, description="How long a scope's loss account is kept after its last booking (at least "
+        "max_ttl_s); then the scope opens afresh at loss_allowance_tokens. In Redis with redis_url.",
+    )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
     grow_in_background: bool = Field(
         False, description="Grow a cache without making the call wait for the provider's create: the call "

@@ -33,7 +33,7 @@ from redis import exceptions as rx
 
 from cache_service.cluster.client import RedisClient, drop_idle_connections
 from cache_service.domain.entry import Entry, EntryKey
-from cache_service.domain.policy import Evidence
+from cache_service.domain.policy import Booking, Evidence
 from cache_service.domain.ports import EntryHolders, RegistryStore, RegistryUnavailable
 
 log = logging.getLogger("agentctx.cache.registry")
@@ -215,3 +215,9 @@ class GuardedStore:
 
     async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
         await self._g.run(lambda: self.inner.learn_floor(provider, model, tokens))
+
+    async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
+        return await self._g.run(lambda: self.inner.book_loss(scope_fp, booking, opening, keep_s))
+
+    async def loss_balance(self, scope_fp: str, opening: float, keep_s: float, now: float) -> float:
+        return await self._g.run(lambda: self.inner.loss_balance(scope_fp, opening, keep_s, now))

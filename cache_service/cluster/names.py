@@ -122,6 +122,9 @@ class Names:
     def sightings(self, scope_fp: str) -> str:
         return f"{self.of_scope(scope_fp).base}sg:{scope_fp}"
 
+    def loss_account(self, scope_fp: str) -> str:
+        return f"{self.of_scope(scope_fp).base}la:{scope_fp}"
+
     def lock(self, scope_fp: str, key: EntryKey) -> str:
         return f"{self.of_scope(scope_fp).base}f:{scope_fp}:{key_field(key)}"
 

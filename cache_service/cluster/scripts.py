@@ -261,6 +261,35 @@ return {agreeing and string.format('%.6f', agreeing) or '', prev_agrees, gaps, h
         result_pending, table.concat(outcomes, ','), dropped}
 """
 
+# KEYS: the scope's loss account (domain.policy.Account, rule 8: 'b' its balance, 'p:<entry id>' until when
+# a NAMED entry's storage is paid). ARGV: opening balance, amount, keep ms, entry id or '', storage rate per
+# second, paid until, start or '', now, entries kept. Applies one domain.policy.Booking as Account.apply does
+# (the earliest paid entry dropped beyond the bound) and returns the new balance.
+BOOK_LOSS = """
+local b = tonumber(redis.call('HGET', KEYS[1], 'b') or ARGV[1]) + tonumber(ARGV[2])
+if ARGV[4] ~= '' then
+  local field = 'p:' .. ARGV[4]
+  local start = ARGV[7]
+  if start == '' then start = redis.call('HGET', KEYS[1], field) or ARGV[8] end
+  local unpaid = tonumber(ARGV[6]) - tonumber(start)
+  if unpaid > 0 then b = b - tonumber(ARGV[5]) * unpaid end
+  redis.call('HSET', KEYS[1], field, ARGV[6])
+  if redis.call('HLEN', KEYS[1]) > tonumber(ARGV[9]) + 1 then
+    local all, oldest, least = redis.call('HGETALL', KEYS[1]), nil, nil
+    for i = 1, #all, 2 do
+      if all[i] ~= 'b' and (least == nil or tonumber(all[i + 1]) < least) then
+        oldest, least = all[i], tonumber(all[i + 1])
+      end
+    end
+    redis.call('HDEL', KEYS[1], oldest)
+  end
+end
+local balance = string.format('%.17g', b)
+redis.call('HSET', KEYS[1], 'b', balance)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return balance
+"""
+
 # KEYS: scope sightings, order. ARGV: scope fingerprint
 FORGET_SIGHTINGS = """
 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do redis.call('ZREM', KEYS[2], ARGV[1] .. '|' .. f) end

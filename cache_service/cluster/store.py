@@ -23,6 +23,10 @@ step that must be atomic across replicas, its keys all in one slot
   pushed in a second step when a sighting resolves one, and read at most
   every ``FIRSTS_READ_S`` by a replica (its own pushes count at once).
   Learned floors: ``floors``.
+- Loss accounts (domain.policy, rule 8): ``la:<scope>``, the balance and
+  until when each NAMED entry's storage is paid (at most
+  ``policy.PAID_KEPT``), one script per booking, expiring ``keep_s`` after
+  the last: every replica books on the one account of a scope.
 - Holders: ``ho:<scope>`` maps a holder to the entry it used last,
   ``hu:<id>`` an entry's latest holders to their last use (wall); both
   expire ``keep_s`` after their last write.
@@ -44,7 +48,7 @@ from cache_service.cluster.codec import decode_entry, entry_fields, pairs, text
 from cache_service.cluster.names import Names, Shard, key_field
 from cache_service.domain.entry import SHARDS, Entry, EntryKey
 from cache_service.domain.memory_store import GAPS_KEPT, MAX_ENTRY_HOLDERS
-from cache_service.domain.policy import Evidence
+from cache_service.domain.policy import PAID_KEPT, Booking, Evidence
 from cache_service.domain.ports import EntryHolders
 
 # Learned floors change only when a provider refuses a cache, yet every
@@ -75,7 +79,7 @@ class RedisRegistryStore:
         self._tombstone_ttl = tombstone_ttl_s
         self._scripts = Scripts(client, {name: getattr(scripts, name) for name in (
             "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "FIRST_MATCH", "DROP_EXPIRED", "SET_EXPIRY",
-            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "GET_ENTRY", "SCOPE_ENTRIES", "SHARD_ENTRIES")})
+            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "BOOK_LOSS", "GET_ENTRY", "SCOPE_ENTRIES", "SHARD_ENTRIES")})
 
     # --- entries --------------------------------------------------------------------
 
@@ -239,6 +243,18 @@ class RedisRegistryStore:
     async def forget_sightings(self, scope_fp: str) -> None:
         await self._scripts("FORGET_SIGHTINGS", [self._n.sightings(scope_fp), self._n.of_scope(scope_fp).sighting_order],
                             [scope_fp])
+
+    async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
+        b = booking
+        balance = await self._scripts("BOOK_LOSS", [self._n.loss_account(scope_fp)], [
+            repr(opening), repr(b.amount), max(1, math.ceil(keep_s * 1000)), b.entry_id, repr(b.storage_rate),
+            repr(b.until), "" if b.start is None else repr(b.start), repr(b.now), PAID_KEPT])
+        return float(text(balance))
+
+    async def loss_balance(self, scope_fp: str, opening: float, keep_s: float, now: float) -> float:
+        # The key expires keep_s after its last booking.
+        balance = await self._r.hget(self._n.loss_account(scope_fp), "b")
+        return opening if balance is None else float(text(balance))
 
     async def learned_floor(self, provider: str, model: str) -> int:
         field = f"{provider}|{model}"

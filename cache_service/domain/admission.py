@@ -9,15 +9,20 @@ decides for it (see docs/ARCHITECTURE.md, "Cache service").
 - Decision: domain.policy, fed with the floor (the provider's minimum and
   what its refusals taught), the scope's evidence (the store records every
   non-empty prefix with its time, in the same step), the cache kind's
-  prices, the TTL options and the scope's balance on the ``ledger``
-  (rule 8), which ``settle`` keeps from each leased call's usage. The
-  ledger is this process's: each replica keeps its own accounts.
+  prices, the TTL options and the scope's loss account (rule 8), which
+  ``settle`` keeps from each leased call's usage. The accounts are the
+  store's (``RegistryStore.book_loss``): on Redis every replica books on
+  the one account of a scope, so N replicas do not give a scope N
+  allowances. A store that cannot answer fails the acquire open
+  (REGISTRY_UNAVAILABLE) like any other step; a settlement it cannot
+  book is dropped (the call has been made).
 - Slots: ``max_entries`` live caches, in-flight creates included; when
   full, the least recently used cache no lease names is evicted.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
@@ -28,7 +33,7 @@ from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.keys import PrefixView, Scope, invocation_count
 from cache_service.domain.lifecycle import Lifecycle
 from cache_service.domain.model import BypassReason, Usage
-from cache_service.domain.ports import CacheKind, Clock, Provider, RegistryStore, SingleFlight
+from cache_service.domain.ports import CacheKind, Clock, Provider, RegistryStore, RegistryUnavailable, SingleFlight
 from cache_service.domain.pricing import cache_prices
 from cache_service.domain.registry_settings import RegistrySettings
 
@@ -43,8 +48,10 @@ class Admission:
         self._flights = flights
         self._lifecycle = lifecycle
         self._settings = settings
-        # Rule 8 (domain.policy): each scope's account of what its leased calls cost over plain.
-        self.ledger = policy.Ledger(settings.policy.loss_allowance_tokens, settings.policy.loss_tolerance)
+        # Rule 8 (domain.policy): each scope's account of what its leased calls cost over plain, in the
+        # store, kept a day (at least the longest TTL, which a NAMED account's paid storage spans).
+        self._opening = settings.policy.loss_allowance_tokens
+        self._keep_s = max(settings.policy.loss_account_keep_s, settings.max_ttl_s)
 
     def normalize_ttl(self, ttl_s: float | None) -> float:
         if not ttl_s:
@@ -109,7 +116,7 @@ class Admission:
             empty=False,
             tokens=view.tokens,
             request_tokens=request_tokens,
-            budget=self.ledger.credit(sfp, max(view.tokens, request_tokens)),
+            budget=await self._credit(sfp, max(view.tokens, request_tokens)),
             history_len=view.history_len,
             floor=floor if settings.variant == policy.ADK else max(floor, settings.min_prefix_tokens),
             match=self._cached(match, view) if match else None,
@@ -121,15 +128,29 @@ class Admission:
         )
         return decision, match
 
-    def settle(self, provider: Provider, entry: Entry, usage: Usage | None, created: bool) -> None:
+    async def _credit(self, scope_fp: str, prompt: int) -> float:
+        """Credits the call on its scope's account; the new balance (the
+        ``adk`` variant keeps no account)."""
+        if self._settings.policy.variant == policy.ADK:
+            return float("inf")
+        booking = policy.credit_booking(self._settings.policy.loss_tolerance, prompt, self._clock.wall())
+        return await self._store.book_loss(scope_fp, booking, self._opening, self._keep_s)
+
+    async def balance(self, scope_fp: str) -> float:
+        """The scope's loss account's balance (rule 8)."""
+        return await self._store.loss_balance(scope_fp, self._opening, self._keep_s, self._clock.wall())
+
+    async def settle(self, provider: Provider, entry: Entry, usage: Usage | None, created: bool) -> None:
         """Books a leased call's usage as the provider reported it on its
         scope's account (domain.policy, rule 8); without usage nothing."""
-        if usage is None:
+        if usage is None or self._settings.policy.variant == policy.ADK:
             return
-        self.ledger.settle(entry.scope_fp, cache_prices(provider.cache_kind.value, model=entry.scope.model),
-                           cached=usage.cached_prompt_tokens,
-                           written=usage.cache_write_tokens, ttl_s=provider.prefix_ttl_s(entry.ttl_s),
-                           entry_id=entry.id, entry_tokens=entry.tokens, created=created, now=self._clock.wall())
+        booking = policy.settle_booking(
+            cache_prices(provider.cache_kind.value, model=entry.scope.model), cached=usage.cached_prompt_tokens,
+            written=usage.cache_write_tokens, ttl_s=provider.prefix_ttl_s(entry.ttl_s), entry_id=entry.id,
+            entry_tokens=entry.tokens, created=created, now=self._clock.wall())
+        with contextlib.suppress(RegistryUnavailable):  # the call is made; an outage loses its booking
+            await self._store.book_loss(entry.scope_fp, booking, self._opening, self._keep_s)
 
     def _cached(self, entry: Entry, view: PrefixView) -> policy.CachedPrefix:
         invocations = 0

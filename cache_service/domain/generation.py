@@ -246,7 +246,8 @@ class Generator:
         (domain.observed); a MARKED prefix below the floor is forgotten and
         the floor learned, else the entry is touched."""
         seen = observe(provider.cache_kind, reply.usage, self.registry.info(entry, state), entry.tokens)
-        self.registry.admission.settle(provider, entry, seen.usage, state in (CacheState.CREATED, CacheState.GROWN))
+        await self.registry.admission.settle(provider, entry, seen.usage,
+                                             state in (CacheState.CREATED, CacheState.GROWN))
         if not seen.below_floor:
             return replace(reply, usage=seen.usage), self.registry.info(await self._touch(provider, entry), state)
         through = isinstance(ref, PrefixMark) and ref.write_through

@@ -17,6 +17,9 @@ service").
   ``GROUPS_KEPT`` apps) and over all scopes (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
   accepted to cache, as its refusals taught us.
+- Loss accounts (domain.policy, rule 8): a ``policy.Ledger`` of at most
+  ``max_accounts`` scopes, each forgotten ``keep_s`` after its last
+  booking.
 - Holders: (scope, holder) -> the entry it used last, the most recent
   ``max_holders`` kept; per entry, its ``MAX_ENTRY_HOLDERS`` latest named
   holders, when each used it and how many leases named one (dropped with
@@ -35,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
-from cache_service.domain.policy import MISS, Evidence, censored
+from cache_service.domain.policy import MISS, Booking, Evidence, Ledger, censored
 from cache_service.domain.ports import EntryHolders
 
 GAPS_KEPT = 16  # arrival gaps (and first-sighting outcomes, pending ones) kept per scope
@@ -114,7 +117,8 @@ class _ScopeSightings:
 
 
 class MemoryRegistryStore:
-    def __init__(self, *, max_sightings: int = 4096, max_tombstones: int = 4096, max_holders: int = 16384) -> None:
+    def __init__(self, *, max_sightings: int = 4096, max_tombstones: int = 4096, max_holders: int = 16384,
+                 max_accounts: int = 65536) -> None:
         self._max_sightings = max_sightings
         self._max_tombstones = max_tombstones
         self._max_holders = max_holders
@@ -131,6 +135,7 @@ class MemoryRegistryStore:
         self._group_firsts: OrderedDict[str, deque[float]] = OrderedDict()
         self._floors: dict[tuple[str, str], int] = {}
         self._generations = itertools.count(1)
+        self._ledger = Ledger(0.0, 0.0, max_scopes=max_accounts)
 
     # --- entries --------------------------------------------------------------------
 
@@ -308,6 +313,12 @@ class MemoryRegistryStore:
     async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
         key = (provider, model)
         self._floors[key] = max(self._floors.get(key, 0), tokens)
+
+    async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
+        return self._ledger.book(scope_fp, booking, opening=opening, keep_s=keep_s)
+
+    async def loss_balance(self, scope_fp: str, opening: float, keep_s: float, now: float) -> float:
+        return self._ledger.balance(scope_fp, now, opening=opening, keep_s=keep_s)
 
     def _unkey(self, entry: Entry) -> None:
         state = self._scopes.get(entry.scope_fp)

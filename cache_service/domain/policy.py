@@ -147,6 +147,9 @@ class PolicySettings:
     # may lose besides, in input-token equivalents (``Ledger``).
     loss_allowance_tokens: float = 4096.0
     loss_tolerance: float = 0.02
+    # How long an account is kept after its last booking (at least the
+    # longest TTL): then the scope opens afresh.
+    loss_account_keep_s: float = 86400.0
 
 
 class Action(enum.Enum):
@@ -291,10 +294,67 @@ def premium(prices: CachePrices, *, tokens: int, new_tokens: int, ttl_s: float) 
     return max(0.0, new_tokens * (write - prices.input) / prices.input)
 
 
+@dataclass(frozen=True)
+class Booking:
+    """One change of a scope's loss account (rule 8), in input-token
+    equivalents: ``amount`` added; for a NAMED cache's use (``entry_id``)
+    also the storage not paid yet, ``storage_rate`` per second from where
+    its storage was paid until (``start`` for a create, which pays from
+    ``now``; else the account's record for the entry, or ``now``) to
+    ``until``, which then becomes that record. Pure data: the memory store
+    applies it with ``Account.apply``, the Redis store with a script doing
+    the same."""
+
+    amount: float
+    now: float = 0.0
+    entry_id: str = ""
+    storage_rate: float = 0.0
+    until: float = 0.0
+    start: float | None = None
+
+
+# NAMED entries whose paid storage an account remembers.
+PAID_KEPT = 64
+
+
 @dataclass
-class _Account:
+class Account:
     balance: float
+    touched: float = 0.0  # wall time of the last booking
     paid_until: OrderedDict[str, float] = field(default_factory=OrderedDict)  # NAMED entry -> storage paid until
+
+    def apply(self, booking: Booking) -> float:
+        self.balance += booking.amount
+        self.touched = booking.now
+        if booking.entry_id:
+            start = booking.start if booking.start is not None else self.paid_until.get(booking.entry_id, booking.now)
+            self.balance -= booking.storage_rate * max(0.0, booking.until - start)
+            self.paid_until.pop(booking.entry_id, None)
+            self.paid_until[booking.entry_id] = booking.until
+            while len(self.paid_until) > PAID_KEPT:
+                self.paid_until.popitem(last=False)
+        return self.balance
+
+
+def credit_booking(tolerance: float, prompt: int, now: float = 0.0) -> Booking:
+    """A call of the scope (leased or not) of ``prompt`` tokens: ``tolerance`` of its input."""
+    return Booking(tolerance * prompt, now)
+
+
+def settle_booking(prices: CachePrices, *, cached: int, written: int, ttl_s: float, entry_id: str = "",
+                   entry_tokens: int = 0, created: bool = False, now: float = 0.0) -> Booking:
+    """One leased call's usage: what its reads saved against what its
+    writes cost beyond input and, NAMED, the storage from now to the expiry
+    a use may push out, not paid yet. ``written``: the tokens the call
+    wrote (a NAMED create's included); ``created``: the call's lease
+    created or grew its NAMED cache."""
+    saved = cached * (prices.input - prices.cached)
+    if prices.kind == "named":
+        return Booking((saved - written * prices.write) / prices.input, now, entry_id,
+                       entry_tokens * prices.storage_hour / 3600.0 / prices.input, now + ttl_s,
+                       now if created else None)
+    write = prices.write_long if ttl_s > prices.long_after_s else prices.write
+    return Booking((saved - written * max(0.0, write - prices.input)) / prices.input, now)
 
 
 class Ledger:
@@ -308,55 +368,59 @@ class Ledger:
     cost more than sent plain by more than ``tolerance`` of their input
     plus ``allowance`` and one write's ``premium`` (the bet that took the
     account below zero), and what hits add after (a write-through's tail,
-    the storage a NAMED hit's refresh extends: counted, not gated). Pure and bounded:
-    ``max_scopes`` accounts, least recently used dropped (a dropped scope
-    opens afresh)."""
+    the storage a NAMED hit's refresh extends: counted, not gated).
 
-    def __init__(self, allowance: float, tolerance: float, max_scopes: int = 65536) -> None:
+    This is the accounts' table in one process (the memory store's; the
+    Redis store keeps the same per scope in Redis, so replicas share
+    them): bounded, ``max_scopes`` accounts, least recently used dropped,
+    and an account not booked for ``keep_s`` seconds (wall) forgotten; a
+    dropped or forgotten scope opens afresh."""
+
+    def __init__(self, allowance: float, tolerance: float, max_scopes: int = 65536,
+                 keep_s: float = float("inf")) -> None:
         self.allowance = allowance
         self.tolerance = tolerance
+        self.keep_s = keep_s
         self._max_scopes = max_scopes
-        self._accounts: OrderedDict[str, _Account] = OrderedDict()
+        self._accounts: OrderedDict[str, Account] = OrderedDict()
 
-    def balance(self, scope_fp: str) -> float:
+    def _live(self, scope_fp: str, now: float, keep_s: float) -> Account | None:
         account = self._accounts.get(scope_fp)
-        return self.allowance if account is None else account.balance
+        if account is not None and now - account.touched >= keep_s:
+            del self._accounts[scope_fp]
+            return None
+        return account
 
-    def _account(self, scope_fp: str) -> _Account:
-        account = self._accounts.pop(scope_fp, None) or _Account(self.allowance)
+    def balance(self, scope_fp: str, now: float = 0.0, *, opening: float | None = None,
+                keep_s: float | None = None) -> float:
+        account = self._live(scope_fp, now, self.keep_s if keep_s is None else keep_s)
+        if account is None:
+            return self.allowance if opening is None else opening
+        return account.balance
+
+    def book(self, scope_fp: str, booking: Booking, *, opening: float | None = None,
+             keep_s: float | None = None) -> float:
+        """Applies ``booking`` to the scope's account; returns the new balance."""
+        account = self._live(scope_fp, booking.now, self.keep_s if keep_s is None else keep_s)
+        self._accounts.pop(scope_fp, None)
+        if account is None:
+            account = Account(self.allowance if opening is None else opening)
         self._accounts[scope_fp] = account
         while len(self._accounts) > self._max_scopes:
             self._accounts.popitem(last=False)
-        return account
+        return account.apply(booking)
 
-    def credit(self, scope_fp: str, prompt: int) -> float:
+    def credit(self, scope_fp: str, prompt: int, now: float = 0.0) -> float:
         """Books a call of the scope (leased or not) of ``prompt`` tokens:
         ``tolerance`` of its input. Returns the new balance."""
-        account = self._account(scope_fp)
-        account.balance += self.tolerance * prompt
-        return account.balance
+        return self.book(scope_fp, credit_booking(self.tolerance, prompt, now))
 
     def settle(self, scope_fp: str, prices: CachePrices, *, cached: int, written: int, ttl_s: float,
                entry_id: str = "", entry_tokens: int = 0, created: bool = False, now: float = 0.0) -> float:
-        """Books one leased call's usage; returns the scope's new balance.
-        ``written``: the tokens the call wrote (a NAMED create's included);
-        ``created``: the call's lease created or grew its NAMED cache."""
-        account = self._account(scope_fp)
-        saved = cached * (prices.input - prices.cached)
-        if prices.kind == "named":
-            cost = written * prices.write
-            # Storage from now to the expiry a use may push out, not paid yet.
-            start = now if created else account.paid_until.get(entry_id, now)
-            cost += entry_tokens * max(0.0, now + ttl_s - start) / 3600.0 * prices.storage_hour
-            account.paid_until.pop(entry_id, None)
-            account.paid_until[entry_id] = now + ttl_s
-            while len(account.paid_until) > 64:
-                account.paid_until.popitem(last=False)
-        else:
-            write = prices.write_long if ttl_s > prices.long_after_s else prices.write
-            cost = written * max(0.0, write - prices.input)
-        account.balance += (saved - cost) / prices.input
-        return account.balance
+        """Books one leased call's usage (``settle_booking``); returns the scope's new balance."""
+        return self.book(scope_fp, settle_booking(prices, cached=cached, written=written, ttl_s=ttl_s,
+                                                  entry_id=entry_id, entry_tokens=entry_tokens, created=created,
+                                                  now=now))
 
 
 def adk_floor(model: str) -> int:

@@ -49,7 +49,7 @@ from cache_service.domain.model import (
     ModelReply,
     ResourceName,
 )
-from cache_service.domain.policy import Evidence
+from cache_service.domain.policy import Booking, Evidence
 
 # --- time ----------------------------------------------------------------------------
 
@@ -408,6 +408,18 @@ class RegistryStore(Protocol):
     async def learned_floor(self, provider: str, model: str) -> int: ...
 
     async def learn_floor(self, provider: str, model: str, tokens: int) -> None: ...
+
+    async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
+        """Applies ``booking`` to the scope's loss account (domain.policy,
+        rule 8; opened at ``opening`` when there is none), as one step, and
+        keeps the account ``keep_s`` seconds after it; returns the new
+        balance. Every replica books on the same account."""
+        ...
+
+    async def loss_balance(self, scope_fp: str, opening: float, keep_s: float, now: float) -> float:
+        """The scope's balance (``opening`` when it has no account, or none
+        booked within ``keep_s`` of ``now``)."""
+        ...
 
 
 class SingleFlight(Protocol):

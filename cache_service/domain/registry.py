@@ -194,7 +194,7 @@ class Registry:
         if decision.action is policy.Action.HIT:
             assert match is not None
             # Rule 8: a scope in deficit writes no head below the floor through.
-            if capabilities.head_below_floor(provider, match) and self.admission.ledger.balance(scope.fingerprint) < 0:
+            if capabilities.head_below_floor(provider, match) and await self.admission.balance(scope.fingerprint) < 0:
                 return bypass(base, BypassReason.FIRST_SIGHTING)
             return await self.leases.issue(match, CacheState.HIT)
         return await self.creates.join(scope, view, decision.ttl_s, match, deadline, base,
