@@ -1,8 +1,10 @@
 """The RegistryStore (domain.ports) on Redis: one registry for every
 replica, on a single Redis, a Sentinel-managed one or a Redis Cluster. Each
-hit step is one round trip: a read or a Lua script (cluster.scripts) for a
+step is one round trip: a read or a Lua script (cluster.scripts) for a
 step that must be atomic across replicas, its keys all in one slot
-(cluster.names: the scope's shard).
+(cluster.names: the scope's shard). A hit is two: the match with the
+sighting (MATCH_AND_SIGHT), then the lease with the holder's use
+(LEASE_AND_SWAP_HOLDER).
 
 - Entries: ``e:<id>`` (hash, cluster.codec) and ``l:<id>`` (its leases),
   an acquire's match reading index and entries in one script;
