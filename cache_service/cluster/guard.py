@@ -158,6 +158,12 @@ class GuardedStore:
                           usable: Callable[[Entry], bool]) -> Entry | None:
         return await self._g.run(lambda: self.inner.first_match(scope_fp, keys, usable))
 
+    async def match_and_record_sighting(self, scope_fp: str, keys: Sequence[EntryKey],
+                                        usable: Callable[[Entry], bool], chain: Sequence[bytes], now: float,
+                                        horizon_s: float, group: str = "") -> tuple[Entry | None, Evidence]:
+        return await self._g.run(lambda: self.inner.match_and_record_sighting(
+            scope_fp, keys, usable, chain, now, horizon_s, group))
+
     async def scope_entries(self, scope_fp: str) -> list[Entry]:
         return await self._g.run(lambda: self.inner.scope_entries(scope_fp))
 
@@ -184,6 +190,11 @@ class GuardedStore:
 
     async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
         return await self._g.run(lambda: self.inner.add_lease(entry_id, lease_id, expires, now))
+
+    async def lease_and_swap_holder(self, entry_id: str, lease_id: str, expires: float, now: float, scope_fp: str,
+                                    holder: str, wall: float, keep_s: float) -> tuple[Entry | None, str]:
+        return await self._g.run(lambda: self.inner.lease_and_swap_holder(
+            entry_id, lease_id, expires, now, scope_fp, holder, wall, keep_s))
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
         return await self._g.run(lambda: self.inner.drop_lease(entry_id, lease_id))

@@ -349,3 +349,37 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
+
+
+# --- a hit's steps, each two scripts above run as one --------------------------------
+# A hit reads its match and records its sighting, then takes its lease and
+# records its holder's use: composed from the scripts above, their text
+# unchanged (each a Lua function of its own KEYS and ARGV), so each pair
+# is one round trip and still means what its two halves mean.
+
+
+def _function(name: str, script: str) -> str:
+    return f"local function {name}(KEYS, ARGV)\n{script}\nend\n"
+
+
+_SLICE = """
+local function slice(from, to)
+  local out = {}
+  for i = from, to do out[#out + 1] = ARGV[i] end
+  return out
+end
+"""
+
+# KEYS: key index, then RECORD_SIGHTING's. ARGV: how many are FIRST_MATCH's, FIRST_MATCH's, RECORD_SIGHTING's.
+# Returns {FIRST_MATCH's reply, RECORD_SIGHTING's}.
+MATCH_AND_SIGHT = _function("first_match", FIRST_MATCH) + _function("record_sighting", RECORD_SIGHTING) + _SLICE + """
+local n = tonumber(ARGV[1])
+return {first_match({KEYS[1]}, slice(2, n + 1)), record_sighting({KEYS[2], KEYS[3], KEYS[4]}, slice(n + 2, #ARGV))}
+"""
+
+# KEYS: ADD_LEASE's (entry, leases, lru, clock), then holder entries, entry holders. ARGV: ADD_LEASE's (4), then
+# SWAP_HOLDER's. Returns {ADD_LEASE's reply, SWAP_HOLDER's}.
+LEASE_AND_SWAP_HOLDER = _function("add_lease", ADD_LEASE) + _function("swap_holder", SWAP_HOLDER) + _SLICE + """
+return {add_lease({KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, slice(1, 4)),
+        swap_holder({KEYS[5], KEYS[6], KEYS[1]}, slice(5, #ARGV))}
+"""

@@ -1,8 +1,10 @@
 """The RegistryStore (domain.ports) on Redis: one registry for every
 replica, on a single Redis, a Sentinel-managed one or a Redis Cluster. Each
-hit step is one round trip: a read or a Lua script (cluster.scripts) for a
+step is one round trip: a read or a Lua script (cluster.scripts) for a
 step that must be atomic across replicas, its keys all in one slot
-(cluster.names: the scope's shard).
+(cluster.names: the scope's shard). A hit is two: the match with the
+sighting (MATCH_AND_SIGHT), then the lease with the holder's use
+(LEASE_AND_SWAP_HOLDER).
 
 - Entries: ``e:<id>`` (hash, cluster.codec) and ``l:<id>`` (its leases),
   an acquire's match reading index and entries in one script;
@@ -79,7 +81,8 @@ class RedisRegistryStore:
         self._tombstone_ttl = tombstone_ttl_s
         self._scripts = Scripts(client, {name: getattr(scripts, name) for name in (
             "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "FIRST_MATCH", "DROP_EXPIRED", "SET_EXPIRY",
-            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "BOOK_LOSS", "GET_ENTRY", "SCOPE_ENTRIES", "SHARD_ENTRIES")})
+            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "BOOK_LOSS", "GET_ENTRY", "SCOPE_ENTRIES",
+            "SHARD_ENTRIES", "MATCH_AND_SIGHT", "LEASE_AND_SWAP_HOLDER")})
 
     # --- entries --------------------------------------------------------------------
 
@@ -90,10 +93,25 @@ class RedisRegistryStore:
                           usable: Callable[[Entry], bool]) -> Entry | None:
         if not keys:
             return None
-        # The index lookup and the entries it names in one script: this is every acquire's first step.
-        n, shard = self._n, self._n.of_scope(scope_fp)
-        found = await self._scripts("FIRST_MATCH", [n.key_index(scope_fp)], [
-            shard.entry_prefix(), shard.leases_prefix(), *(key_field(k) for k in keys)])
+        # The index lookup and the entries it names in one script.
+        return self._first_usable(await self._scripts("FIRST_MATCH", *self._match_step(scope_fp, keys)), usable)
+
+    async def match_and_record_sighting(self, scope_fp: str, keys: Sequence[EntryKey],
+                                        usable: Callable[[Entry], bool], chain: Sequence[bytes], now: float,
+                                        horizon_s: float, group: str = "") -> tuple[Entry | None, Evidence]:
+        # Every acquire's first step: FIRST_MATCH and RECORD_SIGHTING as one script (the scope's shard).
+        match_keys, match_args = self._match_step(scope_fp, keys)
+        sighting_keys, sighting_args = self._sighting_step(scope_fp, chain, now, horizon_s)
+        found, sighting = await self._scripts("MATCH_AND_SIGHT", [*match_keys, *sighting_keys],
+                                              [len(match_args), *match_args, *sighting_args])
+        return self._first_usable(found, usable), await self._evidence(sighting, group)
+
+    def _match_step(self, scope_fp: str, keys: Sequence[EntryKey]) -> tuple[list[str], list[Any]]:
+        shard = self._n.of_scope(scope_fp)
+        return [self._n.key_index(scope_fp)], [shard.entry_prefix(), shard.leases_prefix(),
+                                               *(key_field(k) for k in keys)]
+
+    def _first_usable(self, found: list[Any], usable: Callable[[Entry], bool]) -> Entry | None:
         for raw_id, fields, leases in found:
             entry_id = text(raw_id)
             entry = decode_entry(entry_id, pairs(fields), pairs(leases), self._cipher)
@@ -160,6 +178,20 @@ class RedisRegistryStore:
         return await self._run("ADD_LEASE", entry_id, [shard.lru, shard.clock],
                                [entry_id, lease_id, repr(expires), repr(now)])
 
+    async def lease_and_swap_holder(self, entry_id: str, lease_id: str, expires: float, now: float, scope_fp: str,
+                                    holder: str, wall: float, keep_s: float) -> tuple[Entry | None, str]:
+        n, shard = self._n, self._n.of_entry(entry_id)
+        if shard != n.of_scope(scope_fp):  # not an entry of this scope (never a match): the two steps apart
+            return (await self.add_lease(entry_id, lease_id, expires, now),
+                    await self.swap_holder(scope_fp, holder, entry_id, wall, keep_s))
+        # A hit's second step: ADD_LEASE and SWAP_HOLDER as one script (the scope's shard).
+        leased, previous = await self._scripts("LEASE_AND_SWAP_HOLDER", [
+            n.entry(entry_id), n.leases(entry_id), shard.lru, shard.clock, n.holder_entries(scope_fp),
+            n.entry_holders(entry_id)], [entry_id, lease_id, repr(expires), repr(now), holder, entry_id, repr(wall),
+                                         repr(keep_s), MAX_ENTRY_HOLDERS])
+        entry = decode_entry(entry_id, pairs(leased[0]), pairs(leased[1]), self._cipher) if leased else None
+        return entry, text(previous)
+
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
         return await self._run("DROP_LEASE", entry_id, [], [lease_id])
 
@@ -197,12 +229,20 @@ class RedisRegistryStore:
 
     async def record_sighting(self, scope_fp: str, chain: Sequence[bytes], now: float, horizon_s: float,
                               group: str = "") -> Evidence:
+        return await self._evidence(await self._scripts(
+            "RECORD_SIGHTING", *self._sighting_step(scope_fp, chain, now, horizon_s)), group)
+
+    def _sighting_step(self, scope_fp: str, chain: Sequence[bytes], now: float,
+                       horizon_s: float) -> tuple[list[str], list[Any]]:
         n, shard = self._n, self._n.of_scope(scope_fp)
         fields = [f"{i}:{d.hex()}" for i, d in enumerate(chain)]
-        age, previous, gaps, head_gaps, continued, firsts, pending, resolved, dropped = await self._scripts(
-            "RECORD_SIGHTING", [n.sightings(scope_fp), shard.sighting_order, f"{shard.base}sgseq"],
-            [self._shard_sightings, shard.sightings_prefix(), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT,
-             *fields])
+        return ([n.sightings(scope_fp), shard.sighting_order, f"{shard.base}sgseq"],
+                [self._shard_sightings, shard.sightings_prefix(), scope_fp, repr(now), repr(horizon_s), GAPS_KEPT,
+                 *fields])
+
+    async def _evidence(self, reply: list[Any], group: str) -> Evidence:
+        """RECORD_SIGHTING's reply as Evidence, the pools pushed and read."""
+        age, previous, gaps, head_gaps, continued, firsts, pending, resolved, dropped = reply
         outcomes = [g for g in text(resolved).split(",") if g]
         server, app = await self._pools(outcomes, [text(dropped)] if text(dropped) else [], group)
         flags = text(continued).split(",")

@@ -105,12 +105,13 @@ class Admission:
         """The policy's decision and the matching live cache, if any
         (``request_tokens``: the whole request's size, 0 when unknown)."""
         sfp = scope.fingerprint
-        match = await self.match(sfp, view, ttls)
         if view.prefix.is_empty:
-            return policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX), match
+            return policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX), await self.match(sfp, view, ttls)
+        # Every non-empty prefix is recorded, in the same step as the evidence
+        # and as the match (one store step; the floor is mostly a replica's own).
+        match, evidence = await self._store.match_and_record_sighting(
+            sfp, _Keys(view.chain, ttls), self._usable, view.chain, self._clock.wall(), max(ttls), scope.group)
         floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
-        # Every non-empty prefix is recorded, in the same step as the evidence.
-        evidence = await self._store.record_sighting(sfp, view.chain, self._clock.wall(), max(ttls), scope.group)
         settings = self._settings.policy
         decision = policy.decide(
             empty=False,

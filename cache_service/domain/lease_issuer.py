@@ -14,7 +14,7 @@ from __future__ import annotations
 from agentctx_common.errors import PermissionDenied
 from agentctx_common.reasons import Reason
 from cache_service.domain.entry import Entry
-from cache_service.domain.lifecycle import Lifecycle
+from cache_service.domain.lifecycle import AddLease, Lifecycle
 from cache_service.domain.model import AcquireResult, CacheState, LeaseClaims
 from cache_service.domain.ports import Clock, LeaseCodec, LeaseRejected, RegistryStore
 from cache_service.domain.registry_settings import RegistrySettings
@@ -29,13 +29,16 @@ class LeaseIssuer:
         self._settings = settings
         self._lifecycle = lifecycle
 
-    async def issue(self, entry: Entry, state: CacheState) -> AcquireResult:
+    async def issue(self, entry: Entry, state: CacheState, add_lease: AddLease | None = None) -> AcquireResult:
+        """``add_lease``: the store step that records the lease, when the
+        caller's records more in it (Lifecycle.held); else the store's."""
         wall = self._clock.wall()
         expires = min(entry.handle.expire_time, wall + self._settings.lease_ttl_s)
         lease_id = self.signer.new_lease_id()
         # None only if a store shared by replicas lost the entry meanwhile:
         # the token then resolves to its tombstone.
-        leased = await self._store.add_lease(entry.id, lease_id, expires, self._clock.monotonic()) or entry
+        record = add_lease or self._store.add_lease
+        leased = await record(entry.id, lease_id, expires, self._clock.monotonic()) or entry
         token = self.signer.sign(LeaseClaims(self.signer.boot, entry.id, entry.generation, entry.scope_fp, lease_id,
                                              expires, state.value))
         if state is CacheState.HIT:

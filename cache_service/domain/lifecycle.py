@@ -24,6 +24,7 @@ leave a trail of caches living out their TTL.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from cache_service.domain.entry import Entry
 from cache_service.domain.keys import PrefixView
@@ -61,16 +62,26 @@ class Lifecycle:
         if retired is not None and not retired.leased_at(self._clock.wall()):
             await self.remove(retired, "EXPIRED", why)
 
-    async def follow(self, scope_fp: str, holder: str, view: PrefixView, entry_id: str) -> bool:
+    def held(self, scope_fp: str, holder: str) -> HeldLease:
+        """A lease ``holder`` (named) is about to take in the scope, whose
+        store step records its use too (``follow``'s swap)."""
+        return HeldLease(self._store, scope_fp, holder, self._clock.wall(), self._settings.max_ttl_s)
+
+    async def follow(self, scope_fp: str, holder: str, view: PrefixView, entry_id: str,
+                     held: HeldLease | None = None) -> bool:
         """``holder`` acquired for ``view`` and got a lease on ``entry_id``
         ("" : a bypass). Retires the entry it used before if ``view``
         supersedes it and no other holder used it lately (deleted now, or
-        when the holder's own last lease on it goes); True if it did."""
+        when the holder's own last lease on it goes); True if it did.
+        ``held``: the lease's own step recorded the use (a hit's)."""
         if not holder:
             # Its uses count against early deletion: leases that named no holder.
             return False
         wall = self._clock.wall()
-        previous = await self._store.swap_holder(scope_fp, holder, entry_id, wall, self._settings.max_ttl_s)
+        if held is not None and held.previous is not None:
+            previous = held.previous
+        else:
+            previous = await self._store.swap_holder(scope_fp, holder, entry_id, wall, self._settings.max_ttl_s)
         if not previous or previous == entry_id:
             return False
         entry = await self._store.get(previous)
@@ -141,6 +152,31 @@ class Lifecycle:
                 await self._store.set_expiry(entry.id, handle.expire_time)
 
         self._cleanup.refresh(entry.provider, entry.handle.name, entry.ttl_s, done)
+
+
+AddLease = Callable[[str, str, float, float], Awaitable[Entry | None]]  # RegistryStore.add_lease
+
+
+class HeldLease:
+    """A lease taken for a named holder in one store step with the holder's
+    use (``RegistryStore.lease_and_swap_holder``): ``add_lease`` is the step
+    LeaseIssuer.issue runs, and keeps the entry the holder used before
+    (``previous``, None until it ran) for ``Lifecycle.follow``."""
+
+    __slots__ = ("_holder", "_keep_s", "_scope_fp", "_store", "_wall", "previous")
+
+    def __init__(self, store: RegistryStore, scope_fp: str, holder: str, wall: float, keep_s: float) -> None:
+        self._store = store
+        self._scope_fp = scope_fp
+        self._holder = holder
+        self._wall = wall
+        self._keep_s = keep_s
+        self.previous: str | None = None
+
+    async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
+        leased, self.previous = await self._store.lease_and_swap_holder(
+            entry_id, lease_id, expires, now, self._scope_fp, self._holder, self._wall, self._keep_s)
+        return leased
 
 
 def _extends(view: PrefixView, entry: Entry) -> bool:

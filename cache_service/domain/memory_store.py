@@ -154,6 +154,13 @@ class MemoryRegistryStore:
                 return entry
         return None
 
+    async def match_and_record_sighting(self, scope_fp: str, keys: Sequence[EntryKey],
+                                        usable: Callable[[Entry], bool], chain: Sequence[bytes], now: float,
+                                        horizon_s: float, group: str = "") -> tuple[Entry | None, Evidence]:
+        # Neither suspends: one step on the event loop.
+        match = await self.first_match(scope_fp, keys, usable)
+        return match, await self.record_sighting(scope_fp, chain, now, horizon_s, group)
+
     async def scope_entries(self, scope_fp: str) -> list[Entry]:
         state = self._scopes.get(scope_fp)
         return list(state.entries.values()) if state is not None else []
@@ -210,6 +217,11 @@ class MemoryRegistryStore:
             entry.uses += 1
             entry.last_used = now
         return entry
+
+    async def lease_and_swap_holder(self, entry_id: str, lease_id: str, expires: float, now: float, scope_fp: str,
+                                    holder: str, wall: float, keep_s: float) -> tuple[Entry | None, str]:
+        leased = await self.add_lease(entry_id, lease_id, expires, now)
+        return leased, await self.swap_holder(scope_fp, holder, entry_id, wall, keep_s)
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None:
         entry = self._by_id.get(entry_id)

@@ -345,6 +345,13 @@ class RegistryStore(Protocol):
         ``usable`` accepts (a retiring entry is no longer indexed)."""
         ...
 
+    async def match_and_record_sighting(self, scope_fp: str, keys: Sequence[EntryKey],
+                                        usable: Callable[[Entry], bool], chain: Sequence[bytes], now: float,
+                                        horizon_s: float, group: str = "") -> tuple[Entry | None, Evidence]:
+        """``first_match`` then ``record_sighting``, as one step (an
+        acquire's first: one round trip on Redis)."""
+        ...
+
     async def scope_entries(self, scope_fp: str) -> list[Entry]: ...
 
     async def all_entries(self) -> list[Entry]:
@@ -372,6 +379,12 @@ class RegistryStore(Protocol):
 
     async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
         """Records a lease (wall expiry) and a use at monotonic ``now``."""
+        ...
+
+    async def lease_and_swap_holder(self, entry_id: str, lease_id: str, expires: float, now: float, scope_fp: str,
+                                    holder: str, wall: float, keep_s: float) -> tuple[Entry | None, str]:
+        """``add_lease`` then ``swap_holder``, as one step (a hit's lease for
+        a named holder: one round trip on Redis); both results."""
         ...
 
     async def drop_lease(self, entry_id: str, lease_id: str) -> Entry | None: ...

@@ -44,7 +44,7 @@ from cache_service.domain.failures import Outcome, bypass, failure
 from cache_service.domain.keys import PrefixView, Scope
 from cache_service.domain.lease_issuer import LeaseIssuer
 from cache_service.domain.leases import LeaseSigner
-from cache_service.domain.lifecycle import Lifecycle
+from cache_service.domain.lifecycle import HeldLease, Lifecycle
 from cache_service.domain.memory_store import MemoryRegistryStore
 from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ScopeStatus
 from cache_service.domain.ports import (
@@ -167,8 +167,10 @@ class Registry:
             "cache.provider": scope.provider, "cache.prefix_tokens": view.tokens,
             "cache.prefix_bytes": view.size_bytes, "cache.scope_fingerprint": sfp[:16],
         }) as span:
+            # A hit's lease records the holder's use in its own store step.
+            held = self.lifecycle.held(sfp, holder) if holder else None
             try:
-                outcome = await self._acquire(scope, provider, view, ttls, deadline, base, request_tokens)
+                outcome = await self._acquire(scope, provider, view, ttls, deadline, base, request_tokens, held)
             except RegistryUnavailable as exc:
                 outcome = exc if self.settings.failure_mode == "error" else bypass(
                     base, BypassReason.REGISTRY_UNAVAILABLE)
@@ -181,11 +183,12 @@ class Registry:
         if isinstance(outcome, AgentCtxError):
             raise outcome
         with contextlib.suppress(RegistryUnavailable):  # holders are followed again at their next acquire
-            await self.lifecycle.follow(sfp, holder, view, outcome.entry_id)
+            await self.lifecycle.follow(sfp, holder, view, outcome.entry_id, held)
         return outcome
 
     async def _acquire(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],
-                       deadline: float, base: CacheInfo, request_tokens: int = 0) -> Outcome:
+                       deadline: float, base: CacheInfo, request_tokens: int = 0,
+                       held: HeldLease | None = None) -> Outcome:
         if self.admission.too_large(view):
             return failure(self.settings.failure_mode, BypassReason.CAPACITY, base)
         decision, match = await self.admission.decide(scope, provider, view, ttls, request_tokens)
@@ -196,7 +199,7 @@ class Registry:
             # Rule 8: a scope in deficit writes no head below the floor through.
             if capabilities.head_below_floor(provider, match) and await self.admission.balance(scope.fingerprint) < 0:
                 return bypass(base, BypassReason.FIRST_SIGHTING)
-            return await self.leases.issue(match, CacheState.HIT)
+            return await self.leases.issue(match, CacheState.HIT, held.add_lease if held else None)
         return await self.creates.join(scope, view, decision.ttl_s, match, deadline, base,
                                        self.admission.reserve_slot)
 
