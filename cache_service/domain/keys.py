@@ -162,7 +162,12 @@ def _next_link(prev: bytes, content: Any) -> bytes:
 
 def chain_digests(head: JSON, history: Sequence[Any]) -> tuple[bytes, ...]:
     """``chain[i]`` identifies the head plus the first ``i`` contents."""
-    prev = _digest(b"head", canonical_json(head))
+    return _chain(canonical_json(head), history)
+
+
+def _chain(head: bytes, history: Sequence[Any]) -> tuple[bytes, ...]:
+    """``chain_digests`` of a head already in canonical bytes."""
+    prev = _digest(b"head", head)
     chain = [prev]
     append = chain.append
     for content in history:
@@ -181,10 +186,11 @@ def chain_digests(head: JSON, history: Sequence[Any]) -> tuple[bytes, ...]:
 _BODY_OPEN = b'{"history":['
 
 
-def _body_digest(head: JSON, history: Sequence[Any], chain: Sequence[bytes]) -> tuple[str, int]:
-    """SHA-256 hex and length of ``canonical_json({**head, "history": history})``,
-    resuming from the hash state memoized on the latest content whose chain
-    digest still matches (same head and same contents up to it)."""
+def _body_digest(head: JSON, head_bytes: bytes, history: Sequence[Any], chain: Sequence[bytes]) -> tuple[str, int]:
+    """SHA-256 hex and length of ``canonical_json({**head, "history": history})``
+    (``head_bytes``: the head's canonical JSON), resuming from the hash
+    state memoized on the latest content whose chain digest still matches
+    (same head and same contents up to it)."""
     if not history or type(history[-1]) is not CanonicalContent:
         # Nothing measured (domain callers, tests): the definition itself.
         whole = canonical_json({**head, "history": list(history)})
@@ -212,7 +218,7 @@ def _body_digest(head: JSON, history: Sequence[Any], chain: Sequence[bytes]) -> 
     last = history[-1]
     if start < len(history):
         last._body = (chain[-1], hasher.copy(), size)
-    tail = b"]," + canonical_json(head)[1:]
+    tail = b"]," + head_bytes[1:]
     hasher.update(tail)
     return hasher.hexdigest(), size + len(tail)
 
@@ -230,8 +236,9 @@ class PrefixView:
     @classmethod
     def of(cls, prefix: Prefix, bytes_per_token: float = 4.0) -> PrefixView:
         head = prefix.head_json()
-        chain = chain_digests(head, prefix.history)
-        fp, size = _body_digest(head, prefix.history, chain)
+        head_bytes = canonical_json(head)  # once, for the chain and the body
+        chain = _chain(head_bytes, prefix.history)
+        fp, size = _body_digest(head, head_bytes, prefix.history, chain)
         return cls(
             prefix=prefix,
             fingerprint=fp,
@@ -247,6 +254,24 @@ class PrefixView:
     @property
     def digest(self) -> bytes:
         return self.chain[-1]
+
+
+def _canonical(content: Any) -> bytes:
+    return content.canonical if type(content) is CanonicalContent else canonical_json(content)
+
+
+def canonical_list(items: Sequence[Any]) -> bytes:
+    """``canonical_json(list(items))``, joined from the measured bytes of
+    the items that carry them (CanonicalContent)."""
+    return b"[" + b",".join([_canonical(c) for c in items]) + b"]"
+
+
+def canonical_size(prefix: Prefix) -> int:
+    """``len(canonical_json(prefix.json()))`` (see ``_body_digest`` for the
+    layout), from the contents' measured bytes."""
+    history = prefix.history
+    body = sum(len(_canonical(c)) for c in history) + max(len(history) - 1, 0)
+    return len(_BODY_OPEN) + body + 1 + len(canonical_json(prefix.head_json()))
 
 
 def call_chain(call: ModelCall, upto: int) -> bytes:

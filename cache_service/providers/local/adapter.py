@@ -70,7 +70,7 @@ from dataclasses import dataclass
 
 from agentctx_common.canonical import canonical_json
 from cache_service.domain.clock import SystemClock
-from cache_service.domain.keys import Prefix, chain_digests, estimate_tokens
+from cache_service.domain.keys import Prefix, canonical_list, canonical_size, chain_digests, estimate_tokens
 from cache_service.domain.model import (
     JSON,
     CacheHandle,
@@ -266,7 +266,7 @@ class LocalProvider:
         return [ListedCache(c.name, c.spec.display_name, c.expire) for c in self._caches.values() if c.expire > now]
 
     async def count_tokens(self, call: ModelCall) -> int:
-        return self._tokens(Prefix.of_call(call, len(call.contents)).json())
+        return self._prefix_tokens(call, len(call.contents))
 
     async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
         await self._enter("generate")
@@ -361,9 +361,9 @@ class LocalProvider:
             cached_tokens = named.tokens
             tools = named.spec.tools
             history = (*named.spec.contents, *call.contents)
-            prompt = cached_tokens + self._tokens(list(call.contents))
+            prompt = cached_tokens + estimate_tokens(len(canonical_list(call.contents)), self.bytes_per_token)
         else:
-            prompt = self._tokens(Prefix.of_call(call, len(call.contents)).json())
+            prompt = self._prefix_tokens(call, len(call.contents))
         if prompt > self.context_window:
             raise ContextWindowExceeded(prompt_tokens=prompt, context_window=self.context_window, status=400)
         marks = self.marks(call, cache)
@@ -398,7 +398,8 @@ class LocalProvider:
         return cache.key if isinstance(cache, PrefixMark) else ""
 
     def _prefix_tokens(self, call: ModelCall, upto: int) -> int:
-        return self._tokens(Prefix.of_call(call, upto).json())
+        # As _tokens(prefix.json()), from the contents' measured bytes.
+        return estimate_tokens(canonical_size(Prefix.of_call(call, upto)), self.bytes_per_token)
 
     def _marked(self, call: ModelCall, marks: Sequence[int], ttl_s: float) -> _Read:
         """Breakpoints after ``marks`` contents (0: after the head): read the
@@ -476,7 +477,8 @@ class LocalProvider:
 def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...]) -> JSON:
     # Over the whole conversation, cached part included: a cache never
     # changes the answer.
-    digest = hashlib.sha256(canonical_json([model, list(history)])).hexdigest()
+    # canonical_json([model, list(history)]), from the contents' measured bytes.
+    digest = hashlib.sha256(b"[" + canonical_json(model) + b"," + canonical_list(history) + b"]").hexdigest()
     last = history[-1]
     for part in last.get("parts", ()):
         if "functionResponse" in part:
