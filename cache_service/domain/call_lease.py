@@ -28,11 +28,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
-from agentctx_common.canonical import canonical_json
 from agentctx_common.errors import FailedPrecondition
 from agentctx_common.reasons import Reason
 from cache_service.domain.generation import Generator, HeldLease
-from cache_service.domain.keys import CanonicalContent, Prefix, PrefixView, Scope, estimate_tokens
+from cache_service.domain.keys import Prefix, PrefixView, Scope, canonical_list, estimate_tokens
 from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
 from cache_service.domain.ports import RegistryUnavailable
 from cache_service.domain.registry import Registry
@@ -118,7 +117,8 @@ class CallLeases:
         view = PrefixView.of(Prefix.of_call(call, cut), self._bytes_per_token)
         deadline = self._registry.clock.monotonic() + timeout_s if timeout_s is not None else None
         # The whole request's size: what a MARKED create writes through to (domain.policy, rule 2).
-        suffix = sum(len(_canonical(c)) + 1 for c in call.contents[cut:])
+        # Each content's canonical bytes and a separator: its list's length less one.
+        suffix = len(canonical_list(call.contents[cut:])) - 1
         request_tokens = view.tokens + estimate_tokens(suffix, self._bytes_per_token)
         acquired = await self._registry.acquire(scope, view, spec.ttl_s, deadline, spec.holder, request_tokens)
         if not acquired.lease:
@@ -131,11 +131,6 @@ class CallLeases:
         if timeout_s is None:
             return None
         return max(0.0, timeout_s - (self._registry.clock.monotonic() - started))
-
-
-def _canonical(content: object) -> bytes:
-    """A content's canonical bytes, measured once when the content memo made it."""
-    return content.canonical if isinstance(content, CanonicalContent) else canonical_json(content)
 
 
 def _refused(acquired: CacheInfo, err: FailedPrecondition) -> CacheInfo:

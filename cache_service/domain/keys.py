@@ -256,22 +256,30 @@ class PrefixView:
         return self.chain[-1]
 
 
-def _canonical(content: Any) -> bytes:
-    return content.canonical if type(content) is CanonicalContent else canonical_json(content)
-
-
 def canonical_list(items: Sequence[Any]) -> bytes:
-    """``canonical_json(list(items))``, joined from the measured bytes of
-    the items that carry them (CanonicalContent)."""
-    return b"[" + b",".join([_canonical(c) for c in items]) + b"]"
+    """``canonical_json(list(items))``: the measured bytes of the items that
+    carry them (CanonicalContent), each run of other items encoded in one
+    call (a call per small item would cost more than the whole list)."""
+    chunks: list[bytes] = []
+    plain: list[Any] = []
+    for item in items:
+        if type(item) is CanonicalContent:
+            if plain:
+                chunks.append(canonical_json(plain)[1:-1])
+                plain = []
+            chunks.append(item.canonical)
+        else:
+            plain.append(item)
+    if plain:
+        chunks.append(canonical_json(plain)[1:-1])
+    return b"[" + b",".join(chunks) + b"]"
 
 
 def canonical_size(prefix: Prefix) -> int:
-    """``len(canonical_json(prefix.json()))`` (see ``_body_digest`` for the
-    layout), from the contents' measured bytes."""
-    history = prefix.history
-    body = sum(len(_canonical(c)) for c in history) + max(len(history) - 1, 0)
-    return len(_BODY_OPEN) + body + 1 + len(canonical_json(prefix.head_json()))
+    """``len(canonical_json(prefix.json()))``: ``{"history":`` then the
+    history list, a comma and the head's canonical JSON without its opening
+    brace (see ``_body_digest``), from the contents' measured bytes."""
+    return len(_BODY_OPEN) - 1 + len(canonical_list(prefix.history)) + len(canonical_json(prefix.head_json()))
 
 
 def call_chain(call: ModelCall, upto: int) -> bytes:

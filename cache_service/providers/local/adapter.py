@@ -131,6 +131,9 @@ class _SimCache:
     tokens: int
     created: float
     expire: float
+    # canonical_json(list(spec.contents)), measured once: every reply's
+    # digest covers the cached contents.
+    contents_json: bytes = b"[]"
 
     def storage_token_seconds(self, until: float) -> float:
         return self.tokens * max(0.0, min(until, self.expire) - self.created)
@@ -243,7 +246,8 @@ class LocalProvider:
         now = self.clock.wall()
         name = ResourceName(f"cachedContents/loc-{next(self._ids)}")
         # A deep copy: nothing the caller holds can change what is cached.
-        self._caches[name] = _SimCache(name, copy.deepcopy(spec), tokens, now, now + spec.ttl_s)
+        kept = copy.deepcopy(spec)
+        self._caches[name] = _SimCache(name, kept, tokens, now, now + spec.ttl_s, canonical_list(kept.contents))
         self._bill.cache_write_tokens += tokens
         return CacheHandle(name, now + spec.ttl_s, tokens)
 
@@ -351,6 +355,7 @@ class LocalProvider:
         cached_tokens = written = long_written = 0
         tools = call.tools
         history = call.contents
+        history_json = canonical_list(call.contents)
         if isinstance(cache, ResourceName):
             if self.kind is not CacheKind.NAMED:
                 raise InvalidRequest("this simulator has no named caches", status=400)
@@ -361,7 +366,8 @@ class LocalProvider:
             cached_tokens = named.tokens
             tools = named.spec.tools
             history = (*named.spec.contents, *call.contents)
-            prompt = cached_tokens + estimate_tokens(len(canonical_list(call.contents)), self.bytes_per_token)
+            prompt = cached_tokens + estimate_tokens(len(history_json), self.bytes_per_token)
+            history_json = _joined(named.contents_json, history_json)
         else:
             prompt = self._prefix_tokens(call, len(call.contents))
         if prompt > self.context_window:
@@ -372,7 +378,7 @@ class LocalProvider:
             cached_tokens, written, long_written = read.cached, read.written, read.long_written
         elif self.kind is CacheKind.AUTOMATIC and self.caching:
             cached_tokens = self._automatic(call, self.routing_key(cache), prompt)
-        content = _reply(call.model, history, tools)
+        content = _reply(call.model, history, tools, history_json)
         output = self._tokens(content)
         self._bill.calls += 1
         self._bill.input_tokens += prompt - cached_tokens - written
@@ -474,11 +480,18 @@ class LocalProvider:
         return cached
 
 
-def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...]) -> JSON:
+def _joined(first: bytes, then: bytes) -> bytes:
+    """Two canonical JSON lists as one."""
+    if first == b"[]":
+        return then
+    return first if then == b"[]" else first[:-1] + b"," + then[1:]
+
+
+def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...], history_json: bytes) -> JSON:
+    """``history_json``: ``canonical_list(history)``."""
     # Over the whole conversation, cached part included: a cache never
-    # changes the answer.
-    # canonical_json([model, list(history)]), from the contents' measured bytes.
-    digest = hashlib.sha256(b"[" + canonical_json(model) + b"," + canonical_list(history) + b"]").hexdigest()
+    # changes the answer. The digest is of canonical_json([model, list(history)]).
+    digest = hashlib.sha256(b"[" + canonical_json(model) + b"," + history_json + b"]").hexdigest()
     last = history[-1]
     for part in last.get("parts", ()):
         if "functionResponse" in part:
