@@ -47,17 +47,22 @@ from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
 from context_service.building.types import BuiltContext
 from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply, ScopeInvalidation, ScopeStatus
-from context_service.mapping.build_context import model_request
+from context_service.mapping.build_context import model_request_wire
 from context_service.mapping.cache_calls import reply_from_proto, scope_to_proto
+from context_service.mapping.wire import wire_field
 from context_service.settings import ContextSettings
 
 Stub = cache_service_pb2_grpc.CacheServiceStub
+_SERVICE = cpb.DESCRIPTOR.services_by_name["CacheService"].full_name
+# Field numbers of the messages a turn's call is assembled from as bytes.
+_REQUEST_FIELD = cpb.GenerateContentRequest.DESCRIPTOR.fields_by_name["request"].number
+_CALL_FIELD = cpb.StreamGenerateContentRequest.DESCRIPTOR.fields_by_name["call"].number
 _INITIAL_RECONNECT_BACKOFF_MS = 100
 _MAX_RECONNECT_BACKOFF_MS = 1000
 # Balance over every address the target resolves to; skip unhealthy replicas.
 SERVICE_CONFIG = json.dumps({
     "loadBalancingConfig": [{"round_robin": {}}],
-    "healthCheckConfig": {"serviceName": cpb.DESCRIPTOR.services_by_name["CacheService"].full_name},
+    "healthCheckConfig": {"serviceName": _SERVICE},
 })
 
 
@@ -66,6 +71,9 @@ class CacheClient:
         self._settings = settings
         self._channel: grpc.aio.Channel | None = None
         self._stub: Stub | None = None
+        # GenerateContent and StreamGenerateContent taking their request
+        # already serialized (``call_request``): bytes pass through.
+        self._wire: dict[str, Any] = {}
         self._lock = asyncio.Lock()
 
     async def _get_stub(self) -> Stub:
@@ -93,6 +101,14 @@ class CacheClient:
                         ("grpc.service_config", SERVICE_CONFIG),
                     ],
                 )
+                self._wire = {
+                    "GenerateContent": self._channel.unary_unary(
+                        f"/{_SERVICE}/GenerateContent", request_serializer=None,
+                        response_deserializer=cpb.GenerateContentResponse.FromString),
+                    "StreamGenerateContent": self._channel.unary_stream(
+                        f"/{_SERVICE}/StreamGenerateContent", request_serializer=None,
+                        response_deserializer=cpb.StreamGenerateContentResponse.FromString),
+                }
                 # The generated gRPC module has no type stubs.
                 self._stub = Stub(self._channel)
         return self._stub
@@ -103,23 +119,26 @@ class CacheClient:
         cap = self._settings.cache_timeout_s
         return cap if remaining is None else max(0.0, min(cap, remaining))
 
-    async def _call(self, method: str, request: Any, remaining: float | None) -> Any:
-        """``method`` of the cache service (its name in the proto)."""
+    async def _call(self, method: str, request: Any, remaining: float | None, *, wire: bool = False) -> Any:
+        """``method`` of the cache service (its name in the proto); with
+        ``wire``, ``request`` is the serialized message."""
         stub = await self._get_stub()
         timeout = self.timeout(remaining)
         if timeout <= 0:
             raise DeadlineExceeded("no time left to call the cache service", reason=Reason.DEADLINE_EXCEEDED)
+        send = self._wire[method] if wire else getattr(stub, method)
         try:
-            return await getattr(stub, method)(request, timeout=timeout, metadata=outgoing_metadata())
+            return await send(request, timeout=timeout, metadata=outgoing_metadata())
         except grpc.aio.AioRpcError as err:
             raise _rebuilt(err, method) from None
 
-    async def _stream(self, request: cpb.StreamGenerateContentRequest, remaining: float | None) -> AsyncIterator[cpb.StreamGenerateContentResponse]:
-        stub = await self._get_stub()
+    async def _stream(self, request: bytes, remaining: float | None) -> AsyncIterator[cpb.StreamGenerateContentResponse]:
+        """StreamGenerateContent of a serialized StreamGenerateContentRequest."""
+        await self._get_stub()
         timeout = self.timeout(remaining)
         if timeout <= 0:
             raise DeadlineExceeded("no time left to call the cache service", reason=Reason.DEADLINE_EXCEEDED)
-        call = stub.StreamGenerateContent(request, timeout=timeout, metadata=outgoing_metadata())
+        call = self._wire["StreamGenerateContent"](request, timeout=timeout, metadata=outgoing_metadata())
         try:
             async for item in call:
                 yield item
@@ -135,15 +154,16 @@ class CacheClient:
         self, scope: CacheScope, request: BuiltContext, *, acquire: LeaseRequest | None = None,
         remaining: float | None = None,
     ) -> ModelReply:
-        answer = await self.generate_content(call_request(scope, request, acquire), remaining=remaining)
+        answer: cpb.GenerateContentResponse = await self._call(
+            "GenerateContent", call_request(scope, request, acquire), remaining, wire=True)
         return reply_from_proto(answer.response, answer.cache if answer.HasField("cache") else None)
 
     async def stream_generate(
         self, scope: CacheScope, request: BuiltContext, *, acquire: LeaseRequest | None = None,
         remaining: float | None = None,
     ) -> AsyncIterator[ModelReply]:
-        call = call_request(scope, request, acquire)
-        async for item in self._stream(cpb.StreamGenerateContentRequest(call=call), remaining):
+        call = wire_field(_CALL_FIELD, call_request(scope, request, acquire))
+        async for item in self._stream(call, remaining):
             yield reply_from_proto(item.chunk, item.cache if item.HasField("cache") else None)
 
     async def scope_status(self, scope: CacheScope, *, remaining: float | None = None) -> ScopeStatus:
@@ -181,14 +201,18 @@ class CacheClient:
             self._stub = None
 
 
-def call_request(scope: CacheScope, request: BuiltContext, acquire: LeaseRequest | None) -> cpb.GenerateContentRequest:
-    call = cpb.GenerateContentRequest(scope=scope_to_proto(scope), request=model_request(request))
+def call_request(scope: CacheScope, request: BuiltContext, acquire: LeaseRequest | None) -> bytes:
+    """The serialized GenerateContentRequest of a turn: scope and acquire
+    encoded here, the model request joined from the records' cached wire
+    bytes (``model_request_wire``), so the history is neither copied into
+    a message nor serialized again. Fields in any order parse alike."""
+    call = cpb.GenerateContentRequest(scope=scope_to_proto(scope))
     if acquire is not None:
         call.acquire.suffix_contents = acquire.suffix
         call.acquire.holder = acquire.holder
         if acquire.ttl_s is not None:
             call.acquire.ttl.FromNanoseconds(int(acquire.ttl_s * 1e9))
-    return call
+    return call.SerializeToString() + wire_field(_REQUEST_FIELD, model_request_wire(request))
 
 
 def _rebuilt(err: grpc.aio.AioRpcError, method: str) -> Exception:

@@ -5,8 +5,10 @@ It does what AcquireLease, GenerateContent with the lease and ReleaseLease
 do, in one round trip instead of three. The prefix is the call's own head
 plus its contents before the suffix. Those contents are converted and
 measured once for the call, and the caller never sends them twice. The
-lease is issued, checked (signature, scope, generation, prefix) and
-released here, and never leaves the service.
+lease is issued, checked (scope, generation, expiry, prefix) and released
+here, and never leaves the service: it is used by its claims and the
+chain digests its acquire computed (``generation.HeldLease``), so its
+token is never verified and its prefix never hashed a second time.
 
 The record is what a caller would have made of the three answers:
 
@@ -26,11 +28,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
-from agentctx_common.canonical import canonical_json
 from agentctx_common.errors import FailedPrecondition
 from agentctx_common.reasons import Reason
-from cache_service.domain.generation import Generator
-from cache_service.domain.keys import Prefix, PrefixView, Scope, estimate_tokens
+from cache_service.domain.generation import Generator, HeldLease
+from cache_service.domain.keys import Prefix, PrefixView, Scope, canonical_list, estimate_tokens
 from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
 from cache_service.domain.ports import RegistryUnavailable
 from cache_service.domain.registry import Registry
@@ -55,13 +56,13 @@ class CallLeases:
     async def generate(self, scope: Scope, call: ModelCall, spec: CallLease,
                        timeout_s: float | None) -> tuple[ModelReply, CacheInfo]:
         started = self._registry.clock.monotonic()
-        acquired = await self._acquire(scope, call, spec, timeout_s)
-        if not acquired.lease:
+        acquired, held = await self._acquire(scope, call, spec, timeout_s)
+        if held is None:
             reply, _ = await self._generator.generate(scope, call, "", self._left(timeout_s, started))
             return reply, acquired.info
         try:
             try:
-                return await self._generator.generate(scope, call, acquired.lease, self._left(timeout_s, started))
+                return await self._generator.generate(scope, call, held, self._left(timeout_s, started))
             except FailedPrecondition as err:
                 if err.reason is not Reason.LEASE_INVALID:
                     raise
@@ -73,20 +74,20 @@ class CallLeases:
             reply, _ = await self._generator.generate(scope, call, "", self._left(timeout_s, started))
             return reply, record
         finally:
-            await self._release(acquired.lease)
+            await self._release(held)
 
     async def stream(self, scope: Scope, call: ModelCall, spec: CallLease,
                      timeout_s: float | None) -> AsyncIterator[tuple[ModelReply, CacheInfo | None]]:
         """As ``Generator.stream``; the last chunk carries the call's record."""
         started = self._registry.clock.monotonic()
-        acquired = await self._acquire(scope, call, spec, timeout_s)
+        acquired, held = await self._acquire(scope, call, spec, timeout_s)
         record = acquired.info
         try:
-            if acquired.lease:
+            if held is not None:
                 produced = False
                 try:
                     async for chunk, info in self._generator.stream(
-                            scope, call, acquired.lease, self._left(timeout_s, started)):
+                            scope, call, held, self._left(timeout_s, started)):
                         produced = True
                         yield chunk, info
                     return
@@ -102,21 +103,29 @@ class CallLeases:
             async for chunk, info in self._generator.stream(scope, call, "", self._left(timeout_s, started)):
                 yield chunk, (record if info is not None else None)
         finally:
-            if acquired.lease:
-                await self._release(acquired.lease)
+            if held is not None:
+                await self._release(held)
 
-    async def _release(self, lease: str) -> None:
+    async def _release(self, held: HeldLease) -> None:
         with contextlib.suppress(RegistryUnavailable):  # the lease expires on its own
-            await self._registry.release_issued(lease)
+            await self._registry.release_issued(held.claims)
 
-    async def _acquire(self, scope: Scope, call: ModelCall, spec: CallLease, timeout_s: float | None) -> AcquireResult:
+    async def _acquire(self, scope: Scope, call: ModelCall, spec: CallLease,
+                       timeout_s: float | None) -> tuple[AcquireResult, HeldLease | None]:
+        """The acquire's answer, and the lease it issued as this call holds it."""
         cut = len(call.contents) - spec.suffix
         view = PrefixView.of(Prefix.of_call(call, cut), self._bytes_per_token)
         deadline = self._registry.clock.monotonic() + timeout_s if timeout_s is not None else None
         # The whole request's size: what a MARKED create writes through to (domain.policy, rule 2).
-        suffix = sum(len(canonical_json(c)) + 1 for c in call.contents[cut:])
+        # Each content's canonical bytes and a separator: its list's length less one.
+        suffix = len(canonical_list(call.contents[cut:])) - 1
         request_tokens = view.tokens + estimate_tokens(suffix, self._bytes_per_token)
-        return await self._registry.acquire(scope, view, spec.ttl_s, deadline, spec.holder, request_tokens)
+        acquired = await self._registry.acquire(scope, view, spec.ttl_s, deadline, spec.holder, request_tokens)
+        if not acquired.lease:
+            return acquired, None
+        # Every lease is issued in this process (LeaseIssuer.issue), with its claims.
+        assert acquired.claims is not None
+        return acquired, HeldLease(acquired.claims, view.chain)
 
     def _left(self, timeout_s: float | None, started: float) -> float | None:
         if timeout_s is None:

@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from opentelemetry import trace
 
@@ -54,7 +54,7 @@ from cache_service.domain import capabilities
 from cache_service.domain.capabilities import rewrite_for_cache
 from cache_service.domain.entry import Entry
 from cache_service.domain.keys import Prefix, PrefixView, Scope, call_chain
-from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall, ModelReply
+from cache_service.domain.model import BypassReason, CacheInfo, CacheState, LeaseClaims, ModelCall, ModelReply
 from cache_service.domain.observed import learned_floor, observe
 from cache_service.domain.ports import (
     CacheKind,
@@ -74,7 +74,7 @@ from cache_service.domain.ports import (
 )
 from cache_service.domain.registry import Registry
 
-__all__ = ["Generator", "lease_error", "provider_error_status", "rewrite_for_cache"]
+__all__ = ["Generator", "HeldLease", "lease_error", "provider_error_status", "rewrite_for_cache"]
 
 log = logging.getLogger("agentctx.cache.generate")
 _tracer = trace.get_tracer("agentctx.cache")
@@ -111,6 +111,17 @@ def lease_error(exc: LeaseRejected) -> FailedPrecondition:
                               reason=Reason.LEASE_INVALID, metadata={"invalid_reason": exc.invalid_reason})
 
 
+@dataclass(frozen=True)
+class HeldLease:
+    """A lease this process issued for one call and holds
+    (domain.call_lease), used in place of its token: its claims (genuine,
+    so not verified again) and the chain digests the acquire computed over
+    the call's prefix (so the prefix check hashes nothing again)."""
+
+    claims: LeaseClaims
+    chain: tuple[bytes, ...]
+
+
 class Generator:
     def __init__(self, registry: Registry, *, request_timeout_s: float = 60.0,
                  routing_keys: capabilities.RoutingKeys | None = None, bytes_per_token: float = 4.0) -> None:
@@ -122,7 +133,8 @@ class Generator:
 
     # --- unary --------------------------------------------------------------------
 
-    async def generate(self, scope: Scope, call: ModelCall, lease: str, timeout_s: float | None = None) -> tuple[ModelReply, CacheInfo]:
+    async def generate(self, scope: Scope, call: ModelCall, lease: str | HeldLease,
+                       timeout_s: float | None = None) -> tuple[ModelReply, CacheInfo]:
         provider = self.registry.provider(scope.provider)
         timeout = self._timeout(timeout_s)
         with _tracer.start_as_current_span("cache.generate", attributes={
@@ -147,7 +159,7 @@ class Generator:
 
     # --- streaming ----------------------------------------------------------------
 
-    async def stream(self, scope: Scope, call: ModelCall, lease: str,
+    async def stream(self, scope: Scope, call: ModelCall, lease: str | HeldLease,
                      timeout_s: float | None = None) -> AsyncIterator[tuple[ModelReply, CacheInfo | None]]:
         """Chunks as the provider sends them; the last one carries the usage
         and the cache info. Only a chunk that looks final (a finish reason or
@@ -221,9 +233,13 @@ class Generator:
 
     # --- helpers ------------------------------------------------------------------
 
-    async def _leased(self, scope: Scope, call: ModelCall, lease: str) -> tuple[Entry, CacheState]:
+    async def _leased(self, scope: Scope, call: ModelCall, lease: str | HeldLease) -> tuple[Entry, CacheState]:
+        held = lease if isinstance(lease, HeldLease) else None
         try:
-            entry, claims = await self.registry.resolve(lease, scope.fingerprint)
+            if held is not None:
+                entry, claims = await self.registry.resolve_claims(held.claims, scope.fingerprint)
+            else:
+                entry, claims = await self.registry.resolve(str(lease), scope.fingerprint)
         except LeaseRejected as exc:
             raise lease_error(exc) from None
         n = entry.history_len
@@ -233,7 +249,9 @@ class Generator:
                 metadata={"contents": len(call.contents), "prefix_contents": n},
                 field_violations=[FieldViolation("request.contents", "must extend the leased prefix")],
             )
-        if call_chain(call, n) != entry.digest:
+        # A held lease's prefix was hashed by its acquire: chain[n] is call_chain(call, n).
+        digest = held.chain[n] if held is not None and n < len(held.chain) else call_chain(call, n)
+        if digest != entry.digest:
             raise FailedPrecondition(
                 "the request does not start with the leased prefix", reason=Reason.LEASE_PREFIX_MISMATCH,
                 metadata={"prefix_fingerprint": entry.prefix_fp, "prefix_contents": n},

@@ -162,7 +162,12 @@ def _next_link(prev: bytes, content: Any) -> bytes:
 
 def chain_digests(head: JSON, history: Sequence[Any]) -> tuple[bytes, ...]:
     """``chain[i]`` identifies the head plus the first ``i`` contents."""
-    prev = _digest(b"head", canonical_json(head))
+    return _chain(canonical_json(head), history)
+
+
+def _chain(head: bytes, history: Sequence[Any]) -> tuple[bytes, ...]:
+    """``chain_digests`` of a head already in canonical bytes."""
+    prev = _digest(b"head", head)
     chain = [prev]
     append = chain.append
     for content in history:
@@ -181,10 +186,11 @@ def chain_digests(head: JSON, history: Sequence[Any]) -> tuple[bytes, ...]:
 _BODY_OPEN = b'{"history":['
 
 
-def _body_digest(head: JSON, history: Sequence[Any], chain: Sequence[bytes]) -> tuple[str, int]:
-    """SHA-256 hex and length of ``canonical_json({**head, "history": history})``,
-    resuming from the hash state memoized on the latest content whose chain
-    digest still matches (same head and same contents up to it)."""
+def _body_digest(head: JSON, head_bytes: bytes, history: Sequence[Any], chain: Sequence[bytes]) -> tuple[str, int]:
+    """SHA-256 hex and length of ``canonical_json({**head, "history": history})``
+    (``head_bytes``: the head's canonical JSON), resuming from the hash
+    state memoized on the latest content whose chain digest still matches
+    (same head and same contents up to it)."""
     if not history or type(history[-1]) is not CanonicalContent:
         # Nothing measured (domain callers, tests): the definition itself.
         whole = canonical_json({**head, "history": list(history)})
@@ -212,7 +218,7 @@ def _body_digest(head: JSON, history: Sequence[Any], chain: Sequence[bytes]) -> 
     last = history[-1]
     if start < len(history):
         last._body = (chain[-1], hasher.copy(), size)
-    tail = b"]," + canonical_json(head)[1:]
+    tail = b"]," + head_bytes[1:]
     hasher.update(tail)
     return hasher.hexdigest(), size + len(tail)
 
@@ -230,8 +236,9 @@ class PrefixView:
     @classmethod
     def of(cls, prefix: Prefix, bytes_per_token: float = 4.0) -> PrefixView:
         head = prefix.head_json()
-        chain = chain_digests(head, prefix.history)
-        fp, size = _body_digest(head, prefix.history, chain)
+        head_bytes = canonical_json(head)  # once, for the chain and the body
+        chain = _chain(head_bytes, prefix.history)
+        fp, size = _body_digest(head, head_bytes, prefix.history, chain)
         return cls(
             prefix=prefix,
             fingerprint=fp,
@@ -247,6 +254,32 @@ class PrefixView:
     @property
     def digest(self) -> bytes:
         return self.chain[-1]
+
+
+def canonical_list(items: Sequence[Any]) -> bytes:
+    """``canonical_json(list(items))``: the measured bytes of the items that
+    carry them (CanonicalContent), each run of other items encoded in one
+    call (a call per small item would cost more than the whole list)."""
+    chunks: list[bytes] = []
+    plain: list[Any] = []
+    for item in items:
+        if type(item) is CanonicalContent:
+            if plain:
+                chunks.append(canonical_json(plain)[1:-1])
+                plain = []
+            chunks.append(item.canonical)
+        else:
+            plain.append(item)
+    if plain:
+        chunks.append(canonical_json(plain)[1:-1])
+    return b"[" + b",".join(chunks) + b"]"
+
+
+def canonical_size(prefix: Prefix) -> int:
+    """``len(canonical_json(prefix.json()))``: ``{"history":`` then the
+    history list, a comma and the head's canonical JSON without its opening
+    brace (see ``_body_digest``), from the contents' measured bytes."""
+    return len(_BODY_OPEN) - 1 + len(canonical_list(prefix.history)) + len(canonical_json(prefix.head_json()))
 
 
 def call_chain(call: ModelCall, upto: int) -> bytes:

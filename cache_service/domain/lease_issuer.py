@@ -39,16 +39,23 @@ class LeaseIssuer:
         # the token then resolves to its tombstone.
         record = add_lease or self._store.add_lease
         leased = await record(entry.id, lease_id, expires, self._clock.monotonic()) or entry
-        token = self.signer.sign(LeaseClaims(self.signer.boot, entry.id, entry.generation, entry.scope_fp, lease_id,
-                                             expires, state.value))
+        # Expiry as the token carries it (ms), so kept claims equal verified ones.
+        claims = LeaseClaims(self.signer.boot, entry.id, entry.generation, entry.scope_fp, lease_id,
+                             round(expires, 3), state.value)
+        token = self.signer.sign(claims)
         if state is CacheState.HIT:
             self._lifecycle.maybe_refresh(leased, wall)
-        return AcquireResult(token, leased.info(state), entry.id)
+        return AcquireResult(token, leased.info(state), entry.id, claims)
 
     async def resolve(self, token: str, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
         """The live entry a lease names. Raises LeaseRejected, or
         PermissionDenied for a genuine lease of another scope."""
-        claims = self.signer.verify(token)
+        return await self.resolve_claims(self.signer.verify(token), scope_fp)
+
+    async def resolve_claims(self, claims: LeaseClaims, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
+        """``resolve`` for a lease this process issued and kept (a call's
+        own lease): its claims, genuine, so no token to verify again; the
+        entry is checked as for any lease."""
         if scope_fp is not None and claims.scope_fingerprint != scope_fp:
             raise PermissionDenied("the lease belongs to another scope", reason=Reason.LEASE_SCOPE_MISMATCH)
         entry = await self._store.get(claims.entry_id)
@@ -68,11 +75,11 @@ class LeaseIssuer:
         await self._drop(claims)
         return True
 
-    async def release_issued(self, token: str) -> None:
-        """``release`` for a token this process just issued and kept (a
+    async def release_issued(self, claims: LeaseClaims) -> None:
+        """``release`` for a lease this process just issued and kept (a
         call's own lease): genuine, so dropped by its claims without
-        reading the entry first (one store step, not two)."""
-        await self._drop(self.signer.verify(token))
+        verifying a token or reading the entry first (one store step)."""
+        await self._drop(claims)
 
     async def _drop(self, claims: LeaseClaims) -> None:
         released = await self._store.drop_lease(claims.entry_id, claims.lease_id)

@@ -171,11 +171,14 @@ class LeaseClaims:
 @dataclass(frozen=True)
 class AcquireResult:
     """A lease (empty on bypass) and the public metadata; ``entry_id``
-    names the leased entry (registry-internal, never sent)."""
+    names the leased entry and ``claims`` are what the lease says
+    (registry-internal, never sent: a call's own lease is used and
+    released by its claims, its token never verified)."""
 
     lease: str
     info: CacheInfo
     entry_id: str = ""
+    claims: LeaseClaims | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

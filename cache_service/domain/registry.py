@@ -91,6 +91,7 @@ class Registry:
         # resolve(token, scope_fp=None) -> (entry, claims) raises LeaseRejected,
         # or PermissionDenied for a genuine lease of another scope.
         self.resolve = self.leases.resolve
+        self.resolve_claims = self.leases.resolve_claims
         self.release = self.leases.release
         self.release_issued = self.leases.release_issued
         self.drop_missing = self.lifecycle.drop_missing

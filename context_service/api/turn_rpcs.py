@@ -120,12 +120,6 @@ class TurnRpcs:
         for token in tokens:
             token_to_proto(token, out.tool_tokens.add())
         return out
-        tools = result.tools
-        if tools is None:  # a deduplicated reply: its first response's tokens were lost with it
-            tools = self.app.effective_config((await self.app.sessions.get_session(key)).config).tools
-        for token in await self.app.tools.mint(key, reply, tools):
-            token_to_proto(token, out.tool_tokens.add())
-        return out
 
 
 def _response(result: TurnResult, key: SessionKey, *, stored: bool) -> pb.GenerateResponse:

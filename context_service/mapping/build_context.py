@@ -203,6 +203,14 @@ def response_message(built: BuiltContext) -> pb.BuildContextResponse:
 def response_wire(built: BuiltContext) -> bytes:
     """The serialized BuildContextResponse, the same message as
     ``response_message``, assembled from cached wire bytes."""
+    accounting = accounting_to_proto(built.accounting).SerializeToString()
+    return wire_field(1, model_request_wire(built)) + wire_field(2, accounting)
+
+
+def model_request_wire(built: BuiltContext) -> bytes:
+    """The serialized ModelRequest, the same message as ``model_request``,
+    assembled from cached wire bytes (BuildContext's response, and the
+    GenerateContent call a turn sends, ``cache_client.call_request``)."""
     # Every record's ``rendered`` is a ``Rendered`` (records are made with
     # ``wire.render``, or reuse the request's own, see RequestMapper).
     parts, selection = built.parts, built.selection
@@ -220,8 +228,7 @@ def response_wire(built: BuiltContext) -> bytes:
         chunks.append(_events_wire(selection))
     chunks += [c.rendered.wire for c in parts.current]
     chunks.append(_encoded(built.settings).wire)
-    accounting = accounting_to_proto(built.accounting).SerializeToString()
-    return wire_field(1, b"".join(chunks)) + wire_field(2, accounting)
+    return b"".join(chunks)
 
 
 def _wire_layout(bodies: Sequence[sel.ContentRecord], older: tuple[bytes, list[int]] | None) -> tuple[bytes, list[int]]:

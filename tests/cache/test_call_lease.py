@@ -14,6 +14,7 @@ from agentctx.cache.v1 import cache_service_pb2 as pb
 from agentctx.type.v1 import cache_pb2
 from agentctx_common.status import error_from_rpc
 from cache_service.api import convert
+from cache_service.domain import generation
 from cache_service.domain.call_lease import CallLease, CallLeases
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import PrefixView
@@ -45,6 +46,36 @@ async def test_one_call_acquires_uses_and_releases(harness_factory) -> None:
     (entry,) = await h.registry.entries()
     assert entry.leases == {}, "every call released its lease"
     assert (h.provider.counts["generate"], h.provider.counts["stream"]) == (2, 1)
+
+
+async def test_a_calls_own_lease_is_used_by_its_claims(harness_factory, monkeypatch) -> None:
+    """No token of the call's own lease is verified, nor its prefix hashed
+    a second time for the prefix check; what it holds equals what
+    verifying the token would give."""
+    h = await harness_factory(policy=EAGER)
+    calls = _leases(h)
+    p = prefix(3)
+    await calls.generate(scope(), call_over(p), ONE, 10.0)  # created
+    issued = await h.registry.acquire(scope(), PrefixView.of(p), None, None)
+    assert issued.claims is not None and h.registry.signer.verify(issued.lease) == issued.claims
+    assert await h.registry.release(issued.lease)
+    verify, chain = h.registry.signer.verify, generation.call_chain
+    used = {"verify": 0, "chain": 0}
+
+    def counted(name: str, fn: Any) -> Any:
+        def run(*args: Any) -> Any:
+            used[name] += 1
+            return fn(*args)
+        return run
+
+    monkeypatch.setattr(h.registry.signer, "verify", counted("verify", verify))
+    monkeypatch.setattr(generation, "call_chain", counted("chain", chain))
+    _, info = await calls.generate(scope(), call_over(p, "and then?"), ONE, 10.0)
+    chunks = [item async for item in calls.stream(scope(), call_over(p, "streamed?"), ONE, 10.0)]
+    assert info.state is CacheState.HIT and chunks[-1][1] is not None and chunks[-1][1].state is CacheState.HIT
+    assert used == {"verify": 0, "chain": 0}
+    (entry,) = await h.registry.entries()
+    assert entry.leases == {}, "released by its claims"
 
 
 async def test_a_bypass_is_the_acquires_record(harness_factory) -> None:

@@ -27,7 +27,15 @@ from agentctx_common.canonical import canonical_json, prefix_json
 from agentctx_common.errors import InvalidArgument
 from cache_service.api import convert
 from cache_service.api.content_memo import ContentMemo
-from cache_service.domain.keys import CanonicalContent, Prefix, PrefixView, call_chain, estimate_tokens
+from cache_service.domain.keys import (
+    CanonicalContent,
+    Prefix,
+    PrefixView,
+    call_chain,
+    canonical_list,
+    canonical_size,
+    estimate_tokens,
+)
 from tests.cache import protos
 
 MODEL = "local-sim-1"
@@ -178,6 +186,10 @@ def test_memoized_digests_and_fingerprints_equal_the_definitions(
             assert view.size_bytes == size
             assert view.chain == chain
         assert PrefixView.of(memoized, 3.0).tokens == estimate_tokens(size, 3.0)
+        # What the local simulator measures a prompt and a reply's digest by.
+        for p in (memoized, plain):
+            assert canonical_size(p) == size == len(canonical_json(p.json()))
+            assert canonical_list(p.history) == canonical_json(list(plain.history))
 
         # GenerateContent: the lease check compares call_chain with the
         # leased entry's digest.

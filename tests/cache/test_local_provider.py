@@ -5,11 +5,12 @@ window, and Gemini-like billing."""
 from __future__ import annotations
 
 import tracemalloc
+from dataclasses import replace
 
 import pytest
 
 from cache_service.domain.clock import ManualClock
-from cache_service.domain.keys import Prefix, PrefixView
+from cache_service.domain.keys import CanonicalContent, Prefix, PrefixView
 from cache_service.domain.model import CacheSpec, ModelCall
 from cache_service.domain.ports import CacheNotFound, CacheTooSmall, ContextWindowExceeded, InvalidRequest
 from cache_service.domain.pricing import Bill, Pricing
@@ -37,6 +38,12 @@ async def test_replies_are_deterministic_and_independent_of_caching() -> None:
     assert cached.usage is not None and cached.usage.cached_prompt_tokens == PrefixView.of(prefix(3)).tokens
     other = await a.generate(call_over(prefix(3), "something else"), None)
     assert other.content != first.content
+    # Contents measured by the content memo (CanonicalContent) answer and count alike.
+    measured = replace(call, contents=tuple(CanonicalContent(c) for c in call.contents))
+    assert await b.generate(measured, None) == first
+    again = await a.generate(replace(measured, contents=measured.contents[6:], system_instruction=None, tools=()),
+                             handle.name)
+    assert again == cached
 
 
 async def test_naming_a_declared_tool_calls_it_and_its_result_is_acknowledged() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentctx.cache.v1 import cache_service_pb2 as cpb
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.type.v1 import content_pb2
 from context_service.building.builder import ContextBuilder
@@ -71,13 +72,14 @@ async def test_the_call_leases_everything_before_the_input() -> None:
     assert lease_request(SessionKey("app", "user-1", "s2"), POLICY, 1).holder != lease.holder  # type: ignore[union-attr]
     assert lease_request(KEY, POLICY, 0).suffix == 1, "the last content is never cached"  # type: ignore[union-attr]
     assert lease_request(KEY, CachePolicy(enabled=False), 1) is None
-    call = call_request(cache_scope(KEY, MODEL, POLICY), built, lease)
+    call = cpb.GenerateContentRequest.FromString(call_request(cache_scope(KEY, MODEL, POLICY), built, lease))
     assert call.request == model_request(built) and len(call.request.contents) == 5
     assert (call.acquire.suffix_contents, call.acquire.holder, call.lease) == (1, lease.holder, "")
     scope = call.scope
     assert (scope.app, scope.user, scope.model, scope.provider) == ("app", "user-1", MODEL, "")
     assert dict(scope.policy) == {"context_version": 2}
-    assert not call_request(cache_scope(KEY, MODEL, POLICY), built, None).HasField("acquire")
+    unleased = cpb.GenerateContentRequest.FromString(call_request(cache_scope(KEY, MODEL, POLICY), built, None))
+    assert not unleased.HasField("acquire") and unleased.request == call.request
 
 
 async def test_one_call_creates_then_hits_and_leaves_no_lease(pair, gateway) -> None:

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 
 from agentctx_common.canonical import canonical_json
 from cache_service.domain.clock import SystemClock
-from cache_service.domain.keys import Prefix, chain_digests, estimate_tokens
+from cache_service.domain.keys import Prefix, canonical_list, canonical_size, chain_digests, estimate_tokens
 from cache_service.domain.model import (
     JSON,
     CacheHandle,
@@ -131,6 +131,9 @@ class _SimCache:
     tokens: int
     created: float
     expire: float
+    # canonical_json(list(spec.contents)), measured once: every reply's
+    # digest covers the cached contents.
+    contents_json: bytes = b"[]"
 
     def storage_token_seconds(self, until: float) -> float:
         return self.tokens * max(0.0, min(until, self.expire) - self.created)
@@ -243,7 +246,8 @@ class LocalProvider:
         now = self.clock.wall()
         name = ResourceName(f"cachedContents/loc-{next(self._ids)}")
         # A deep copy: nothing the caller holds can change what is cached.
-        self._caches[name] = _SimCache(name, copy.deepcopy(spec), tokens, now, now + spec.ttl_s)
+        kept = copy.deepcopy(spec)
+        self._caches[name] = _SimCache(name, kept, tokens, now, now + spec.ttl_s, canonical_list(kept.contents))
         self._bill.cache_write_tokens += tokens
         return CacheHandle(name, now + spec.ttl_s, tokens)
 
@@ -266,7 +270,7 @@ class LocalProvider:
         return [ListedCache(c.name, c.spec.display_name, c.expire) for c in self._caches.values() if c.expire > now]
 
     async def count_tokens(self, call: ModelCall) -> int:
-        return self._tokens(Prefix.of_call(call, len(call.contents)).json())
+        return self._prefix_tokens(call, len(call.contents))
 
     async def generate(self, call: ModelCall, cache: CacheRef | None) -> ModelReply:
         await self._enter("generate")
@@ -351,6 +355,7 @@ class LocalProvider:
         cached_tokens = written = long_written = 0
         tools = call.tools
         history = call.contents
+        history_json = canonical_list(call.contents)
         if isinstance(cache, ResourceName):
             if self.kind is not CacheKind.NAMED:
                 raise InvalidRequest("this simulator has no named caches", status=400)
@@ -361,9 +366,10 @@ class LocalProvider:
             cached_tokens = named.tokens
             tools = named.spec.tools
             history = (*named.spec.contents, *call.contents)
-            prompt = cached_tokens + self._tokens(list(call.contents))
+            prompt = cached_tokens + estimate_tokens(len(history_json), self.bytes_per_token)
+            history_json = _joined(named.contents_json, history_json)
         else:
-            prompt = self._tokens(Prefix.of_call(call, len(call.contents)).json())
+            prompt = self._prefix_tokens(call, len(call.contents))
         if prompt > self.context_window:
             raise ContextWindowExceeded(prompt_tokens=prompt, context_window=self.context_window, status=400)
         marks = self.marks(call, cache)
@@ -372,7 +378,7 @@ class LocalProvider:
             cached_tokens, written, long_written = read.cached, read.written, read.long_written
         elif self.kind is CacheKind.AUTOMATIC and self.caching:
             cached_tokens = self._automatic(call, self.routing_key(cache), prompt)
-        content = _reply(call.model, history, tools)
+        content = _reply(call.model, history, tools, history_json)
         output = self._tokens(content)
         self._bill.calls += 1
         self._bill.input_tokens += prompt - cached_tokens - written
@@ -398,7 +404,8 @@ class LocalProvider:
         return cache.key if isinstance(cache, PrefixMark) else ""
 
     def _prefix_tokens(self, call: ModelCall, upto: int) -> int:
-        return self._tokens(Prefix.of_call(call, upto).json())
+        # As _tokens(prefix.json()), from the contents' measured bytes.
+        return estimate_tokens(canonical_size(Prefix.of_call(call, upto)), self.bytes_per_token)
 
     def _marked(self, call: ModelCall, marks: Sequence[int], ttl_s: float) -> _Read:
         """Breakpoints after ``marks`` contents (0: after the head): read the
@@ -473,10 +480,18 @@ class LocalProvider:
         return cached
 
 
-def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...]) -> JSON:
+def _joined(first: bytes, then: bytes) -> bytes:
+    """Two canonical JSON lists as one."""
+    if first == b"[]":
+        return then
+    return first if then == b"[]" else first[:-1] + b"," + then[1:]
+
+
+def _reply(model: str, history: tuple[JSON, ...], tools: tuple[JSON, ...], history_json: bytes) -> JSON:
+    """``history_json``: ``canonical_list(history)``."""
     # Over the whole conversation, cached part included: a cache never
-    # changes the answer.
-    digest = hashlib.sha256(canonical_json([model, list(history)])).hexdigest()
+    # changes the answer. The digest is of canonical_json([model, list(history)]).
+    digest = hashlib.sha256(b"[" + canonical_json(model) + b"," + history_json + b"]").hexdigest()
     last = history[-1]
     for part in last.get("parts", ()):
         if "functionResponse" in part:
