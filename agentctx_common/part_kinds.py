@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,11 +47,26 @@ class PartKind:
     camel: str  # the canonical-JSON key
     index: int  # position among the kinds (the domain Part's payload slots)
     fields: tuple[PayloadField, ...]  # () when the payload is a plain string
+    # Derived from ``fields``, for the conversions' hot paths:
     json_fields: tuple[str, ...]  # names of the JSON-object fields
+    names: tuple[str, ...]  # field names, in order
+    camels: tuple[str, ...]  # their canonical keys
+    values: Callable[[Any], tuple[Any, ...]]  # a payload's field values (proto or domain), in order
+    bytes_at: tuple[int, ...]  # positions of the bytes fields
+    json_at: tuple[int, ...]  # positions of the JSON-object fields
 
 
 def _kind(name: str, camel: str, index: int, *fields: PayloadField) -> PartKind:
-    return PartKind(name, camel, index, fields, tuple(f.name for f in fields if f.type is FieldType.JSON))
+    names = tuple(f.name for f in fields)
+    getter = operator.attrgetter(*names) if len(names) > 1 else (lambda payload: (getattr(payload, names[0]),)
+                                                                   if names else ())
+    return PartKind(
+        name, camel, index, fields,
+        json_fields=tuple(f.name for f in fields if f.type is FieldType.JSON),
+        names=names, camels=tuple(f.camel for f in fields), values=getter,
+        bytes_at=tuple(i for i, f in enumerate(fields) if f.type is FieldType.BYTES),
+        json_at=tuple(i for i, f in enumerate(fields) if f.type is FieldType.JSON),
+    )
 
 
 _S, _B, _J = FieldType.STR, FieldType.BYTES, FieldType.JSON
@@ -86,15 +102,12 @@ def part_json(kind: PartKind | None, payload: Any, thought: bool, signature: byt
     elif not kind.fields:
         out = {kind.camel: payload}
     else:
-        body: dict[str, Any] = {}
-        for f in kind.fields:
-            value = getattr(payload, f.name)
-            if f.type is FieldType.BYTES:
-                value = b64(value)
-            elif f.type is FieldType.JSON:
-                value = json_of(value)
-            body[f.camel] = value
-        out = {kind.camel: body}
+        values = list(kind.values(payload))
+        for i in kind.bytes_at:
+            values[i] = b64(values[i])
+        for i in kind.json_at:
+            values[i] = json_of(values[i])
+        out = {kind.camel: dict(zip(kind.camels, values, strict=True))}
     if thought:
         out["thought"] = True
     if signature:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentctx_common.errors import FieldViolation
-from agentctx_common.part_kinds import BY_NAME, INLINE_DATA, KINDS, NAMES, TEXT, FieldType, PartKind, b64
+from agentctx_common.part_kinds import BY_NAME, INLINE_DATA, KINDS, NAMES, TEXT, PartKind, b64
 from context_service.domain.json_depth import json_violations
 
 JsonObject = dict[str, Any]
@@ -71,11 +71,22 @@ _KIND_SLOTS = tuple((k, k.name) for k in KINDS)
 _EMPTY: tuple[None, ...] = (None,) * len(KINDS)
 
 
+_TEXT, _INLINE_DATA, _FILE_DATA, _FUNCTION_CALL, _FUNCTION_RESPONSE = KINDS
+
+
 def kind_of(p: Part) -> PartKind | None:
-    """The kind of the part's payload; None when no payload is set."""
-    for kind, name in _KIND_SLOTS:
-        if getattr(p, name) is not None:
-            return kind
+    """The kind of the part's payload; None when no payload is set. (The
+    hot path of every conversion: attribute tests, not a loop.)"""
+    if p.text is not None:
+        return _TEXT
+    if p.inline_data is not None:
+        return _INLINE_DATA
+    if p.file_data is not None:
+        return _FILE_DATA
+    if p.function_call is not None:
+        return _FUNCTION_CALL
+    if p.function_response is not None:
+        return _FUNCTION_RESPONSE
     return None
 
 
@@ -135,15 +146,13 @@ def map_json(p: Part, fn: Callable[[JsonObject], JsonObject], *, keep_signature:
     kind = kind_of(p)
     payload = getattr(p, kind.name) if kind is not None else None
     changed = False
-    if kind is not None and kind.json_fields:
-        values = []
-        for f in kind.fields:
-            value = getattr(payload, f.name)
-            if f.type is FieldType.JSON:
-                new = fn(value)
-                changed = changed or new is not value
-                value = new
-            values.append(value)
+    if kind is not None and kind.json_at:
+        values = list(kind.values(payload))
+        for i in kind.json_at:
+            new = fn(values[i])
+            if new is not values[i]:
+                values[i] = new
+                changed = True
         if changed:
             payload = payload_of(kind, values)
     if not changed and (keep_signature or not p.thought_signature):
@@ -163,12 +172,10 @@ def to_json(p: Part) -> dict[str, Any]:
     elif not kind.fields:
         out = {kind.name: getattr(p, kind.name)}
     else:
-        payload = getattr(p, kind.name)
-        body: dict[str, Any] = {}
-        for f in kind.fields:
-            value = getattr(payload, f.name)
-            body[f.name] = b64(value) if f.type is FieldType.BYTES else value
-        out = {kind.name: body}
+        values = kind.values(getattr(p, kind.name))
+        if kind.bytes_at:
+            values = tuple(b64(v) if i in kind.bytes_at else v for i, v in enumerate(values))
+        out = {kind.name: dict(zip(kind.names, values, strict=True))}
     if p.thought:
         out["thought"] = True
     if p.thought_signature:
@@ -184,8 +191,10 @@ def from_json(d: dict[str, Any]) -> Part:
         if kind.name in d:
             value = d[kind.name]
             if kind.fields:
-                value = payload_of(kind, [base64.b64decode(value[f.name]) if f.type is FieldType.BYTES
-                                          else value[f.name] for f in kind.fields])
+                values = [value[name] for name in kind.names]
+                for i in kind.bytes_at:
+                    values[i] = base64.b64decode(values[i])
+                value = payload_of(kind, values)
             return make(kind, value, thought, signature)
     return Part(thought=thought, thought_signature=signature)
 

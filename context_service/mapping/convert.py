@@ -62,8 +62,10 @@ def part_from_proto(p: content_pb2.Part) -> m.Part:
     kind = BY_NAME[name]
     payload: Any = getattr(p, name)
     if kind.fields:
-        payload = parts.payload_of(kind, [struct_to_dict(getattr(payload, f.name)) if f.type is FieldType.JSON
-                                          else getattr(payload, f.name) for f in kind.fields])
+        values = list(kind.values(payload))
+        for i in kind.json_at:
+            values[i] = struct_to_dict(values[i])
+        payload = parts.payload_of(kind, values)
     return parts.make(kind, payload, p.thought, p.thought_signature)
 
 
