@@ -4,12 +4,12 @@ Both services fingerprint the same structures (a prefix, a history), so the
 canonical shape lives here: Gemini-REST-like camelCase dicts, keys sorted, no
 whitespace, UTF-8, inline bytes as base64, integral numbers as integers.
 ``content_json`` turns a proto Content into that shape; the context service
-builds the same shape from its domain types, and a test checks they agree.
+builds it from its domain types through the same encoder
+(``agentctx_common.part_kinds.part_json``), so there is one encoding.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import Iterable
@@ -18,6 +18,8 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from agentctx.type.v1 import content_pb2, generation_pb2
+from agentctx_common import part_kinds
+from agentctx_common.part_kinds import b64 as b64
 
 _MAX_SAFE_INT = 2**53
 
@@ -56,32 +58,11 @@ def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
     return {k: value_to_py(v) for k, v in struct.fields.items()}
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def part_json(p: content_pb2.Part) -> dict[str, Any]:
-    kind = p.WhichOneof("data")
-    out: dict[str, Any]
-    if kind == "text":
-        out = {"text": p.text}
-    elif kind == "inline_data":
-        out = {"inlineData": {"mimeType": p.inline_data.mime_type, "data": b64(p.inline_data.data)}}
-    elif kind == "file_data":
-        out = {"fileData": {"mimeType": p.file_data.mime_type, "fileUri": p.file_data.file_uri}}
-    elif kind == "function_call":
-        fc = p.function_call
-        out = {"functionCall": {"id": fc.id, "name": fc.name, "args": struct_to_dict(fc.args)}}
-    elif kind == "function_response":
-        fr = p.function_response
-        out = {"functionResponse": {"id": fr.id, "name": fr.name, "response": struct_to_dict(fr.response)}}
-    else:
-        out = {}
-    if p.thought:
-        out["thought"] = True
-    if p.thought_signature:
-        out["thoughtSignature"] = b64(p.thought_signature)
-    return out
+    name = p.WhichOneof("data")
+    kind = part_kinds.BY_NAME[name] if name is not None else None
+    payload = getattr(p, name) if name is not None else None
+    return part_kinds.part_json(kind, payload, p.thought, p.thought_signature, struct_to_dict)
 
 
 def content_json(c: content_pb2.Content) -> dict[str, Any]:

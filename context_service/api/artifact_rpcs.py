@@ -40,7 +40,9 @@ from context_service.domain.artifacts import (
 )
 from context_service.domain.event_validation import state_violations
 from context_service.domain.limits import raise_if
+from context_service.domain.parts import data_of
 from context_service.mapping.artifacts import version_to_proto
+from context_service.mapping.convert import part_from_proto
 
 if TYPE_CHECKING:
     from context_service.app import ContextApp
@@ -152,14 +154,12 @@ async def save_stream(app: ContextApp, scope: ArtifactScope, artifact: str, part
     """Saves a header's part and the ``data`` of the messages after it,
     chunk by chunk as they arrive (SaveArtifact's and SaveToolArtifact's
     stream: ``staged_call`` stages the version against a tool call)."""
-    kind = part.WhichOneof("data")
-    if kind == "text":
-        text, mime_type, initial = True, TEXT_MIME_TYPE, part.text.encode()
-    elif kind == "inline_data":
-        text, mime_type, initial = False, part.inline_data.mime_type or DEFAULT_MIME_TYPE, part.inline_data.data
-    else:
+    data = data_of(part_from_proto(part))
+    if data is None:
         raise InvalidArgument.fields([FieldViolation("header.part", "must be a text or an inline_data part")],
                                      reason=Reason.INVALID_CONTENT)
+    text, mime_type, initial = data
+    mime_type = TEXT_MIME_TYPE if text else mime_type or DEFAULT_MIME_TYPE
     metadata = struct_to_dict(custom_metadata)
     raise_if(state_violations(metadata, custom_metadata.ByteSize(), app.limits, "header.custom_metadata"))
     settings = app.settings

@@ -29,14 +29,13 @@ from context_service.api.session_rpcs import delta_from_proto
 from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, check_version, scope_of
 from context_service.domain.limits import raise_if
 from context_service.domain.memory import MemoryKey, NewMemory, check_new_memory, search_query
-from context_service.domain.model import Blob, Part
 from context_service.domain.names import new_id, parse_memory_name
+from context_service.domain.parts import data_part, to_json
 from context_service.domain.session_records import SessionRecord
 from context_service.domain.tool_tokens import TOKEN_METADATA_KEY, Staged, ToolClaims, merge_delta
 from context_service.mapping.artifacts import version_to_proto
 from context_service.mapping.convert import dict_to_struct
 from context_service.mapping.memory import entry_to_proto, search_response
-from context_service.storage.codec import part_json
 from context_service.tools.service import ToolGrant
 
 if TYPE_CHECKING:
@@ -161,8 +160,7 @@ class ToolContextServicer(tool_context_pb2_grpc.ToolContextServiceServicer):
         raise_if([FieldViolation("artifact", f"an attached artifact is at most {limit} bytes")]
                  if record.size_bytes > limit else [], Reason.INVALID_CONTENT)
         data = b"".join([chunk async for chunk in self.app.artifacts.read_chunks(record)])
-        part = Part(text=data.decode()) if record.text else Part(inline_data=Blob(record.mime_type, data))
-        encoded = part_json(part)
+        encoded = to_json(data_part(record.text, record.mime_type, data))
 
         def change(staged: Staged) -> None:
             staged.attachments.append(encoded)

@@ -29,7 +29,8 @@ from agentctx_common.errors import FieldViolation, InvalidArgument, NotFound
 from agentctx_common.reasons import Reason
 from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, artifact_id_violations, scope_of
 from context_service.domain.config import SelectionPolicy
-from context_service.domain.model import Blob, Content, Part, SessionKey
+from context_service.domain.model import Content, Part, SessionKey
+from context_service.domain.parts import data_part
 from context_service.domain.selection import errors
 from context_service.domain.selection.tokens import estimate
 
@@ -88,7 +89,7 @@ def label(name: str, record: ArtifactVersionRecord) -> str:
 def attachment_content(name: str, record: ArtifactVersionRecord, data: bytes) -> Content:
     """One user content: a text part naming the artifact, then its text or
     its bytes as inline data with its mime type."""
-    body = Part(text=data.decode()) if record.text else Part(inline_data=Blob(record.mime_type, data))
+    body = data_part(record.text, record.mime_type, data)
     return Content(role="user", parts=(Part(text=label(name, record)), body))
 
 

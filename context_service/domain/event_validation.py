@@ -10,46 +10,27 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import re
-from typing import Any
 
 from agentctx_common.errors import FieldViolation
 from agentctx_common.reasons import Reason
-from context_service.domain.json_depth import depth_violations
+from context_service.domain.json_depth import depth_violations, json_violations
 from context_service.domain.limits import NOT_RESERVED, Limits, raise_if
 from context_service.domain.model import (
     Content,
     Event,
     EventKind,
     JsonObject,
-    Part,
 )
 from context_service.domain.names import new_id
+from context_service.domain.parts import json_payloads, part_violations
 
 ROLES = ("user", "model")
 # Labels (author, invocation id): printable, no control characters.
 _LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 _BRANCH = re.compile(r"[A-Za-z0-9_:-]+(\.[A-Za-z0-9_:-]+)*")
-_FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
-# Tool call ids come from providers and agents in many shapes; any printable
-# ASCII without spaces is accepted.
-_CALL_ID = re.compile(r"[!-~]{1,128}")
-_MIME_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MAX_BRANCH_CHARS = 512
-MAX_URI_CHARS = 4096
-
-
-def json_violations(value: Any, path: str) -> list[FieldViolation]:
-    """NaN and infinities cannot be stored as JSON or fingerprinted."""
-    if isinstance(value, float):
-        return [] if math.isfinite(value) else [FieldViolation(path, "numbers must be finite")]
-    if isinstance(value, dict):
-        return [v for k, item in value.items() for v in json_violations(item, f"{path}.{k}")]
-    if isinstance(value, list):
-        return [v for i, item in enumerate(value) for v in json_violations(item, f"{path}[{i}]")]
-    return []
 
 
 def state_violations(state: JsonObject, size_bytes: int, limits: Limits, path: str = "session.state") -> list[FieldViolation]:
@@ -134,64 +115,9 @@ def content_violations(content: Content, limits: Limits, path: str) -> list[Fiel
         v.append(FieldViolation(f"{path}.parts", f"has {len(content.parts)} parts; the limit is {limits.max_parts_per_event}"))
     seen_calls: set[str] = set()
     for i, part in enumerate(content.parts):
-        v += _part_violations(part, content.role, f"{path}.parts[{i}]", seen_calls)
-        if part.function_call is not None:
-            v += depth_violations(part.function_call.args, f"{path}.parts[{i}].function_call.args", limits.max_json_depth)
-        elif part.function_response is not None:
-            v += depth_violations(
-                part.function_response.response, f"{path}.parts[{i}].function_response.response", limits.max_json_depth
-            )
-    return v
-
-
-def _part_violations(part: Part, role: str, path: str, seen_calls: set[str]) -> list[FieldViolation]:
-    payloads = [
-        name
-        for name in ("text", "inline_data", "file_data", "function_call", "function_response")
-        if getattr(part, name) is not None
-    ]
-    if len(payloads) != 1:
-        return [FieldViolation(path, "must set exactly one of text, inline_data, file_data, function_call, function_response")]
-    v: list[FieldViolation] = []
-    if part.text is not None:
-        if not part.text and not part.thought_signature:
-            v.append(FieldViolation(f"{path}.text", "must not be empty"))
-    elif part.inline_data is not None:
-        if not _MIME_TYPE.fullmatch(part.inline_data.mime_type):
-            v.append(FieldViolation(f"{path}.inline_data.mime_type", "must be a media type such as image/png"))
-        if not part.inline_data.data:
-            v.append(FieldViolation(f"{path}.inline_data.data", "must not be empty"))
-    elif part.file_data is not None:
-        fd = part.file_data
-        if not fd.file_uri or len(fd.file_uri) > MAX_URI_CHARS:
-            v.append(FieldViolation(f"{path}.file_data.file_uri", f"is required, at most {MAX_URI_CHARS} characters"))
-        if fd.mime_type and not _MIME_TYPE.fullmatch(fd.mime_type):
-            v.append(FieldViolation(f"{path}.file_data.mime_type", "must be a media type such as application/pdf"))
-    elif part.function_call is not None:
-        fc = part.function_call
-        p = f"{path}.function_call"
-        if role != "model":
-            v.append(FieldViolation(p, "is allowed in role 'model' content only"))
-        if not _FUNCTION_NAME.fullmatch(fc.name):
-            v.append(FieldViolation(f"{p}.name", "must be 1-128 characters of [A-Za-z0-9_.:-], starting with a letter or _"))
-        if fc.id:
-            if not _CALL_ID.fullmatch(fc.id):
-                v.append(FieldViolation(f"{p}.id", "must be 1-128 printable ASCII characters without spaces"))
-            elif fc.id in seen_calls:
-                v.append(FieldViolation(f"{p}.id", "repeats another call's id in this event"))
-            seen_calls.add(fc.id)
-        v += json_violations(fc.args, f"{p}.args")
-    else:
-        fr = part.function_response
-        assert fr is not None
-        p = f"{path}.function_response"
-        if role != "user":
-            v.append(FieldViolation(p, "is allowed in role 'user' content only"))
-        if not _FUNCTION_NAME.fullmatch(fr.name):
-            v.append(FieldViolation(f"{p}.name", "must be 1-128 characters of [A-Za-z0-9_.:-], starting with a letter or _"))
-        if not _CALL_ID.fullmatch(fr.id):
-            v.append(FieldViolation(f"{p}.id", "is required: the id of the function call it answers"))
-        v += json_violations(fr.response, f"{p}.response")
+        v += part_violations(part, content.role, f"{path}.parts[{i}]", seen_calls)
+        for kind, name, value in json_payloads(part):
+            v += depth_violations(value, f"{path}.parts[{i}].{kind.name}.{name}", limits.max_json_depth)
     return v
 
 

@@ -16,6 +16,7 @@ is 2, a scalar is 0.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from agentctx_common.errors import FieldViolation
@@ -49,4 +50,15 @@ def exceeds_depth(value: Any, limit: int) -> bool:
 def depth_violations(value: Any, path: str, limit: int) -> list[FieldViolation]:
     if exceeds_depth(value, limit):
         return [FieldViolation(path, f"nests objects and arrays more than {limit} levels deep")]
+    return []
+
+
+def json_violations(value: Any, path: str) -> list[FieldViolation]:
+    """NaN and infinities cannot be stored as JSON or fingerprinted."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [FieldViolation(path, "numbers must be finite")]
+    if isinstance(value, dict):
+        return [v for k, item in value.items() for v in json_violations(item, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [v for i, item in enumerate(value) for v in json_violations(item, f"{path}[{i}]")]
     return []

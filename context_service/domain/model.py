@@ -1,6 +1,8 @@
 """The context service's domain types: content, events and compaction.
 
-Plain frozen dataclasses, independent of protobuf and storage. JSON maps
+Plain frozen dataclasses, independent of protobuf and storage. A Part and
+its payloads live in ``parts.py`` (with the Part kinds) and are re-exported
+here. JSON maps
 (tool args and responses, state, metadata) are plain ``dict`` values that
 callers must not mutate.
 """
@@ -9,49 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-JsonObject = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Blob:
-    mime_type: str
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class FileData:
-    mime_type: str
-    file_uri: str
-
-
-@dataclass(frozen=True, slots=True)
-class FunctionCall:
-    id: str
-    name: str
-    args: JsonObject = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class FunctionResponse:
-    id: str
-    name: str
-    response: JsonObject = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Part:
-    """Exactly one of the payload fields is set."""
-
-    text: str | None = None
-    inline_data: Blob | None = None
-    file_data: FileData | None = None
-    function_call: FunctionCall | None = None
-    function_response: FunctionResponse | None = None
-    thought: bool = False
-    thought_signature: bytes = b""
+from context_service.domain.parts import Blob as Blob
+from context_service.domain.parts import FileData as FileData
+from context_service.domain.parts import FunctionCall as FunctionCall
+from context_service.domain.parts import FunctionResponse as FunctionResponse
+from context_service.domain.parts import JsonObject as JsonObject
+from context_service.domain.parts import Part as Part
 
 
 @dataclass(frozen=True, slots=True)

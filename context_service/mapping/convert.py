@@ -15,8 +15,10 @@ from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from agentctx.context.v1 import policy_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
 from agentctx_common.canonical import struct_to_dict
+from agentctx_common.part_kinds import BY_NAME, FieldType
 from context_service.domain import config as cfg
 from context_service.domain import model as m
+from context_service.domain import parts
 
 # --- JSON values ------------------------------------------------------------
 
@@ -48,49 +50,38 @@ def duration_to_s(d: duration_pb2.Duration) -> float | None:
 
 
 # --- content ----------------------------------------------------------------
+# The Part oneof is read through the kind table (``agentctx_common.part_kinds``,
+# ``domain/parts.py``): a proto payload and its domain payload have the same
+# fields.
 
 
 def part_from_proto(p: content_pb2.Part) -> m.Part:
-    kind = p.WhichOneof("data")
-    thought, signature = p.thought, p.thought_signature
-    if kind == "text":
-        return m.Part(text=p.text, thought=thought, thought_signature=signature)
-    if kind == "inline_data":
-        blob = m.Blob(p.inline_data.mime_type, p.inline_data.data)
-        return m.Part(inline_data=blob, thought=thought, thought_signature=signature)
-    if kind == "file_data":
-        file = m.FileData(p.file_data.mime_type, p.file_data.file_uri)
-        return m.Part(file_data=file, thought=thought, thought_signature=signature)
-    if kind == "function_call":
-        fc = p.function_call
-        call = m.FunctionCall(fc.id, fc.name, struct_to_dict(fc.args))
-        return m.Part(function_call=call, thought=thought, thought_signature=signature)
-    if kind == "function_response":
-        fr = p.function_response
-        response = m.FunctionResponse(fr.id, fr.name, struct_to_dict(fr.response))
-        return m.Part(function_response=response, thought=thought, thought_signature=signature)
-    return m.Part(thought=thought, thought_signature=signature)
+    name = p.WhichOneof("data")
+    if name is None:
+        return m.Part(thought=p.thought, thought_signature=p.thought_signature)
+    kind = BY_NAME[name]
+    payload: Any = getattr(p, name)
+    if kind.fields:
+        values = list(kind.values(payload))
+        for i in kind.json_at:
+            values[i] = struct_to_dict(values[i])
+        payload = parts.payload_of(kind, values)
+    return parts.make(kind, payload, p.thought, p.thought_signature)
 
 
 def part_to_proto(part: m.Part, out: content_pb2.Part) -> None:
-    if part.text is not None:
-        out.text = part.text
-    elif part.inline_data is not None:
-        out.inline_data.mime_type = part.inline_data.mime_type
-        out.inline_data.data = part.inline_data.data
-    elif part.file_data is not None:
-        out.file_data.mime_type = part.file_data.mime_type
-        out.file_data.file_uri = part.file_data.file_uri
-    elif part.function_call is not None:
-        fc = part.function_call
-        out.function_call.id = fc.id
-        out.function_call.name = fc.name
-        dict_to_struct(fc.args, out.function_call.args)
-    elif part.function_response is not None:
-        fr = part.function_response
-        out.function_response.id = fr.id
-        out.function_response.name = fr.name
-        dict_to_struct(fr.response, out.function_response.response)
+    kind = parts.kind_of(part)
+    if kind is not None:
+        payload = getattr(part, kind.name)
+        if not kind.fields:
+            setattr(out, kind.name, payload)
+        else:
+            sub = getattr(out, kind.name)
+            for f in kind.fields:
+                if f.type is FieldType.JSON:
+                    dict_to_struct(getattr(payload, f.name), getattr(sub, f.name))
+                else:
+                    setattr(sub, f.name, getattr(payload, f.name))
     if part.thought:
         out.thought = True
     if part.thought_signature:

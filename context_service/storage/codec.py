@@ -7,15 +7,14 @@ makes appends idempotent is a hash of bytes we already produce.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
 import json
 from typing import Any
 
-from agentctx_common.canonical import b64
 from context_service.domain import config as cfg
 from context_service.domain import model as m
+from context_service.domain import parts
 
 
 def dumps(value: Any) -> str:
@@ -48,46 +47,9 @@ def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value) if value is not None else None
 
 
-def part_json(p: m.Part) -> dict[str, Any]:
-    out: dict[str, Any]
-    if p.text is not None:
-        out = {"text": p.text}
-    elif p.inline_data is not None:
-        out = {"inline_data": {"mime_type": p.inline_data.mime_type, "data": b64(p.inline_data.data)}}
-    elif p.file_data is not None:
-        out = {"file_data": {"mime_type": p.file_data.mime_type, "file_uri": p.file_data.file_uri}}
-    elif p.function_call is not None:
-        fc = p.function_call
-        out = {"function_call": {"id": fc.id, "name": fc.name, "args": fc.args}}
-    elif p.function_response is not None:
-        fr = p.function_response
-        out = {"function_response": {"id": fr.id, "name": fr.name, "response": fr.response}}
-    else:
-        out = {}
-    if p.thought:
-        out["thought"] = True
-    if p.thought_signature:
-        out["thought_signature"] = b64(p.thought_signature)
-    return out
-
-
-def part_from_json(d: dict[str, Any]) -> m.Part:
-    common = {"thought": d.get("thought", False), "thought_signature": base64.b64decode(d.get("thought_signature", ""))}
-    if "text" in d:
-        return m.Part(text=d["text"], **common)
-    if "inline_data" in d:
-        b = d["inline_data"]
-        return m.Part(inline_data=m.Blob(b["mime_type"], base64.b64decode(b["data"])), **common)
-    if "file_data" in d:
-        f = d["file_data"]
-        return m.Part(file_data=m.FileData(f["mime_type"], f["file_uri"]), **common)
-    if "function_call" in d:
-        c = d["function_call"]
-        return m.Part(function_call=m.FunctionCall(c["id"], c["name"], c["args"]), **common)
-    if "function_response" in d:
-        r = d["function_response"]
-        return m.Part(function_response=m.FunctionResponse(r["id"], r["name"], r["response"]), **common)
-    return m.Part(**common)
+# A part's stored form is the domain's JSON-safe dict (``domain/parts.py``).
+part_json = parts.to_json
+part_from_json = parts.from_json
 
 
 def _usage_json(u: m.Usage) -> dict[str, int]:

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from context_service.domain import parts
 from context_service.domain.compaction_rules import errors
 from context_service.domain.compaction_rules.sizing import content_size
 from context_service.domain.compaction_rules.summary_text import escape_controls
-from context_service.domain.model import Content, Event, FunctionCall, FunctionResponse, Part, Usage
+from context_service.domain.model import Content, Event, Part, Usage
 from context_service.domain.selection.records import prune_content
 from context_service.domain.selection.secrets import DEFAULT_SECRET_KEYS, SecretKeys
 
@@ -70,17 +71,11 @@ def _clip(value: Any, limit: int) -> Any:
 
 
 def _clip_part(p: Part, limit: int) -> Part:
-    if p.function_call is not None:
-        fc = p.function_call
-        return Part(function_call=FunctionCall(fc.id, fc.name, _clip(fc.args, limit)), thought=p.thought)
-    if p.function_response is not None:
-        fr = p.function_response
-        return Part(function_response=FunctionResponse(fr.id, fr.name, _clip(fr.response, limit)), thought=p.thought)
-    if p.inline_data is not None:
-        blob = p.inline_data
+    blob = p.inline_data
+    if blob is not None:
         return Part(text=f"[inline data: {blob.mime_type}, {len(blob.data)} bytes]", thought=p.thought)
     # thought signatures are opaque provider bytes; a summarizer has no use for them
-    return Part(text=p.text, file_data=p.file_data, thought=p.thought) if p.thought_signature else p
+    return parts.map_json(p, lambda value: _clip(value, limit), keep_signature=False)
 
 
 def prepare_for_compactor(e: Event, keys: SecretKeys = DEFAULT_SECRET_KEYS, clip_chars: int = CLIP_CHARS) -> Prepared:

@@ -1,9 +1,11 @@
 """Domain content in the shared canonical JSON shape.
 
 The shape (Gemini-REST-like camelCase, inline bytes as base64, integral
-numbers as integers) is defined by ``agentctx_common.canonical`` for proto
-messages; this is the same shape built from domain values, so that both
-services fingerprint identical bytes. A test holds the two paths equal.
+numbers as integers) is built by one encoder,
+``agentctx_common.part_kinds.part_json``, from proto parts
+(``agentctx_common.canonical``) and here from domain parts, so both
+services fingerprint identical bytes; only the JSON payloads' plain values
+(``json_value`` here, a Struct's there) are made per shape.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentctx_common.canonical import b64, canonical_json, json_number
+from agentctx_common import part_kinds
+from agentctx_common.canonical import canonical_json, json_number
 from context_service.domain import model as m
+from context_service.domain import parts
 
 
 def json_value(value: Any) -> Any:
@@ -33,26 +37,9 @@ def json_value(value: Any) -> Any:
 
 
 def part_dict(p: m.Part) -> dict[str, Any]:
-    out: dict[str, Any]
-    if p.text is not None:
-        out = {"text": p.text}
-    elif p.inline_data is not None:
-        out = {"inlineData": {"mimeType": p.inline_data.mime_type, "data": b64(p.inline_data.data)}}
-    elif p.file_data is not None:
-        out = {"fileData": {"mimeType": p.file_data.mime_type, "fileUri": p.file_data.file_uri}}
-    elif p.function_call is not None:
-        fc = p.function_call
-        out = {"functionCall": {"id": fc.id, "name": fc.name, "args": json_value(fc.args)}}
-    elif p.function_response is not None:
-        fr = p.function_response
-        out = {"functionResponse": {"id": fr.id, "name": fr.name, "response": json_value(fr.response)}}
-    else:
-        out = {}
-    if p.thought:
-        out["thought"] = True
-    if p.thought_signature:
-        out["thoughtSignature"] = b64(p.thought_signature)
-    return out
+    kind = parts.kind_of(p)
+    payload = getattr(p, kind.name) if kind is not None else None
+    return part_kinds.part_json(kind, payload, p.thought, p.thought_signature, json_value)
 
 
 def content_dict(c: m.Content) -> dict[str, Any]:
@@ -69,7 +56,7 @@ def budget_size(c: m.Content, canonical: bytes) -> int:
     text, so a budget speaks of the bytes the caller sent."""
     size = len(canonical)
     for p in c.parts:
-        if p.inline_data is not None:
-            raw = len(p.inline_data.data)
+        raw = parts.inline_bytes(p)
+        if raw:
             size += raw - 4 * ((raw + 2) // 3)
     return size

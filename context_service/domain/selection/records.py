@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context_service.domain import model as m
+from context_service.domain import parts
 from context_service.domain.config import ContentType
 from context_service.domain.selection.canonical import budget_size, content_bytes
 from context_service.domain.selection.secrets import SecretKeys, prune
@@ -62,35 +63,26 @@ class EventRecord:
 
 
 def prune_content(content: m.Content, keys: SecretKeys) -> tuple[m.Content, int]:
-    """``content`` with secret keys dropped from every tool call's args and
-    every tool result, and the number of keys dropped."""
+    """``content`` with secret keys dropped from every JSON payload (tool
+    call args, tool results), and the number of keys dropped."""
     total = 0
-    parts: list[m.Part] | None = None
-    for i, p in enumerate(content.parts):
-        new = p
-        if p.function_call is not None:
-            args, n = prune(p.function_call.args, keys)
-            if n:
-                new = _replace_part(p, function_call=m.FunctionCall(p.function_call.id, p.function_call.name, args))
-        elif p.function_response is not None:
-            fr = p.function_response
-            response, n = prune(fr.response, keys)
-            if n:
-                new = _replace_part(p, function_response=m.FunctionResponse(fr.id, fr.name, response))
-        else:
-            n = 0
+    new_parts: list[m.Part] | None = None
+
+    def pruned(value: m.JsonObject) -> m.JsonObject:
+        nonlocal total
+        out, n = prune(value, keys)
         total += n
+        return out if n else value
+
+    for i, p in enumerate(content.parts):
+        new = parts.map_json(p, pruned)
         if new is not p:
-            if parts is None:
-                parts = list(content.parts)
-            parts[i] = new
-    if parts is None:
+            if new_parts is None:
+                new_parts = list(content.parts)
+            new_parts[i] = new
+    if new_parts is None:
         return content, 0
-    return m.Content(content.role, tuple(parts)), total
-
-
-def _replace_part(p: m.Part, **changes: Any) -> m.Part:
-    return m.Part(thought=p.thought, thought_signature=p.thought_signature, **changes)
+    return m.Content(content.role, tuple(new_parts)), total
 
 
 def content_record(content: m.Content, keys: SecretKeys, render: Render | None = None) -> ContentRecord:
@@ -108,23 +100,23 @@ def content_record(content: m.Content, keys: SecretKeys, render: Render | None =
     )
 
 
+# Each Part kind's content type, by the kind's index (a thought part is THOUGHT
+# instead of TEXT, and THOUGHT besides its kind otherwise).
+_KIND_TYPES = tuple(ContentType(k.name.upper()) for k in parts.KINDS)
+
+
 def content_types(content: m.Content | None) -> frozenset[ContentType]:
     if content is None:
         return frozenset()
     types = set()
     for p in content.parts:
+        kind = parts.kind_of(p)
         if p.thought:
             types.add(ContentType.THOUGHT)
-        elif p.text is not None:
-            types.add(ContentType.TEXT)
-        if p.inline_data is not None:
-            types.add(ContentType.INLINE_DATA)
-        elif p.file_data is not None:
-            types.add(ContentType.FILE_DATA)
-        elif p.function_call is not None:
-            types.add(ContentType.FUNCTION_CALL)
-        elif p.function_response is not None:
-            types.add(ContentType.FUNCTION_RESPONSE)
+            if kind is not None and kind.fields:
+                types.add(_KIND_TYPES[kind.index])
+        elif kind is not None:
+            types.add(_KIND_TYPES[kind.index])
     return frozenset(types)
 
 
