@@ -387,6 +387,10 @@ class BlobStore(Protocol):
         shaped like the store's keys (a scrub leaves that alone)."""
         ...
 
+    async def exists(self, item: StoredBytes) -> bool:
+        """Whether one listed thing is still stored."""
+        ...
+
     async def remove(self, item: StoredBytes) -> None:
         """Deletes one listed thing (idempotent)."""
         ...

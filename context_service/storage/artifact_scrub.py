@@ -34,6 +34,12 @@ addressing shares the blob row (its refcount grows), never a key. A save in
 flight is named by its listing however long it runs; a save past
 ``artifact_upload_grace_s`` is the collector's, not the scrub's.
 
+Bytes a commit, a delete or the collector unnames are deleted before the
+key is unnamed (in the same transaction for chunk rows, before the listing
+goes for objects), so an unnamed key whose bytes are still there after the
+read (``exists``) is an orphan, and one whose bytes are gone is not
+counted.
+
 The grace period is a second guard for the object store: only objects and
 uploads older than it (by the store's own modification time) are deleted,
 so a writer of another version, a restore or a copy under way, and clocks
@@ -45,11 +51,13 @@ make one: each chunk write holds its upload's listing and commits with it
 Chunk rows carry no time, so the grace period cannot apply to them; the
 snapshot argument above is what makes deleting them safe.
 
-Missing bytes are checked for blobs created before the grace period too:
-bytes a blob names were stored before its commit and are deleted only
-after its row, so a blob the database still has after the listing whose
-bytes the listing lacked had lost them before it (or after the listing
-started, for clocks out of step by more than the grace period).
+Missing bytes are checked for blobs created before the grace period (and
+never after the listing began): bytes a blob names were stored before its
+commit and are deleted only after its row, so a blob the database still
+has after the listing whose bytes the listing lacked had lost them (or a
+replica's clock is behind by more than the grace period: a blob it
+committed after the listing began looks older than it is). Empty blobs in
+the database have no chunk rows to miss.
 
 Only keys of the store's shape are touched; anything else under the
 prefix is counted as ``foreign`` and left alone. The listing's pages keep
@@ -88,8 +96,13 @@ def store_name(blobs: BlobStore) -> str:
 
 
 class _Scrub:
-    def __init__(self, store: SqlSessionStore, blobs: BlobStore, cutoff: dt.datetime, report: ScrubReport) -> None:
-        self._store, self._blobs, self._cutoff, self.report = store, blobs, cutoff, report
+    def __init__(self, store: SqlSessionStore, blobs: BlobStore, grace: dt.timedelta, report: ScrubReport) -> None:
+        self._store, self._blobs, self.report = store, blobs, report
+        # Taken before the listing: what it shows is at least this recent.
+        started = store.now()
+        self._cutoff = started - grace
+        # Blobs committed after the listing began may have been written after it, whatever the grace.
+        self._checked_before = min(started, self._cutoff)
         self._shape = re.compile(re.escape(blobs.kind) + _HEX_KEY)
         self._app: str | None = None
         self._present: set[str] = set()
@@ -119,6 +132,8 @@ class _Scrub:
             if item.modified is not None and item.modified > self._cutoff:
                 report.young += 1
                 continue
+            if not await self._blobs.exists(item):
+                continue  # deleted by its own path (a commit, a release) since the listing
             report.orphaned += 1
             report.orphaned_bytes += item.size
             if not report.dry_run:
@@ -141,7 +156,10 @@ class _Scrub:
         return {(row.app, row.key.removeprefix(RELEASED)) for row in rows}
 
     def _blobs_of_kind(self) -> sa.ColumnElement[bool]:
-        return sa.and_(_B.chunk_key.startswith(self._blobs.kind), _B.create_time < self._cutoff)
+        """Blobs whose bytes this store should have, old enough to check
+        (an empty blob in the database has no chunk rows)."""
+        return sa.and_(_B.chunk_key.startswith(self._blobs.kind), _B.create_time < self._checked_before,
+                       _B.chunk_count > 0)
 
     async def app_done(self) -> None:
         """The missing check of the app whose finished bytes were just listed."""
@@ -178,8 +196,7 @@ async def scrub_store(store: SqlSessionStore, blobs: BlobStore, grace: dt.timede
     """Scrubs ``blobs`` against ``store``'s database (see the module)."""
     report = ScrubReport(store=store_name(blobs), dry_run=dry_run)
     with _tracer.start_as_current_span("artifacts.scrub") as span:
-        # Taken before the listing: what it shows is at least this recent.
-        scrub = _Scrub(store, blobs, store.now() - grace, report)
+        scrub = _Scrub(store, blobs, grace, report)
         async for page in blobs.listing():
             await scrub.page(page)
         await scrub.finish()

@@ -138,6 +138,13 @@ class DbBlobStore:
             yield [StoredBytes(row.app, row.blob_key, int(row.size or 0), None) for row in rows]
             after = (rows[-1].app, rows[-1].blob_key)
 
+    async def exists(self, item: StoredBytes) -> bool:
+        async with self._store.read_connection() as conn:
+            row = (await conn.execute(
+                sa.select(_C.chunk_index).where(_C.app == item.app, _C.blob_key == item.key).limit(1)
+            )).first()
+        return row is not None
+
     async def remove(self, item: StoredBytes) -> None:
         await self.delete(item.app, item.key)
 

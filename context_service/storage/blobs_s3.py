@@ -319,6 +319,17 @@ class S3BlobStore:
             return StoredBytes(app, key, 0, item["Initiated"], item["UploadId"])
         return StoredBytes(app, key, int(item.get("Size", 0)), item["LastModified"])
 
+    async def exists(self, item: StoredBytes) -> bool:
+        object_key = self.object_key(item.app, item.key)
+        try:
+            if item.upload_id is None:
+                await self.call("head_object", Bucket=self.bucket, Key=object_key)
+            else:
+                await self.call("list_parts", Bucket=self.bucket, Key=object_key, UploadId=item.upload_id, MaxParts=1)
+        except BlobNotFound:
+            return False
+        return True
+
     async def remove(self, item: StoredBytes) -> None:
         object_key = self.object_key(item.app, item.key)
         if item.upload_id is None:
