@@ -73,4 +73,6 @@ def render(report: ScrubReport) -> str:
     return (f"{report.store}: {report.checked} checked ({report.checked_bytes} B), "
             f"{report.orphaned} orphaned ({report.orphaned_bytes} B), {deleted}, "
             f"{report.young} unnamed within the grace period, {report.foreign} foreign, "
-            f"{report.missing} missing ({report.missing_bytes} B)")
+            f"{report.missing} missing ({report.missing_bytes} B)"
+            + (f", {report.unversioned} blobs no version references ({report.unversioned_bytes} B)"
+               if report.store == "database" else ""))

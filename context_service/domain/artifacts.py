@@ -248,7 +248,10 @@ class ScrubReport:
     unnamed but within the grace period, kept. ``foreign``: things under
     the store's prefix not shaped like its keys, never touched. ``missing``:
     blobs the database names whose bytes the store lacks (reported, never
-    repaired: only a backup has them)."""
+    repaired: only a backup has them). ``unversioned`` (the database's
+    report alone): blob rows no version references, whose bytes nothing
+    would ever delete (reported, never repaired: refcounts move with the
+    versions in one transaction, so only a hand or a bug makes one)."""
 
     store: str
     dry_run: bool
@@ -262,6 +265,8 @@ class ScrubReport:
     foreign: int = 0
     missing: int = 0
     missing_bytes: int = 0
+    unversioned: int = 0
+    unversioned_bytes: int = 0
 
     def counts(self) -> dict[str, int]:
         """The numbers alone, for logs and span attributes."""

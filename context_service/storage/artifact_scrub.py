@@ -59,6 +59,14 @@ replica's clock is behind by more than the grace period: a blob it
 committed after the listing began looks older than it is). Empty blobs in
 the database have no chunk rows to miss.
 
+The database pass also counts blob rows no version references
+(``unversioned``). None can arise: a commit inserts a version and raises
+its blob's refcount in one transaction, every delete (a version, a
+session, a tool call's staged versions: artifact_release) lowers it by the
+versions it deletes in theirs and deletes the blob at zero. So one found
+is a hand's or a bug's, and is reported, never deleted (a commit may be
+about to reference it).
+
 Only keys of the store's shape are touched; anything else under the
 prefix is counted as ``foreign`` and left alone. The listing's pages keep
 one app's finished bytes together (S3 lists in key order), so the missing
@@ -79,7 +87,7 @@ from opentelemetry import trace
 from context_service.domain.artifacts import ScrubReport
 from context_service.ports import BlobStore, StoredBytes
 from context_service.storage.artifact_release import DB_KIND, RELEASED
-from context_service.storage.tables import artifact_blobs, artifact_uploads
+from context_service.storage.tables import artifact_blobs, artifact_uploads, artifact_versions
 
 if TYPE_CHECKING:
     from context_service.storage.sql_store import SqlSessionStore
@@ -191,6 +199,21 @@ class _Scrub:
                 self.report.missing_bytes += int(size)
 
 
+async def _unversioned(store: SqlSessionStore, report: ScrubReport) -> None:
+    """Blob rows no version references (``ScrubReport.unversioned``), in
+    one statement: a commit inserts the blob and its version together, a
+    release deletes them together, so none is ever half seen."""
+    v = artifact_versions.c
+    referenced = sa.select(v.app, v.sha256).distinct().subquery()
+    stmt = (sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(_B.size_bytes), 0))
+            .select_from(artifact_blobs.outerjoin(referenced, sa.and_(referenced.c.app == _B.app,
+                                                                      referenced.c.sha256 == _B.sha256)))
+            .where(referenced.c.app.is_(None)))
+    async with store.read_connection() as conn:
+        count, size = (await conn.execute(stmt)).one()
+    report.unversioned, report.unversioned_bytes = int(count), int(size)
+
+
 async def scrub_store(store: SqlSessionStore, blobs: BlobStore, grace: dt.timedelta, *,
                       dry_run: bool) -> ScrubReport:
     """Scrubs ``blobs`` against ``store``'s database (see the module)."""
@@ -200,12 +223,16 @@ async def scrub_store(store: SqlSessionStore, blobs: BlobStore, grace: dt.timede
         async for page in blobs.listing():
             await scrub.page(page)
         await scrub.finish()
+        if blobs.kind == DB_KIND:
+            await _unversioned(store, report)
         counts = report.counts()
         span.set_attributes({"artifact.store": report.store, "artifact.dry_run": dry_run,
                              **{f"artifact.scrub.{k}": v for k, v in counts.items()}})
     extra = {"store": report.store, "dry_run": dry_run, **counts}
     if report.missing:
         log.warning("artifact scrub: bytes the database names are missing from the store", extra=extra)
+    elif report.unversioned:
+        log.warning("artifact scrub: blobs no version references", extra=extra)
     else:
         log.info("artifact scrub", extra=extra)
     return report

@@ -4,8 +4,8 @@ stored bytes nothing names are deleted once older than the grace period
 and kept before it (the database's chunk rows have no age), named bytes
 are never deleted (a Hypothesis property over random saves, deletes and
 scrubs running beside them, and a save in flight), missing bytes are
-counted and logged, a dry run deletes nothing, foreign keys are left
-alone, logs carry counts only; the service's schedule and the
+counted and logged, blob rows no version references are reported, a dry
+run deletes nothing, foreign keys are left alone, logs carry counts only; the service's schedule and the
 ``agentctx artifacts scrub`` command."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from context_service.ports import BlobStore
 from context_service.server import start_artifact_scrubber
 from context_service.settings import ContextSettings
 from context_service.storage.factory import Backend
-from context_service.storage.tables import artifact_blobs, artifact_uploads
+from context_service.storage.tables import artifact_blobs, artifact_uploads, artifact_versions
 from tests.storage.conformance.conftest import open_stores
 from tests.storage.conformance.test_artifacts import _chunks, load, save
 from tests.support.s3 import client as s3_client
@@ -172,6 +172,23 @@ async def test_missing_bytes_are_counted_and_logged(stores: Backend, caplog: pyt
         assert secret not in rendered
 
 
+async def test_blobs_no_version_references_are_reported_not_deleted(stores: Backend,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentctx")
+    await save(stores.artifacts, SESSION, "a", b"kept bytes")
+    await save(stores.artifacts, SESSION, "b", b"also kept")
+    assert (await stores.artifacts.scrub(NOW))[0].unversioned == 0
+    async with stores.sessions.engine.begin() as conn:  # type: ignore[attr-defined]
+        # A hand (or a bug) deletes a version without its blob's refcount.
+        await conn.execute(sa.delete(artifact_versions).where(artifact_versions.c.artifact == "a"))
+    reports = await stores.artifacts.scrub(NOW)
+    assert (reports[0].unversioned, reports[0].unversioned_bytes) == (1, len(b"kept bytes"))
+    assert all((r.orphaned, r.deleted, r.missing) == (0, 0, 0) for r in reports)
+    assert await _stored_keys(stores) == await _named_keys(stores) and len(await _named_keys(stores)) == 2
+    warned = [r for r in caplog.records if r.getMessage() == "artifact scrub: blobs no version references"]
+    assert [getattr(r, "unversioned", None) for r in warned] == [1]
+
+
 async def test_a_save_in_flight_is_never_scrubbed(stores: Backend) -> None:
     hold = asyncio.Event()
     data = [bytes([i]) * CHUNK_BYTES for i in range(7)]
@@ -266,7 +283,7 @@ async def test_named_bytes_are_never_deleted(stores: Backend, ops: list[tuple[st
     for (name, version), data in model.items():
         assert await load(stores.artifacts, scope(name), name, version) == data
     final = await stores.artifacts.scrub(NOW)
-    assert all((r.orphaned, r.missing) == (0, 0) for r in final)
+    assert all((r.orphaned, r.missing, r.unversioned) == (0, 0, 0) for r in final)
     assert await _stored_keys(stores) == await _named_keys(stores)
 
 
