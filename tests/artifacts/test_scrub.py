@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentctx_cli.main import main
+from agentctx_common.errors import Aborted
 from context_service.domain.artifacts import CHUNK_BYTES, ArtifactScope, ContentDigest, ScrubReport
 from context_service.ports import BlobStore
 from context_service.server import start_artifact_scrubber
@@ -236,6 +237,25 @@ async def test_unnamed_multipart_uploads_are_aborted_and_foreign_keys_left(store
     assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
     listed = {o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])}
     assert listed == set(foreign)
+
+
+async def test_a_chunk_write_after_collection_stores_nothing(stores: Backend) -> None:
+    """The database store's writes hold their listing: once the collector
+    took an upload, a late write is ABORTED and, even if the process then
+    dies before its abort, leaves no chunk row nobody names."""
+    blobs = _blobs(stores)
+    if _external(stores):
+        pytest.skip("the database's chunk rows only")
+    writer = blobs.writer(APP, blobs.kind + secrets.token_hex(16))
+    for i in range(4):  # one write transaction, listing the upload
+        await writer.write(bytes([i]) * CHUNK_BYTES)
+    assert len(await _stored_keys(stores)) == 1
+    assert await stores.artifacts.collect_uploads(NOW) == 1
+    for _ in range(3):
+        await writer.write(b"late")
+    with pytest.raises(Aborted):
+        await writer.write(b"late")  # its write transaction
+    assert await _stored_keys(stores) == set()  # no abort() ran: nothing to collect, nothing to scrub
 
 
 # --- named bytes are never deleted: a property ----------------------------------
