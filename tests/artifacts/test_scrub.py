@@ -5,7 +5,8 @@ and kept before it (the database's chunk rows have no age), named bytes
 are never deleted (a Hypothesis property over random saves, deletes and
 scrubs running beside them, and a save in flight), missing bytes are
 counted and logged, blob rows no version references are reported, a dry
-run deletes nothing, foreign keys are left alone, logs carry counts only; the service's schedule and the
+run deletes nothing, foreign keys are left alone, a database chunk write
+after its upload was collected stores nothing, logs carry counts only; the service's schedule and the
 ``agentctx artifacts scrub`` command."""
 
 from __future__ import annotations
