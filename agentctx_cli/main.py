@@ -25,6 +25,7 @@ COMMANDS = (
     "agentctx_cli.commands.certs",
     "agentctx_cli.commands.init",
     "agentctx_cli.commands.db",
+    "agentctx_cli.commands.artifacts",
     "agentctx_cli.commands.serve",
     "agentctx_cli.commands.up",
     "agentctx_cli.commands.demo",

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from context_service.building.types import BuiltContext
-from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, ContentDigest
+from context_service.domain.artifacts import ArtifactScope, ArtifactVersionRecord, ContentDigest, ScrubReport
 from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply, ScopeInvalidation, ScopeStatus
 from context_service.domain.compaction_rules.history import History
 from context_service.domain.compaction_rules.jobs import Job
@@ -313,6 +314,26 @@ class ArtifactStore(Protocol):
         committed (a crashed process's); returns how many."""
         ...
 
+    async def scrub(self, grace: dt.timedelta, *, dry_run: bool = False) -> list[ScrubReport]:
+        """Checks every configured blob store against the database: deletes
+        stored bytes nothing names that are older than ``grace`` (none with
+        ``dry_run``) and counts named bytes the store lacks; one report per
+        store."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredBytes:
+    """One thing a blob store holds, as its listing shows it: finished
+    bytes, or an unfinished upload (``upload_id``: an S3 multipart upload).
+    ``modified`` None: the store keeps no age (the database's chunk rows)."""
+
+    app: str
+    key: str
+    size: int
+    modified: dt.datetime | None
+    upload_id: str | None = None
+
 
 class BlobNotFound(Exception):
     """A blob store has no bytes under the key (deleted, or never finished)."""
@@ -358,6 +379,20 @@ class BlobStore(Protocol):
 
     async def keys(self) -> list[tuple[str, str]]:
         """(app, key) of everything stored, finished or not: for sweeps and checks."""
+        ...
+
+    def listing(self) -> AsyncIterator[list[StoredBytes]]:
+        """Everything stored, in pages: the finished bytes first, each
+        app's together, then the unfinished uploads. Includes what is not
+        shaped like the store's keys (a scrub leaves that alone)."""
+        ...
+
+    async def exists(self, item: StoredBytes) -> bool:
+        """Whether one listed thing is still stored."""
+        ...
+
+    async def remove(self, item: StoredBytes) -> None:
+        """Deletes one listed thing (idempotent)."""
         ...
 
     async def close(self) -> None: ...

@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import functools
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -81,6 +82,25 @@ def start_upload_collector(backend: Backend, grace: dt.timedelta) -> asyncio.Tas
     every min(grace / 4, COLLECT_EVERY), in every replica (idempotent)."""
     every = max(min(grace / 4, COLLECT_EVERY).total_seconds(), 1.0)
     return _every(every, lambda: backend.artifacts.collect_uploads(grace), "artifact upload collection failed")
+
+
+def start_artifact_scrubber(backend: Backend, interval: dt.timedelta, grace: dt.timedelta) -> asyncio.Task[None]:
+    """Scrubs the artifact bytes against the database (ArtifactStore.scrub)
+    every ``interval``, the first pass at a random point of the first
+    interval (replicas started together do not list the bucket together;
+    one restarted often still scrubs)."""
+
+    async def loop() -> None:
+        delay = secrets.SystemRandom().uniform(0.0, interval.total_seconds())
+        while True:
+            await asyncio.sleep(delay)
+            delay = interval.total_seconds()
+            try:
+                await backend.artifacts.scrub(grace)
+            except Exception as exc:  # noqa: BLE001 - next interval; its text could name keys
+                log.warning("artifact scrub failed", extra={"error_type": type(exc).__name__})
+
+    return asyncio.get_running_loop().create_task(loop())
 
 
 def start_tool_call_sweeper(backend: Backend) -> asyncio.Task[None]:
@@ -201,6 +221,9 @@ async def build_server(settings: ContextSettings) -> GrpcServer:
         start_upload_collector(backend, dt.timedelta(seconds=settings.artifact_upload_grace_s)),
         start_tool_call_sweeper(backend),
     ]
+    if settings.artifact_scrub_interval_s > 0:
+        collectors.append(start_artifact_scrubber(backend, dt.timedelta(seconds=settings.artifact_scrub_interval_s),
+                                                  dt.timedelta(seconds=settings.artifact_scrub_grace_s)))
 
     async def stop_collector() -> None:
         for collector in collectors:

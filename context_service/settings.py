@@ -116,6 +116,16 @@ class ContextSettings(ServerSettings):
         description="An artifact upload not committed this long after it started is a crashed process's: its staged "
         "bytes (database rows or object-store object and multipart parts) are deleted.",
     )
+    artifact_scrub_interval_s: float = Field(
+        86400.0, ge=0,
+        description="How often each replica scrubs the artifact bytes against the database (the first pass at a "
+        "random point of the first interval): unnamed bytes older than artifact_scrub_grace_s are deleted, named "
+        "bytes the store lacks are logged. 0: never (agentctx artifacts scrub runs it by hand).",
+    )
+    artifact_scrub_grace_s: float = Field(
+        86400.0, ge=0,
+        description="Object-store objects and uploads younger than this are never deleted by the scrub, named or not.",
+    )
 
     # Memory (MemoryService): semantic ranking on top of the lexical one.
     memory_embedding_model: str = Field(

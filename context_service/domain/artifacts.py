@@ -235,3 +235,39 @@ class Chunker:
         out = [bytes(self._pending)] if self._pending else []
         self._pending.clear()
         return out
+
+
+@dataclass
+class ScrubReport:
+    """What one scrub of a blob store against the database found and did
+    (``storage.artifact_scrub``): counts and sizes only, never keys, apps,
+    buckets or endpoints, so it can go to logs, spans and a terminal.
+
+    ``orphaned``: stored bytes no blob and no upload names, older than the
+    grace period; ``deleted`` of them (none in a dry run). ``young``:
+    unnamed but within the grace period, kept. ``foreign``: things under
+    the store's prefix not shaped like its keys, never touched. ``missing``:
+    blobs the database names whose bytes the store lacks (reported, never
+    repaired: only a backup has them). ``unversioned`` (the database's
+    report alone): blob rows no version references, whose bytes nothing
+    would ever delete (reported, never repaired: refcounts move with the
+    versions in one transaction, so only a hand or a bug makes one)."""
+
+    store: str
+    dry_run: bool
+    checked: int = 0
+    checked_bytes: int = 0
+    young: int = 0
+    orphaned: int = 0
+    orphaned_bytes: int = 0
+    deleted: int = 0
+    deleted_bytes: int = 0
+    foreign: int = 0
+    missing: int = 0
+    missing_bytes: int = 0
+    unversioned: int = 0
+    unversioned_bytes: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """The numbers alone, for logs and span attributes."""
+        return {k: v for k, v in vars(self).items() if isinstance(v, int) and not isinstance(v, bool)}

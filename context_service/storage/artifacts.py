@@ -41,6 +41,7 @@ from context_service.domain.artifacts import (
     ArtifactScope,
     ArtifactVersionRecord,
     ContentDigest,
+    ScrubReport,
     check_quota,
     next_version,
     not_found,
@@ -48,6 +49,7 @@ from context_service.domain.artifacts import (
 from context_service.domain.model import JsonObject
 from context_service.ports import BlobNotFound, BlobStore, BlobWriter
 from context_service.storage.artifact_release import RELEASED, delete_chunks, list_released, release_versions
+from context_service.storage.artifact_scrub import scrub_store
 from context_service.storage.blobs_db import DbBlobStore
 from context_service.storage.tables import artifact_blobs, artifact_uploads, artifact_versions
 
@@ -253,6 +255,12 @@ class SqlArtifactStore:
                         await list_released(conn, row.app, key, self._store.now())
             collected += await self._discard(row.app, key)
         return collected
+
+    async def scrub(self, grace: dt.timedelta, *, dry_run: bool = False) -> list[ScrubReport]:
+        """The database's chunk rows, then the object store when one is
+        configured, each checked against the blobs and uploads
+        (storage.artifact_scrub)."""
+        return [await scrub_store(self._store, blobs, grace, dry_run=dry_run) for blobs in self._by_kind.values()]
 
     # --- read -------------------------------------------------------------------
 

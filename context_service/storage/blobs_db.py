@@ -6,7 +6,11 @@ short write transaction (no transaction stays open while the client
 sends); the first of them also lists the upload in ``artifact_uploads``,
 so a crash leaves nothing the collector cannot find. The artifact store's
 commit then names the key as a blob's chunk_key (the rows are never
-rewritten) or drops the rows in the same transaction.
+rewritten) or drops the rows in the same transaction. Each later write
+first holds the listing (FOR SHARE) and stops (ABORTED) when the collector
+took it, so every chunk row is named, in one transaction, by its blob or
+its upload: the scrub (storage.artifact_scrub) finds unnamed rows only
+where an older version or a hand left them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from context_service.ports import BlobNotFound
+from agentctx_common.errors import Aborted
+from context_service.ports import BlobNotFound, StoredBytes
 from context_service.storage.artifact_release import DB_KIND, delete_chunks
 from context_service.storage.tables import artifact_chunks, artifact_uploads
 
@@ -27,7 +32,10 @@ if TYPE_CHECKING:
 # of one artifact held here at once (fewer transactions, fewer fsyncs).
 CHUNKS_PER_WRITE = 4
 CHUNKS_PER_READ = 4
+# (app, key) groups of chunk rows per listing query.
+LIST_PAGE = 1000
 _C = artifact_chunks.c
+_U = artifact_uploads.c
 
 
 class _DbWriter:
@@ -54,6 +62,14 @@ class _DbWriter:
                 await conn.execute(sa.insert(artifact_uploads).values(
                     upload_key=self._key, app=self._app, create_time=self._store.now()
                 ))
+            elif not (await conn.execute(
+                sa.select(_U.upload_key).where(_U.upload_key == self._key).with_for_update(read=True)
+            )).first():
+                # The collector took the upload (past the grace period) and
+                # deleted its rows: rows written now would be no one's.
+                # Holding the listing (FOR SHARE) until this commits makes
+                # the collector's delete wait and then see these rows.
+                raise Aborted("the upload took too long and was collected; save the artifact again")
             if group:
                 await conn.execute(sa.insert(artifact_chunks), [
                     {"app": self._app, "blob_key": self._key, "chunk_index": self._count + i, "data": data}
@@ -105,6 +121,32 @@ class DbBlobStore:
         async with self._store.read_connection() as conn:
             rows = (await conn.execute(sa.select(_C.app, _C.blob_key).distinct())).all()
         return [(row.app, row.blob_key) for row in rows]
+
+    async def listing(self) -> AsyncIterator[list[StoredBytes]]:
+        """The chunk rows grouped by (app, key), in that order, a page per
+        query. Rows have no age (``modified`` None)."""
+        after: tuple[str, str] | None = None
+        while True:
+            stmt = (sa.select(_C.app, _C.blob_key, sa.func.sum(sa.func.length(_C.data)).label("size"))
+                    .group_by(_C.app, _C.blob_key).order_by(_C.app, _C.blob_key).limit(LIST_PAGE))
+            if after is not None:
+                stmt = stmt.where(sa.or_(_C.app > after[0], sa.and_(_C.app == after[0], _C.blob_key > after[1])))
+            async with self._store.read_connection() as conn:
+                rows = (await conn.execute(stmt)).all()
+            if not rows:
+                return
+            yield [StoredBytes(row.app, row.blob_key, int(row.size or 0), None) for row in rows]
+            after = (rows[-1].app, rows[-1].blob_key)
+
+    async def exists(self, item: StoredBytes) -> bool:
+        async with self._store.read_connection() as conn:
+            row = (await conn.execute(
+                sa.select(_C.chunk_index).where(_C.app == item.app, _C.blob_key == item.key).limit(1)
+            )).first()
+        return row is not None
+
+    async def remove(self, item: StoredBytes) -> None:
+        await self.delete(item.app, item.key)
 
     async def close(self) -> None:
         return None

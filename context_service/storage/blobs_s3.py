@@ -37,7 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from agentctx_common.errors import Aborted, ConfigError, Unavailable
 from agentctx_common.reasons import Reason
 from context_service.domain.artifacts import CHUNK_BYTES
-from context_service.ports import BlobNotFound
+from context_service.ports import BlobNotFound, StoredBytes
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -294,6 +294,49 @@ class S3BlobStore:
             except _FAILURES as exc:
                 _reraise(exc, operation)
         return sorted(found)
+
+    async def listing(self) -> AsyncIterator[list[StoredBytes]]:
+        """Pages of list_objects_v2 under the prefix (S3 lists in key order,
+        so each app's objects come together), then of list_multipart_uploads.
+        What is not ``{app}/{key}`` under the prefix comes with app "" and
+        the whole key."""
+        for operation, field in (("list_objects_v2", "Contents"), ("list_multipart_uploads", "Uploads")):
+            paginator = self._client.get_paginator(operation)  # type: ignore[call-overload]
+            try:
+                async for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
+                    items = [self._stored(item) for item in page.get(field, [])]
+                    if items:
+                        yield items
+            except _FAILURES as exc:
+                _reraise(exc, operation)
+
+    def _stored(self, item: dict[str, Any]) -> StoredBytes:
+        split = self._split(item["Key"])
+        # A key that does not map back to itself (another quoting of the
+        # app, a name of someone else's) is foreign: app "".
+        app, key = split if split is not None and self.object_key(*split) == item["Key"] else ("", item["Key"])
+        if "UploadId" in item:
+            return StoredBytes(app, key, 0, item["Initiated"], item["UploadId"])
+        return StoredBytes(app, key, int(item.get("Size", 0)), item["LastModified"])
+
+    async def exists(self, item: StoredBytes) -> bool:
+        object_key = self.object_key(item.app, item.key)
+        try:
+            if item.upload_id is None:
+                await self.call("head_object", Bucket=self.bucket, Key=object_key)
+            else:
+                await self.call("list_parts", Bucket=self.bucket, Key=object_key, UploadId=item.upload_id, MaxParts=1)
+        except BlobNotFound:
+            return False
+        return True
+
+    async def remove(self, item: StoredBytes) -> None:
+        object_key = self.object_key(item.app, item.key)
+        if item.upload_id is None:
+            await self.call("delete_object", Bucket=self.bucket, Key=object_key)
+            return
+        with contextlib.suppress(BlobNotFound):
+            await self.call("abort_multipart_upload", Bucket=self.bucket, Key=object_key, UploadId=item.upload_id)
 
     async def close(self) -> None:
         await self._stack.aclose()
