@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import datetime as dt
 import pathlib
+import random
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentctx_common.errors import AlreadyExists, NotFound
-from context_service.domain.memory import MemoryKey, MemoryQuery, NewMemory, query_terms
+from context_service.domain.memory import MemoryKey, MemoryQuery, NewMemory, fts5_match, query_terms
 from context_service.ports import MemoryStore
 from context_service.settings import ContextSettings
+from context_service.storage.engine import create_engine
 from context_service.storage.factory import Backend, open_backend
 
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
@@ -128,6 +131,63 @@ async def test_ranking_on_a_labelled_set(memory: MemoryStore) -> None:
     assert top1 >= len(QUESTIONS) - 1
     # Stemming on both backends: "drives" is found by "driving".
     assert (await memory.search(query("driving")))[0].record.key.memory_id == "f8"
+
+
+# The search as one statement over the whole rows (the store's form before
+# it ranked (pk, score) first): the store must answer the same entries in
+# the same order with the same scores.
+_REFERENCE = {
+    "sqlite": "SELECT memories.memory_id, -bm25(memories_fts) AS score FROM memories_fts "
+              "JOIN memories ON memories.pk = memories_fts.rowid "
+              "WHERE memories_fts MATCH :match AND memories.app = :app AND memories.user_id = :user {filters}"
+              "ORDER BY score DESC, memories.pk LIMIT :limit",
+    "postgresql": "SELECT memories.memory_id, ts_rank(memories.tsv, {tsquery}) AS score FROM memories "
+                  "WHERE memories.tsv @@ {tsquery} AND memories.app = :app AND memories.user_id = :user {filters}"
+                  "ORDER BY score DESC, memories.pk LIMIT :limit",
+}
+
+
+async def _reference_search(engine: sa.ext.asyncio.AsyncEngine, q: MemoryQuery) -> list[tuple[str, float]]:
+    params: dict[str, object] = {"app": q.app, "user": q.user, "limit": q.limit, "match": fts5_match(q.terms)}
+    filters = ""
+    for i, (k, v) in enumerate(sorted(q.metadata_filter.items())):
+        filters += (f"AND EXISTS (SELECT 1 FROM memory_metadata WHERE memory_pk = memories.pk "
+                    f"AND key = :k{i} AND value = :v{i}) ")
+        params |= {f"k{i}": k, f"v{i}": v}
+    tsquery = " || ".join(f"plainto_tsquery('english', :t{i})" for i in range(len(q.terms)))
+    params |= {f"t{i}": t for i, t in enumerate(q.terms)}
+    sql = _REFERENCE[engine.dialect.name].format(filters=filters, tsquery=f"({tsquery})")
+    if engine.dialect.name == "sqlite":
+        params = {k: v for k, v in params.items() if not k.startswith("t")}
+    else:
+        del params["match"]
+    async with engine.connect() as conn:
+        return [(r.memory_id, float(r.score)) for r in await conn.execute(sa.text(sql), params)]
+
+
+async def test_ranking_is_the_whole_row_statements(memory: MemoryStore, db_url: str) -> None:
+    """Ranking (pk, score) first and reading the best rows after answers
+    what one statement over the whole rows answers: same entries, order
+    (ties by insertion: texts repeat) and scores, with owners, filters and
+    limits."""
+    rng = random.Random(7)
+    words = ["apple", "river", "stone", "garden", "light", "paper", "window", "cloud", "horse", "music", "salt",
+             "bridge", "winter", "copper", "lantern", "meadow", "orbit", "pepper", "quartz", "saddle"]
+    texts = [" ".join(rng.choices(words, k=rng.randint(2, 9))) for _ in range(60)]
+    for i in range(240):
+        user = rng.choice(["alice", "alice", "alice", "bob"])
+        await memory.add(entry(f"m{i}", rng.choice(texts), user=user, kind=rng.choice(["a", "b"])))
+    engine = create_engine(db_url)
+    try:
+        for n in range(60):
+            filters = {"kind": rng.choice(["a", "b"])} if n % 3 == 0 else {}
+            q = query(" ".join(rng.sample(words, rng.randint(1, 4))), user=rng.choice(["alice", "bob"]),
+                      limit=rng.choice([1, 3, 10, 50]), **filters)
+            found = [(m.record.key.memory_id, m.score) for m in await memory.search(q)]
+            assert found == await _reference_search(engine, q), q
+            assert found
+    finally:
+        await engine.dispose()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
