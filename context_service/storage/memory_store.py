@@ -12,7 +12,11 @@ transaction, so on SQLite they queue with appends.
 Vectors (semantic mode) are a column of the entry, packed float32 with the
 model that made them; ``vector_search`` reads the owner's vectors of that
 model and ranks them by cosine here, as one matrix product (numpy): no
-vector extension is needed on either backend. A search without metadata
+vector extension is needed on either backend. It ranks the owner's newest
+``vector_scan_max`` vectors (``VECTOR_SCAN_MAX``, 100k: 100 MB at 256
+dimensions), never more, so a search's time and memory stay bounded
+however many entries a user has; older entries are found by the lexical
+ranking (the fused ranking keeps every lexical match). A search without metadata
 filters uses this process's copy of the user's vectors (``_VectorCache``,
 bounded in bytes) while the user's row of ``memory_vector_versions`` is
 unchanged: every write of vectors and every delete bumps it in its own
@@ -88,6 +92,8 @@ def _filtered(stmt: sa.Select[Any], query: MemoryQuery) -> sa.Select[Any]:
 
 # Bytes of vectors one process keeps cached, over all users.
 VECTOR_CACHE_BYTES = 256 * 1024 * 1024
+# Vectors one search ranks at most: the owner's newest (bench.memory_search).
+VECTOR_SCAN_MAX = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +148,12 @@ async def _bump_version(conn: AsyncConnection, app: str, user: str) -> None:
 class SqlMemoryStore:
     """ports.MemoryStore sharing ``store``'s engine, write lock and clock."""
 
-    def __init__(self, store: SqlSessionStore, vector_cache_bytes: int = VECTOR_CACHE_BYTES) -> None:
+    def __init__(self, store: SqlSessionStore, vector_cache_bytes: int = VECTOR_CACHE_BYTES,
+                 vector_scan_max: int = VECTOR_SCAN_MAX) -> None:
         self._store = store
         self._sqlite = is_sqlite(store.engine)
         self._vectors = _VectorCache(vector_cache_bytes)
+        self._vector_scan_max = vector_scan_max
 
     async def _insert(self, conn: AsyncConnection, entry: NewMemory) -> MemoryRecord:
         created = entry.create_time or self._store.now()
@@ -218,7 +226,8 @@ class SqlMemoryStore:
     async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int) -> list[MemoryMatch]:
         """The owner's entries with a vector of ``model`` that pass the
         metadata filters, by cosine with ``vector``, best first (ties by
-        insertion), at most ``n``."""
+        insertion), at most ``n``; of the newest ``vector_scan_max`` such
+        entries."""
         unit = np.asarray(normalized(vector), dtype="<f4")
         if n <= 0:
             return []
@@ -235,15 +244,20 @@ class SqlMemoryStore:
         return [MemoryMatch(_record(found[pk]), score) for score, pk in best if pk in found]
 
     async def _user_vectors(self, conn: AsyncConnection, query: MemoryQuery, model: str, dims: int) -> _Vectors:
-        """The owner's vectors of ``model`` that pass the filters: this
-        process's copy while current (no filters), else read."""
+        """The owner's newest ``vector_scan_max`` vectors of ``model`` that
+        pass the filters, in pk order: this process's copy while current (no
+        filters), else read."""
         stmt = _filtered(sa.select(memories.c.pk, memories.c.embedding).where(
             memories.c.app == query.app, memories.c.user_id == query.user, memories.c.embedding_model == model,
             memories.c.embedding.is_not(None),
-        ), query).order_by(memories.c.pk)
+        ), query).order_by(memories.c.pk.desc()).limit(self._vector_scan_max)
+
+        async def read(version: int) -> _Vectors:
+            rows = [r for r in reversed((await conn.execute(stmt)).all()) if len(r.embedding) == 4 * dims]
+            return _Vectors(version, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+
         if query.metadata_filter:
-            rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims]
-            return _Vectors(0, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+            return await read(0)
         # The version first: rows read after it are at least that new.
         version = (await conn.execute(sa.select(memory_vector_versions.c.version).where(
             memory_vector_versions.c.app == query.app, memory_vector_versions.c.user_id == query.user,
@@ -251,8 +265,7 @@ class SqlMemoryStore:
         slot = (query.app, query.user, model)
         held = self._vectors.get(slot, version)
         if held is None or held.matrix.shape[1] != dims:
-            rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims]
-            held = _Vectors(version, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+            held = await read(version)
             self._vectors.put(slot, held)
         return held
 

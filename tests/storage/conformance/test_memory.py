@@ -20,6 +20,7 @@ from context_service.ports import MemoryStore
 from context_service.settings import ContextSettings
 from context_service.storage.engine import create_engine
 from context_service.storage.factory import Backend, open_backend
+from context_service.storage.memory_store import SqlMemoryStore
 
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
@@ -270,3 +271,25 @@ async def test_cached_vectors_follow_changes_made_by_another_replica(stores: Bac
         assert [m.record.key.memory_id for m in found] == ["d"]
     finally:
         await other.close()
+
+
+async def test_a_vector_search_ranks_the_newest_vectors_only(stores: Backend) -> None:
+    """The bound: the owner's newest ``vector_scan_max`` vectors of the
+    model (after filters) are ranked, older ones are not read; within the
+    bound the ranking is the unbounded one."""
+    bounded = SqlMemoryStore(stores.sessions, vector_scan_max=3)  # type: ignore[arg-type]
+    for i in range(6):
+        await bounded.add(entry(f"e{i}", f"entry {i}", topic="odd" if i % 2 else "even"))
+    # The oldest entries are the nearest: e0 and e1 on axis 0.
+    await bounded.set_vectors("emb", [(MemoryKey("shop", "alice", f"e{i}"), _axis(0 if i < 2 else 1, scale=i + 1))
+                                      for i in range(6)])
+    async def nearest(store: MemoryStore) -> list[str]:
+        return [m.record.key.memory_id for m in await store.vector_search(query("x"), "emb", _axis(0), 10)]
+
+    # e3, e4, e5 ranked (ties by insertion); e0..e2 are beyond the bound.
+    assert await nearest(bounded) == ["e3", "e4", "e5"]
+    assert await nearest(bounded) == ["e3", "e4", "e5"]  # the cached copy
+    assert await nearest(stores.memory) == ["e0", "e1", "e2", "e3", "e4", "e5"]
+    # With a filter the bound counts the entries that pass it.
+    odd = await bounded.vector_search(query("x", topic="odd"), "emb", _axis(0), 10)
+    assert [m.record.key.memory_id for m in odd] == ["e1", "e3", "e5"]
