@@ -16,7 +16,8 @@ vector extension is needed on either backend. It ranks the owner's newest
 ``vector_scan_max`` vectors (``VECTOR_SCAN_MAX``, 100k: 100 MB at 256
 dimensions), never more, so a search's time and memory stay bounded
 however many entries a user has; older entries are found by the lexical
-ranking (the fused ranking keeps every lexical match). A search without metadata
+ranking, and the fused search has the vectors of its lexical candidates
+ranked too (``also``). A search without metadata
 filters uses this process's copy of the user's vectors (``_VectorCache``,
 bounded in bytes) while the user's row of ``memory_vector_versions`` is
 unchanged: every write of vectors and every delete bumps it in its own
@@ -26,6 +27,7 @@ A search with filters reads the matching vectors (filters in SQL).
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -223,25 +225,51 @@ class SqlMemoryStore:
                 await _bump_version(conn, app, user)
         return stored
 
-    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int) -> list[MemoryMatch]:
+    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int,
+                            also: Sequence[MemoryKey] = ()) -> list[MemoryMatch]:
         """The owner's entries with a vector of ``model`` that pass the
         metadata filters, by cosine with ``vector``, best first (ties by
         insertion), at most ``n``; of the newest ``vector_scan_max`` such
-        entries."""
+        entries and the entries ``also`` names (a lexical search's matches)."""
         unit = np.asarray(normalized(vector), dtype="<f4")
         if n <= 0:
             return []
         async with self._store.read_connection() as conn:
             held = await self._user_vectors(conn, query, model, len(unit))
-            if not held.pks:
+            scored: list[tuple[float, int]] = []
+            if held.pks:
+                scores = held.matrix @ unit
+                top = np.argpartition(-scores, n - 1)[:n] if len(held.pks) > n else np.arange(len(held.pks))
+                scored = [(float(scores[i]), held.pks[i]) for i in top]
+            named = await self._named_vectors(conn, query, model, len(unit), also, held)
+            if named.pks:
+                scored += zip((named.matrix @ unit).tolist(), named.pks, strict=True)
+            # Best first; ties by insertion.
+            best = sorted(scored, key=lambda sp: (-sp[0], sp[1]))[:n]
+            if not best:
                 return []
-            scores = held.matrix @ unit
-            top = np.argpartition(-scores, n - 1)[:n] if len(held.pks) > n else np.arange(len(held.pks))
-            # Best first; ties by insertion (rows are in pk order).
-            best = sorted(((float(scores[i]), held.pks[i]) for i in top), key=lambda sp: (-sp[0], sp[1]))
             found = {r.pk: r for r in (await conn.execute(
                 sa.select(memories).where(memories.c.pk.in_([pk for _, pk in best])))).all()}
         return [MemoryMatch(_record(found[pk]), score) for score, pk in best if pk in found]
+
+    async def _named_vectors(self, conn: AsyncConnection, query: MemoryQuery, model: str, dims: int,
+                             keys: Sequence[MemoryKey], held: _Vectors) -> _Vectors:
+        """The vectors of ``model`` of the owner's entries ``keys`` names
+        that pass the filters and are not in ``held``."""
+        ids = sorted({k.memory_id for k in keys if (k.app, k.user) == (query.app, query.user)})
+        if not ids:
+            return _Vectors(0, [], np.zeros((0, dims), dtype="<f4"))
+        stmt = _filtered(sa.select(memories.c.pk, memories.c.embedding).where(
+            memories.c.app == query.app, memories.c.user_id == query.user, memories.c.memory_id.in_(ids),
+            memories.c.embedding_model == model, memories.c.embedding.is_not(None),
+        ), query)
+
+        def in_held(pk: int) -> bool:
+            at = bisect.bisect_left(held.pks, pk)  # held.pks ascend
+            return at < len(held.pks) and held.pks[at] == pk
+
+        rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims and not in_held(r.pk)]
+        return _Vectors(0, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
 
     async def _user_vectors(self, conn: AsyncConnection, query: MemoryQuery, model: str, dims: int) -> _Vectors:
         """The owner's newest ``vector_scan_max`` vectors of ``model`` that

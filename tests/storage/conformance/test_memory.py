@@ -293,3 +293,15 @@ async def test_a_vector_search_ranks_the_newest_vectors_only(stores: Backend) ->
     # With a filter the bound counts the entries that pass it.
     odd = await bounded.vector_search(query("x", topic="odd"), "emb", _axis(0), 10)
     assert [m.record.key.memory_id for m in odd] == ["e1", "e3", "e5"]
+    # Entries named (a fused search's lexical candidates) are ranked past the
+    # bound, once, if they pass the filters and belong to the owner.
+    named = [MemoryKey("shop", "alice", i) for i in ("e0", "e2", "e4")] + [MemoryKey("shop", "bob", "e1")]
+    found = await bounded.vector_search(query("x"), "emb", _axis(0), 10, also=named)
+    assert [(m.record.key.memory_id, round(m.score, 5)) for m in found] == [
+        ("e0", 1.0), ("e2", 0.0), ("e3", 0.0), ("e4", 0.0), ("e5", 0.0)]
+    assert [m.record.key.memory_id for m in await bounded.vector_search(query("x"), "emb", _axis(0), 2,
+                                                                         also=named)] == ["e0", "e2"]
+    even = await bounded.vector_search(query("x", topic="even"), "emb", _axis(0), 10, also=named[:2])
+    assert [m.record.key.memory_id for m in even] == ["e0", "e2", "e4"]
+    odd = await bounded.vector_search(query("x", topic="odd"), "emb", _axis(0), 10, also=named[:2])
+    assert [m.record.key.memory_id for m in odd] == ["e1", "e3", "e5"]
