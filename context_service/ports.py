@@ -180,10 +180,13 @@ class MemoryStore(Protocol):
         meanwhile are skipped. How many were stored."""
         ...
 
-    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int) -> list[MemoryMatch]:
+    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int,
+                            also: Sequence[MemoryKey] = ()) -> list[MemoryMatch]:
         """The owner's entries with a vector of ``model`` passing every
         metadata filter, by cosine with ``vector`` (the match's score), best
-        first, at most ``n``. Entries without a vector are not found."""
+        first, at most ``n``. Entries without a vector are not found. A
+        store may rank a bounded set of the owner's vectors (its newest);
+        the entries ``also`` names are ranked whatever the bound."""
         ...
 
 

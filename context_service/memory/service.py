@@ -146,7 +146,9 @@ class MemoryService:
                                     remaining=remaining)
         if vectors is None:
             return SearchResult(ranked_lexically(lexical[:query.limit]), Ranking.LEXICAL, semantic_unavailable=True)
-        nearest = await self.memory.vector_search(query, semantic.model, vectors[0], n)
+        # The lexical candidates' vectors are ranked even past the store's bound.
+        nearest = await self.memory.vector_search(query, semantic.model, vectors[0], n,
+                                                  also=[m.record.key for m in lexical])
         return SearchResult(fuse(lexical, nearest, query.limit), Ranking.FUSED)
 
     async def _embed_entries(self, entries: Sequence[NewMemory], remaining: float | None) -> int:

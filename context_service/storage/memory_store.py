@@ -12,7 +12,12 @@ transaction, so on SQLite they queue with appends.
 Vectors (semantic mode) are a column of the entry, packed float32 with the
 model that made them; ``vector_search`` reads the owner's vectors of that
 model and ranks them by cosine here, as one matrix product (numpy): no
-vector extension is needed on either backend. A search without metadata
+vector extension is needed on either backend. It ranks the owner's newest
+``vector_scan_max`` vectors (``VECTOR_SCAN_MAX``, 100k: 100 MB at 256
+dimensions), never more, so a search's time and memory stay bounded
+however many entries a user has; older entries are found by the lexical
+ranking, and the fused search has the vectors of its lexical candidates
+ranked too (``also``). A search without metadata
 filters uses this process's copy of the user's vectors (``_VectorCache``,
 bounded in bytes) while the user's row of ``memory_vector_versions`` is
 unchanged: every write of vectors and every delete bumps it in its own
@@ -22,6 +27,7 @@ A search with filters reads the matching vectors (filters in SQL).
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -88,6 +94,8 @@ def _filtered(stmt: sa.Select[Any], query: MemoryQuery) -> sa.Select[Any]:
 
 # Bytes of vectors one process keeps cached, over all users.
 VECTOR_CACHE_BYTES = 256 * 1024 * 1024
+# Vectors one search ranks at most: the owner's newest (bench.memory_search).
+VECTOR_SCAN_MAX = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +150,12 @@ async def _bump_version(conn: AsyncConnection, app: str, user: str) -> None:
 class SqlMemoryStore:
     """ports.MemoryStore sharing ``store``'s engine, write lock and clock."""
 
-    def __init__(self, store: SqlSessionStore, vector_cache_bytes: int = VECTOR_CACHE_BYTES) -> None:
+    def __init__(self, store: SqlSessionStore, vector_cache_bytes: int = VECTOR_CACHE_BYTES,
+                 vector_scan_max: int = VECTOR_SCAN_MAX) -> None:
         self._store = store
         self._sqlite = is_sqlite(store.engine)
         self._vectors = _VectorCache(vector_cache_bytes)
+        self._vector_scan_max = vector_scan_max
 
     async def _insert(self, conn: AsyncConnection, entry: NewMemory) -> MemoryRecord:
         created = entry.create_time or self._store.now()
@@ -215,35 +225,67 @@ class SqlMemoryStore:
                 await _bump_version(conn, app, user)
         return stored
 
-    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int) -> list[MemoryMatch]:
+    async def vector_search(self, query: MemoryQuery, model: str, vector: Sequence[float], n: int,
+                            also: Sequence[MemoryKey] = ()) -> list[MemoryMatch]:
         """The owner's entries with a vector of ``model`` that pass the
         metadata filters, by cosine with ``vector``, best first (ties by
-        insertion), at most ``n``."""
+        insertion), at most ``n``; of the newest ``vector_scan_max`` such
+        entries and the entries ``also`` names (a lexical search's matches)."""
         unit = np.asarray(normalized(vector), dtype="<f4")
         if n <= 0:
             return []
         async with self._store.read_connection() as conn:
             held = await self._user_vectors(conn, query, model, len(unit))
-            if not held.pks:
+            scored: list[tuple[float, int]] = []
+            if held.pks:
+                scores = held.matrix @ unit
+                top = np.argpartition(-scores, n - 1)[:n] if len(held.pks) > n else np.arange(len(held.pks))
+                scored = [(float(scores[i]), held.pks[i]) for i in top]
+            named = await self._named_vectors(conn, query, model, len(unit), also, held)
+            if named.pks:
+                scored += zip((named.matrix @ unit).tolist(), named.pks, strict=True)
+            # Best first; ties by insertion.
+            best = sorted(scored, key=lambda sp: (-sp[0], sp[1]))[:n]
+            if not best:
                 return []
-            scores = held.matrix @ unit
-            top = np.argpartition(-scores, n - 1)[:n] if len(held.pks) > n else np.arange(len(held.pks))
-            # Best first; ties by insertion (rows are in pk order).
-            best = sorted(((float(scores[i]), held.pks[i]) for i in top), key=lambda sp: (-sp[0], sp[1]))
             found = {r.pk: r for r in (await conn.execute(
                 sa.select(memories).where(memories.c.pk.in_([pk for _, pk in best])))).all()}
         return [MemoryMatch(_record(found[pk]), score) for score, pk in best if pk in found]
 
+    async def _named_vectors(self, conn: AsyncConnection, query: MemoryQuery, model: str, dims: int,
+                             keys: Sequence[MemoryKey], held: _Vectors) -> _Vectors:
+        """The vectors of ``model`` of the owner's entries ``keys`` names
+        that pass the filters and are not in ``held``."""
+        ids = sorted({k.memory_id for k in keys if (k.app, k.user) == (query.app, query.user)})
+        if not ids:
+            return _Vectors(0, [], np.zeros((0, dims), dtype="<f4"))
+        stmt = _filtered(sa.select(memories.c.pk, memories.c.embedding).where(
+            memories.c.app == query.app, memories.c.user_id == query.user, memories.c.memory_id.in_(ids),
+            memories.c.embedding_model == model, memories.c.embedding.is_not(None),
+        ), query)
+
+        def in_held(pk: int) -> bool:
+            at = bisect.bisect_left(held.pks, pk)  # held.pks ascend
+            return at < len(held.pks) and held.pks[at] == pk
+
+        rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims and not in_held(r.pk)]
+        return _Vectors(0, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+
     async def _user_vectors(self, conn: AsyncConnection, query: MemoryQuery, model: str, dims: int) -> _Vectors:
-        """The owner's vectors of ``model`` that pass the filters: this
-        process's copy while current (no filters), else read."""
+        """The owner's newest ``vector_scan_max`` vectors of ``model`` that
+        pass the filters, in pk order: this process's copy while current (no
+        filters), else read."""
         stmt = _filtered(sa.select(memories.c.pk, memories.c.embedding).where(
             memories.c.app == query.app, memories.c.user_id == query.user, memories.c.embedding_model == model,
             memories.c.embedding.is_not(None),
-        ), query).order_by(memories.c.pk)
+        ), query).order_by(memories.c.pk.desc()).limit(self._vector_scan_max)
+
+        async def read(version: int) -> _Vectors:
+            rows = [r for r in reversed((await conn.execute(stmt)).all()) if len(r.embedding) == 4 * dims]
+            return _Vectors(version, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+
         if query.metadata_filter:
-            rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims]
-            return _Vectors(0, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+            return await read(0)
         # The version first: rows read after it are at least that new.
         version = (await conn.execute(sa.select(memory_vector_versions.c.version).where(
             memory_vector_versions.c.app == query.app, memory_vector_versions.c.user_id == query.user,
@@ -251,8 +293,7 @@ class SqlMemoryStore:
         slot = (query.app, query.user, model)
         held = self._vectors.get(slot, version)
         if held is None or held.matrix.shape[1] != dims:
-            rows = [r for r in (await conn.execute(stmt)).all() if len(r.embedding) == 4 * dims]
-            held = _Vectors(version, [r.pk for r in rows], _matrix([r.embedding for r in rows], dims))
+            held = await read(version)
             self._vectors.put(slot, held)
         return held
 
@@ -275,11 +316,14 @@ class SqlMemoryStore:
     async def search(self, query: MemoryQuery) -> list[MemoryMatch]:
         if not query.terms:
             return []
+        # Ranked narrow, (pk, score) per match, then the best rows read: the
+        # sort over every match carries two numbers, not the entries'
+        # text, metadata and vectors (bench.memory_search at 1M entries).
         if self._sqlite:
             # bm25() is lower for better matches.
             score: sa.ColumnElement[Any] = -sa.func.bm25(sa.literal_column("memories_fts"))
-            stmt = (
-                sa.select(memories, score.label("score"))
+            ranked = (
+                sa.select(memories.c.pk, score.label("score"))
                 .select_from(_fts.join(memories, memories.c.pk == _fts.c.rowid))
                 .where(sa.literal_column("memories_fts").op("MATCH")(fts5_match(query.terms)))
             )
@@ -290,9 +334,11 @@ class SqlMemoryStore:
             # ts_rank: the recall of ts_rank_cd on bench.memory_search's
             # labelled set, in about two thirds of the time.
             score = sa.func.ts_rank(_tsv, tsquery)
-            stmt = sa.select(memories, score.label("score")).where(_tsv.op("@@")(tsquery))
-        stmt = _filtered(stmt.where(memories.c.app == query.app, memories.c.user_id == query.user), query)
-        stmt = stmt.order_by(sa.desc("score"), memories.c.pk).limit(query.limit)
+            ranked = sa.select(memories.c.pk, score.label("score")).where(_tsv.op("@@")(tsquery))
+        ranked = _filtered(ranked.where(memories.c.app == query.app, memories.c.user_id == query.user), query)
+        best = ranked.order_by(sa.desc("score"), memories.c.pk).limit(query.limit).subquery("best")
+        stmt = (sa.select(memories, best.c.score).join_from(best, memories, memories.c.pk == best.c.pk)
+                .order_by(best.c.score.desc(), best.c.pk))
         async with self._store.read_connection() as conn:
             if not self._sqlite:
                 # The planner prices a tsvector match far below its cost and

@@ -206,6 +206,8 @@ memories = sa.Table(
     # One entry per source event: add_session_to_memory is idempotent.
     sa.Index("ix_memories_source", "app", "user_id", "session_id", "event_id", unique=True,
              sqlite_where=sa.text("event_id != ''"), postgresql_where=sa.text("event_id != ''")),
+    # A vector search reads the owner's newest vectors of one model (its bound).
+    sa.Index(None, "app", "user_id", "embedding_model", "pk"),
     sqlite_autoincrement=True,
 )
 

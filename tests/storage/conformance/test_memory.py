@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import datetime as dt
 import pathlib
+import random
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentctx_common.errors import AlreadyExists, NotFound
-from context_service.domain.memory import MemoryKey, MemoryQuery, NewMemory, query_terms
+from context_service.domain.memory import MemoryKey, MemoryQuery, NewMemory, fts5_match, query_terms
 from context_service.ports import MemoryStore
 from context_service.settings import ContextSettings
+from context_service.storage.engine import create_engine
 from context_service.storage.factory import Backend, open_backend
+from context_service.storage.memory_store import SqlMemoryStore
 
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
@@ -130,6 +134,63 @@ async def test_ranking_on_a_labelled_set(memory: MemoryStore) -> None:
     assert (await memory.search(query("driving")))[0].record.key.memory_id == "f8"
 
 
+# The search as one statement over the whole rows (the store's form before
+# it ranked (pk, score) first): the store must answer the same entries in
+# the same order with the same scores.
+_REFERENCE = {
+    "sqlite": "SELECT memories.memory_id, -bm25(memories_fts) AS score FROM memories_fts "
+              "JOIN memories ON memories.pk = memories_fts.rowid "
+              "WHERE memories_fts MATCH :match AND memories.app = :app AND memories.user_id = :user {filters}"
+              "ORDER BY score DESC, memories.pk LIMIT :limit",
+    "postgresql": "SELECT memories.memory_id, ts_rank(memories.tsv, {tsquery}) AS score FROM memories "
+                  "WHERE memories.tsv @@ {tsquery} AND memories.app = :app AND memories.user_id = :user {filters}"
+                  "ORDER BY score DESC, memories.pk LIMIT :limit",
+}
+
+
+async def _reference_search(engine: sa.ext.asyncio.AsyncEngine, q: MemoryQuery) -> list[tuple[str, float]]:
+    params: dict[str, object] = {"app": q.app, "user": q.user, "limit": q.limit, "match": fts5_match(q.terms)}
+    filters = ""
+    for i, (k, v) in enumerate(sorted(q.metadata_filter.items())):
+        filters += (f"AND EXISTS (SELECT 1 FROM memory_metadata WHERE memory_pk = memories.pk "
+                    f"AND key = :k{i} AND value = :v{i}) ")
+        params |= {f"k{i}": k, f"v{i}": v}
+    tsquery = " || ".join(f"plainto_tsquery('english', :t{i})" for i in range(len(q.terms)))
+    params |= {f"t{i}": t for i, t in enumerate(q.terms)}
+    sql = _REFERENCE[engine.dialect.name].format(filters=filters, tsquery=f"({tsquery})")
+    if engine.dialect.name == "sqlite":
+        params = {k: v for k, v in params.items() if not k.startswith("t")}
+    else:
+        del params["match"]
+    async with engine.connect() as conn:
+        return [(r.memory_id, float(r.score)) for r in await conn.execute(sa.text(sql), params)]
+
+
+async def test_ranking_is_the_whole_row_statements(memory: MemoryStore, db_url: str) -> None:
+    """Ranking (pk, score) first and reading the best rows after answers
+    what one statement over the whole rows answers: same entries, order
+    (ties by insertion: texts repeat) and scores, with owners, filters and
+    limits."""
+    rng = random.Random(7)
+    words = ["apple", "river", "stone", "garden", "light", "paper", "window", "cloud", "horse", "music", "salt",
+             "bridge", "winter", "copper", "lantern", "meadow", "orbit", "pepper", "quartz", "saddle"]
+    texts = [" ".join(rng.choices(words, k=rng.randint(2, 9))) for _ in range(60)]
+    for i in range(240):
+        user = rng.choice(["alice", "alice", "alice", "bob"])
+        await memory.add(entry(f"m{i}", rng.choice(texts), user=user, kind=rng.choice(["a", "b"])))
+    engine = create_engine(db_url)
+    try:
+        for n in range(60):
+            filters = {"kind": rng.choice(["a", "b"])} if n % 3 == 0 else {}
+            q = query(" ".join(rng.sample(words, rng.randint(1, 4))), user=rng.choice(["alice", "bob"]),
+                      limit=rng.choice([1, 3, 10, 50]), **filters)
+            found = [(m.record.key.memory_id, m.score) for m in await memory.search(q)]
+            assert found == await _reference_search(engine, q), q
+            assert found
+    finally:
+        await engine.dispose()
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(alphabet=st.sampled_from('abc "*^:()-+ORNADNEAR{}\'&|!<>'), min_size=1, max_size=30))
 async def test_query_text_is_never_syntax(memory: MemoryStore, text: str) -> None:
@@ -210,3 +271,37 @@ async def test_cached_vectors_follow_changes_made_by_another_replica(stores: Bac
         assert [m.record.key.memory_id for m in found] == ["d"]
     finally:
         await other.close()
+
+
+async def test_a_vector_search_ranks_the_newest_vectors_only(stores: Backend) -> None:
+    """The bound: the owner's newest ``vector_scan_max`` vectors of the
+    model (after filters) are ranked, older ones are not read; within the
+    bound the ranking is the unbounded one."""
+    bounded = SqlMemoryStore(stores.sessions, vector_scan_max=3)  # type: ignore[arg-type]
+    for i in range(6):
+        await bounded.add(entry(f"e{i}", f"entry {i}", topic="odd" if i % 2 else "even"))
+    # The oldest entries are the nearest: e0 and e1 on axis 0.
+    await bounded.set_vectors("emb", [(MemoryKey("shop", "alice", f"e{i}"), _axis(0 if i < 2 else 1, scale=i + 1))
+                                      for i in range(6)])
+    async def nearest(store: MemoryStore) -> list[str]:
+        return [m.record.key.memory_id for m in await store.vector_search(query("x"), "emb", _axis(0), 10)]
+
+    # e3, e4, e5 ranked (ties by insertion); e0..e2 are beyond the bound.
+    assert await nearest(bounded) == ["e3", "e4", "e5"]
+    assert await nearest(bounded) == ["e3", "e4", "e5"]  # the cached copy
+    assert await nearest(stores.memory) == ["e0", "e1", "e2", "e3", "e4", "e5"]
+    # With a filter the bound counts the entries that pass it.
+    odd = await bounded.vector_search(query("x", topic="odd"), "emb", _axis(0), 10)
+    assert [m.record.key.memory_id for m in odd] == ["e1", "e3", "e5"]
+    # Entries named (a fused search's lexical candidates) are ranked past the
+    # bound, once, if they pass the filters and belong to the owner.
+    named = [MemoryKey("shop", "alice", i) for i in ("e0", "e2", "e4")] + [MemoryKey("shop", "bob", "e1")]
+    found = await bounded.vector_search(query("x"), "emb", _axis(0), 10, also=named)
+    assert [(m.record.key.memory_id, round(m.score, 5)) for m in found] == [
+        ("e0", 1.0), ("e2", 0.0), ("e3", 0.0), ("e4", 0.0), ("e5", 0.0)]
+    assert [m.record.key.memory_id for m in await bounded.vector_search(query("x"), "emb", _axis(0), 2,
+                                                                         also=named)] == ["e0", "e2"]
+    even = await bounded.vector_search(query("x", topic="even"), "emb", _axis(0), 10, also=named[:2])
+    assert [m.record.key.memory_id for m in even] == ["e0", "e2", "e4"]
+    odd = await bounded.vector_search(query("x", topic="odd"), "emb", _axis(0), 10, also=named[:2])
+    assert [m.record.key.memory_id for m in odd] == ["e1", "e3", "e5"]
