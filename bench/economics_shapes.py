@@ -48,11 +48,14 @@ No call names a tool, so each call is one invocation (ADK's unit).
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import grpc
 
 from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import context_service_pb2_grpc, policy_pb2, session_pb2
@@ -254,6 +257,22 @@ class Played:
     prompts: tuple[int, ...] = ()  # each call's prompt tokens
 
 
+async def _generate(stub: Any, request: pb.GenerateRequest, attempts: int = 3) -> pb.GenerateResponse:
+    """Generate as an agent calls it: UNAVAILABLE (on a loaded machine, the
+    cache service not answering in time) is retried with the same event
+    ids after a second, as the status says; anything else is raised."""
+    for _ in range(attempts - 1):
+        try:
+            response: pb.GenerateResponse = await stub.Generate(request, timeout=30)
+            return response
+        except grpc.aio.AioRpcError as err:
+            if err.code() is not grpc.StatusCode.UNAVAILABLE:
+                raise
+        await asyncio.sleep(1.0)
+    last: pb.GenerateResponse = await stub.Generate(request, timeout=30)
+    return last
+
+
 async def play(workload: Workload, provider_factory: Any, provider_name: str, model: str, mode: str,
                certs: pathlib.Path, work: pathlib.Path, adk_overrides: dict[str, Any],
                overrides: dict[str, Any] | None = None) -> Played:
@@ -285,8 +304,8 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
                 sessions[call.session] = await _open(stub, call, model, mode, sessions)
             system, tools = head(workload.big_head, call.session) if workload.own_heads else shared
             event = script.user_event(f"{mode}-{n}", call.text).to_proto()
-            response = await stub.Generate(pb.GenerateRequest(
-                session=sessions[call.session], input=[event], system_instruction=system, tools=tools), timeout=30)
+            response = await _generate(stub, pb.GenerateRequest(
+                session=sessions[call.session], input=[event], system_instruction=system, tools=tools))
             replies.append(response.reply.content.SerializeToString(deterministic=True))
             prompt += response.reply.usage.prompt_tokens
             prompts.append(response.reply.usage.prompt_tokens)

@@ -29,16 +29,13 @@ def postgres_factory() -> Iterator[object]:
         if os.environ.get("AGENTCTX_REQUIRE_POSTGRES"):
             pytest.fail("PostgreSQL is required (AGENTCTX_REQUIRE_POSTGRES) but not reachable")
         pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
-    created: list[str] = []
+    yield postgres.create_dropped_at_end
 
-    def make() -> str:
-        name, url = postgres.create_database()
-        created.append(name)
-        return url
 
-    yield make
-    for name in created:
-        postgres.drop_database(name)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The session's PostgreSQL databases go when it ends (not in a test's
+    teardown, which has the test's time limit)."""
+    postgres.drop_created()
 
 
 @pytest.fixture

@@ -1,6 +1,9 @@
 """A private PostgreSQL database per test run on 127.0.0.1:5432 (trust auth).
 
-Every database this creates is dropped at the end of the session.
+The conftest's databases are dropped when the session finishes
+(``drop_created``, from ``pytest_sessionfinish``), outside any test's time
+limit: dropping a few hundred databases on a loaded machine took longer
+than the limit of the last test, whose teardown it used to be.
 """
 
 from __future__ import annotations
@@ -53,3 +56,32 @@ def create_database() -> tuple[str, str]:
 
 def drop_database(name: str) -> None:
     _run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+_created: list[str] = []
+
+
+def create_dropped_at_end() -> str:
+    """A new database's URL; the database is dropped by ``drop_created``."""
+    name, url = create_database()
+    _created.append(name)
+    return url
+
+
+def drop_created() -> None:
+    """Drops every database ``create_dropped_at_end`` made, on one connection."""
+    if not _created:
+        return
+    names, _created[:] = list(_created), []
+
+    async def drop() -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(ADMIN_DSN, timeout=10)
+        try:
+            for name in names:
+                await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
