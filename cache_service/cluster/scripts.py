@@ -377,6 +377,16 @@ local n = tonumber(ARGV[1])
 return {first_match({KEYS[1]}, slice(2, n + 1)), record_sighting({KEYS[2], KEYS[3], KEYS[4]}, slice(n + 2, #ARGV))}
 """
 
+# KEYS: MATCH_AND_SIGHT's (4), then the scope's loss account. ARGV: how many are FIRST_MATCH's, how many
+# RECORD_SIGHTING's, then FIRST_MATCH's, RECORD_SIGHTING's, BOOK_LOSS's. Returns {FIRST_MATCH's reply,
+# RECORD_SIGHTING's, BOOK_LOSS's}: an acquire's first step with its credit on the account (rule 8).
+MATCH_SIGHT_AND_CREDIT = (_function("first_match", FIRST_MATCH) + _function("record_sighting", RECORD_SIGHTING)
+                          + _function("book_loss", BOOK_LOSS) + _SLICE + """
+local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
+return {first_match({KEYS[1]}, slice(3, n + 2)), record_sighting({KEYS[2], KEYS[3], KEYS[4]}, slice(n + 3, n + m + 2)),
+        book_loss({KEYS[5]}, slice(n + m + 3, #ARGV))}
+""")
+
 # KEYS: ADD_LEASE's (entry, leases, lru, clock), then holder entries, entry holders. ARGV: ADD_LEASE's (4), then
 # SWAP_HOLDER's. Returns {ADD_LEASE's reply, SWAP_HOLDER's}.
 LEASE_AND_SWAP_HOLDER = _function("add_lease", ADD_LEASE) + _function("swap_holder", SWAP_HOLDER) + _SLICE + """

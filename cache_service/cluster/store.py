@@ -51,7 +51,7 @@ from cache_service.cluster.names import Names, Shard, key_field
 from cache_service.domain.entry import SHARDS, Entry, EntryKey
 from cache_service.domain.memory_store import GAPS_KEPT, MAX_ENTRY_HOLDERS
 from cache_service.domain.policy import PAID_KEPT, Booking, Evidence
-from cache_service.domain.ports import EntryHolders
+from cache_service.domain.ports import EntryHolders, LossCredit
 
 # Learned floors change only when a provider refuses a cache, yet every
 # acquire reads one: a replica keeps what it read this long, so a hit does not
@@ -82,7 +82,7 @@ class RedisRegistryStore:
         self._scripts = Scripts(client, {name: getattr(scripts, name) for name in (
             "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "FIRST_MATCH", "DROP_EXPIRED", "SET_EXPIRY",
             "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "BOOK_LOSS", "GET_ENTRY", "SCOPE_ENTRIES",
-            "SHARD_ENTRIES", "MATCH_AND_SIGHT", "LEASE_AND_SWAP_HOLDER")})
+            "SHARD_ENTRIES", "MATCH_AND_SIGHT", "MATCH_SIGHT_AND_CREDIT", "LEASE_AND_SWAP_HOLDER")})
 
     # --- entries --------------------------------------------------------------------
 
@@ -98,13 +98,21 @@ class RedisRegistryStore:
 
     async def match_and_record_sighting(self, scope_fp: str, keys: Sequence[EntryKey],
                                         usable: Callable[[Entry], bool], chain: Sequence[bytes], now: float,
-                                        horizon_s: float, group: str = "") -> tuple[Entry | None, Evidence]:
-        # Every acquire's first step: FIRST_MATCH and RECORD_SIGHTING as one script (the scope's shard).
+                                        horizon_s: float, group: str = "",
+                                        credit: LossCredit | None = None) -> tuple[Entry | None, Evidence, float | None]:
+        # Every acquire's first step: FIRST_MATCH and RECORD_SIGHTING (and the
+        # credit's BOOK_LOSS) as one script on the scope's shard.
         match_keys, match_args = self._match_step(scope_fp, keys)
         sighting_keys, sighting_args = self._sighting_step(scope_fp, chain, now, horizon_s)
-        found, sighting = await self._scripts("MATCH_AND_SIGHT", [*match_keys, *sighting_keys],
-                                              [len(match_args), *match_args, *sighting_args])
-        return self._first_usable(found, usable), await self._evidence(sighting, group)
+        if credit is None:
+            found, sighting = await self._scripts("MATCH_AND_SIGHT", [*match_keys, *sighting_keys],
+                                                  [len(match_args), *match_args, *sighting_args])
+            return self._first_usable(found, usable), await self._evidence(sighting, group), None
+        found, sighting, balance = await self._scripts(
+            "MATCH_SIGHT_AND_CREDIT", [*match_keys, *sighting_keys, self._n.loss_account(scope_fp)],
+            [len(match_args), len(sighting_args), *match_args, *sighting_args,
+             *_book_args(credit.booking, credit.opening, credit.keep_s)])
+        return self._first_usable(found, usable), await self._evidence(sighting, group), float(text(balance))
 
     def _match_step(self, scope_fp: str, keys: Sequence[EntryKey]) -> tuple[list[str], list[Any]]:
         shard = self._n.of_scope(scope_fp)
@@ -285,10 +293,8 @@ class RedisRegistryStore:
                             [scope_fp])
 
     async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
-        b = booking
-        balance = await self._scripts("BOOK_LOSS", [self._n.loss_account(scope_fp)], [
-            repr(opening), repr(b.amount), max(1, math.ceil(keep_s * 1000)), b.entry_id, repr(b.storage_rate),
-            repr(b.until), "" if b.start is None else repr(b.start), repr(b.now), PAID_KEPT])
+        balance = await self._scripts("BOOK_LOSS", [self._n.loss_account(scope_fp)],
+                                      _book_args(booking, opening, keep_s))
         return float(text(balance))
 
     async def loss_balance(self, scope_fp: str, opening: float, keep_s: float, now: float) -> float:
@@ -330,3 +336,9 @@ class RedisRegistryStore:
 
 def _floats(joined: object) -> tuple[float, ...]:
     return tuple(float(g) for g in text(joined).split(",") if g)
+
+
+def _book_args(b: Booking, opening: float, keep_s: float) -> list[Any]:
+    """BOOK_LOSS's ARGV for booking ``b``."""
+    return [repr(opening), repr(b.amount), max(1, math.ceil(keep_s * 1000)), b.entry_id, repr(b.storage_rate),
+            repr(b.until), "" if b.start is None else repr(b.start), repr(b.now), PAID_KEPT]

@@ -33,7 +33,15 @@ from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.keys import PrefixView, Scope, invocation_count
 from cache_service.domain.lifecycle import Lifecycle
 from cache_service.domain.model import BypassReason, Usage
-from cache_service.domain.ports import CacheKind, Clock, Provider, RegistryStore, RegistryUnavailable, SingleFlight
+from cache_service.domain.ports import (
+    CacheKind,
+    Clock,
+    LossCredit,
+    Provider,
+    RegistryStore,
+    RegistryUnavailable,
+    SingleFlight,
+)
 from cache_service.domain.pricing import cache_prices
 from cache_service.domain.registry_settings import RegistrySettings
 
@@ -109,15 +117,16 @@ class Admission:
             return policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX), await self.match(sfp, view, ttls)
         # Every non-empty prefix is recorded, in the same step as the evidence
         # and as the match (one store step; the floor is mostly a replica's own).
-        match, evidence = await self._store.match_and_record_sighting(
-            sfp, _Keys(view.chain, ttls), self._usable, view.chain, self._clock.wall(), max(ttls), scope.group)
+        match, evidence, balance = await self._store.match_and_record_sighting(
+            sfp, _Keys(view.chain, ttls), self._usable, view.chain, self._clock.wall(), max(ttls), scope.group,
+            self._credit(max(view.tokens, request_tokens)))
         floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
         settings = self._settings.policy
         decision = policy.decide(
             empty=False,
             tokens=view.tokens,
             request_tokens=request_tokens,
-            budget=await self._credit(sfp, max(view.tokens, request_tokens)),
+            budget=float("inf") if balance is None else balance,
             history_len=view.history_len,
             floor=floor if settings.variant == policy.ADK else max(floor, settings.min_prefix_tokens),
             match=self._cached(match, view) if match else None,
@@ -129,13 +138,13 @@ class Admission:
         )
         return decision, match
 
-    async def _credit(self, scope_fp: str, prompt: int) -> float:
-        """Credits the call on its scope's account; the new balance (the
-        ``adk`` variant keeps no account)."""
+    def _credit(self, prompt: int) -> LossCredit | None:
+        """The call's credit on its scope's account, booked with the
+        acquire's first store step (the ``adk`` variant keeps no account)."""
         if self._settings.policy.variant == policy.ADK:
-            return float("inf")
+            return None
         booking = policy.credit_booking(self._settings.policy.loss_tolerance, prompt, self._clock.wall())
-        return await self._store.book_loss(scope_fp, booking, self._opening, self._keep_s)
+        return LossCredit(booking, self._opening, self._keep_s)
 
     async def balance(self, scope_fp: str) -> float:
         """The scope's loss account's balance (rule 8)."""

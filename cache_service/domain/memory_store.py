@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.policy import MISS, Booking, Evidence, Ledger, censored
-from cache_service.domain.ports import EntryHolders
+from cache_service.domain.ports import EntryHolders, LossCredit
 
 GAPS_KEPT = 16  # arrival gaps (and first-sighting outcomes, pending ones) kept per scope
 SERVER_FIRSTS_KEPT = 64  # first-sighting outcomes kept over all scopes, and over each app's
@@ -156,10 +156,14 @@ class MemoryRegistryStore:
 
     async def match_and_record_sighting(self, scope_fp: str, keys: Sequence[EntryKey],
                                         usable: Callable[[Entry], bool], chain: Sequence[bytes], now: float,
-                                        horizon_s: float, group: str = "") -> tuple[Entry | None, Evidence]:
-        # Neither suspends: one step on the event loop.
+                                        horizon_s: float, group: str = "",
+                                        credit: LossCredit | None = None) -> tuple[Entry | None, Evidence, float | None]:
+        # None suspends: one step on the event loop.
         match = await self.first_match(scope_fp, keys, usable)
-        return match, await self.record_sighting(scope_fp, chain, now, horizon_s, group)
+        evidence = await self.record_sighting(scope_fp, chain, now, horizon_s, group)
+        balance = None if credit is None else await self.book_loss(scope_fp, credit.booking, credit.opening,
+                                                                   credit.keep_s)
+        return match, evidence, balance
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]:
         state = self._scopes.get(scope_fp)

@@ -182,6 +182,15 @@ class Embeddings:
     input_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class LossCredit:
+    """A call's credit on its scope's loss account (``book_loss``'s arguments)."""
+
+    booking: Booking
+    opening: float
+    keep_s: float
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """A provider with an embedding API (optional: Anthropic has none).
@@ -347,9 +356,11 @@ class RegistryStore(Protocol):
 
     async def match_and_record_sighting(self, scope_fp: str, keys: Sequence[EntryKey],
                                         usable: Callable[[Entry], bool], chain: Sequence[bytes], now: float,
-                                        horizon_s: float, group: str = "") -> tuple[Entry | None, Evidence]:
-        """``first_match`` then ``record_sighting``, as one step (an
-        acquire's first: one round trip on Redis)."""
+                                        horizon_s: float, group: str = "",
+                                        credit: LossCredit | None = None) -> tuple[Entry | None, Evidence, float | None]:
+        """``first_match``, ``record_sighting`` and, given ``credit``,
+        ``book_loss`` as one step (an acquire's first: one round trip on
+        Redis); the balance after the credit, None without one."""
         ...
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]: ...

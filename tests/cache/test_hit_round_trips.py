@@ -23,7 +23,7 @@ STORE_STEPS = (
     "get", "first_match", "match_and_record_sighting", "scope_entries", "all_entries", "count", "next_generation",
     "put", "retire", "remove", "tombstone", "add_lease", "lease_and_swap_holder", "drop_lease", "swap_holder",
     "holders", "drop_expired_leases", "set_expiry", "least_recently_used_idle", "record_sighting",
-    "forget_sightings", "learned_floor", "learn_floor",
+    "forget_sightings", "learned_floor", "learn_floor", "book_loss", "loss_balance",
 )
 
 
@@ -96,7 +96,8 @@ async def test_a_hit_is_two_store_round_trips(harness_factory, monkeypatch, hold
     counts.clear()
     hit = await h.registry.acquire(scope(), view(3), None, None, holder)
     assert hit.info.state is CacheState.HIT and hit.entry_id == created.entry_id
-    # The floor is a replica's own between reads (no command on Redis).
+    # The floor is a replica's own between reads (no command on Redis); the
+    # credit on the scope's loss account rides the first step.
     expected = ["match_and_record_sighting", "learned_floor", "lease_and_swap_holder" if holder else "add_lease"]
     assert counts.steps == expected
     if isinstance(h.registry.store, RedisRegistryStore):
