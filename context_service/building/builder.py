@@ -14,6 +14,8 @@ A session whose config enables memory retrieval (``RetrievalPolicy``) has
 its memory section filled here too: the newest user text (the input's,
 else the selected history's) searches the user's memory through
 ``ports.MemoryRetriever``, and the matches follow the request's own memory.
+The memory is sent after the history, right before the current input
+(``RequestParts.current``), so it never enters the cached prefix.
 """
 
 from __future__ import annotations

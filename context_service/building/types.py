@@ -81,6 +81,6 @@ class BuiltContext(NamedTuple):
         return self.parts.model
 
     def contents(self) -> list[sel.ContentRecord]:
-        """Memory, then the selected history (summary first), then the input
-        with the attachments placed in it (``RequestParts.current``)."""
-        return [*self.parts.memory, *self.selection.history, *self.parts.current]
+        """The selected history (summary first), then the input with the
+        memory and the attachments placed in it (``RequestParts.current``)."""
+        return [*self.selection.history, *self.parts.current]

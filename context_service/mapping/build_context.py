@@ -219,7 +219,6 @@ def model_request_wire(built: BuiltContext) -> bytes:
         chunks.append(wire_field(1, parts.model.encode()))
     if parts.system_instruction is not None:
         chunks.append(parts.system_instruction.rendered.instruction_wire)
-    chunks += [c.rendered.wire for c in parts.memory]
     if selection.paired is not None:
         chunks += [c.rendered.wire for c in selection.paired]
     else:

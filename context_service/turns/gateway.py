@@ -56,8 +56,8 @@ def cache_scope(key: SessionKey, model: str, policy: CachePolicy) -> CacheScope:
 
 def lease_request(key: SessionKey, policy: CachePolicy, input_count: int) -> LeaseRequest | None:
     """The in-call lease of a turn whose last ``input_count`` contents are
-    its current input (at least the last content is left uncached), or None
-    with caching off."""
+    its current input with the memory and attachments placed in it (at
+    least the last content is left uncached), or None with caching off."""
     if not policy.enabled:
         return None
     holder = hashlib.sha256(f"{key.app}/{key.user}/{key.session}".encode()).hexdigest()[:32]

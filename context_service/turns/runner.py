@@ -116,8 +116,10 @@ class TurnRunner:
         inputs = len(turn.inputs) - (len(turn.build.inputs) - len(built.parts.inputs))
         if not turn.store:
             inputs = turn_rules.current_input_count([r.content for r in built.selection.history], inputs)
-        # Attachments sit among the last contents, after the leased prefix.
-        return scope, lease_request(key, built.config.cache, inputs + len(built.parts.attachments))
+        # Memory and attachments sit among the last contents, after the leased
+        # prefix: memory retrieved anew each turn leaves the cached head as it was.
+        after = len(built.parts.memory) + len(built.parts.attachments)
+        return scope, lease_request(key, built.config.cache, inputs + after)
 
     async def _attempt(self, key: SessionKey, turn: Turn, built: BuiltContext,
                        deadline: turn_rules.Deadline) -> tuple[Event, bool, tuple[MintedToken, ...]]:

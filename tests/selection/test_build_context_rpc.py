@@ -97,17 +97,19 @@ async def test_builds_the_full_request_pruned_and_accounted(ctx: Context) -> Non
     )
     req, a = reply.request, reply.accounting
     assert req.model == "gemini-test"
-    assert [c.parts[0].WhichOneof("data") for c in req.contents] == ["text", "text", "function_call", "function_response", "text", "text"]
-    assert req.contents[0].parts[0].text == "User prefers PDF." and req.contents[-1].parts[0].text == "and the next one?"
+    assert [c.parts[0].WhichOneof("data") for c in req.contents] == ["text", "function_call", "function_response", "text", "text", "text"]
+    # The memory goes after the history, right before the current input.
+    assert req.contents[-2].parts[0].text == "User prefers PDF." and req.contents[-1].parts[0].text == "and the next one?"
     assert SECRET not in all_text(reply)
-    assert dict(req.contents[2].parts[0].function_call.args) == {"query": "invoice", "opts": {}}
+    assert dict(req.contents[1].parts[0].function_call.args) == {"query": "invoice", "opts": {}}
     assert req.tools[0] == tool  # declarations are schemas: sent as given
     assert (a.events_seen, a.events_selected, a.units_selected, a.units_dropped, a.secrets_pruned) == (4, 4, 3, 0, 3)
     sections = [a.instructions, a.settings, a.history, a.memory, a.input, a.tools, a.framing]
     assert a.request.bytes == sum(s.bytes for s in sections) and a.framing.bytes == 64 * (6 + 1 + 1) + 256
     assert a.bytes_per_token == 4.0 and not a.calibrated and a.last_sequence == 4
-    # The prefix fingerprint is what the cache service computes for this request.
-    prefix = canonical.prefix_json(req.model, req.system_instruction, req.tools, req.tool_config, req.contents[:-1])
+    # The prefix fingerprint is what the cache service computes for this
+    # request: every content before the memory and the input.
+    prefix = canonical.prefix_json(req.model, req.system_instruction, req.tools, req.tool_config, req.contents[:-2])
     assert a.prefix_fingerprint == canonical.fingerprint(prefix)
     envelope = {
         "contents": [canonical.content_json(c) for c in req.contents],
@@ -118,7 +120,7 @@ async def test_builds_the_full_request_pruned_and_accounted(ctx: Context) -> Non
         "tools": [canonical.tool_json(t) for t in req.tools],
     }
     assert a.envelope_fingerprint == canonical.fingerprint(envelope)
-    digests = b"".join(hashlib.sha256(canonical.canonical_json(canonical.content_json(c))).digest() for c in req.contents[1:-1])
+    digests = b"".join(hashlib.sha256(canonical.canonical_json(canonical.content_json(c))).digest() for c in req.contents[:-2])
     assert a.selection_fingerprint == hashlib.sha256(digests).hexdigest()
     again = await build(
         ctx, system_instruction=text("user", "Be brief."), tools=[tool],

@@ -44,7 +44,7 @@ def test_sections_add_up_and_framing_is_documented() -> None:
     a, _selection, parts = build(memory=[text("user", "remembered fact")])
     sections = [a.instructions, a.settings, a.history, a.memory, a.input, a.tools, a.framing]
     assert a.request.bytes == sum(s.bytes for s in sections)
-    contents = 1 + 3 + 1  # memory, history, input
+    contents = 3 + 1 + 1  # history, memory, input
     assert a.framing.bytes == 64 * (contents + 1 + 1) + 256  # + one tool + the system instruction
     assert a.input.bytes >= 3000  # inline data counted in full, at its raw length
     assert a.settings.bytes == len(parts.tool_config) + len(parts.generation_config)
@@ -76,6 +76,8 @@ def test_fingerprints_are_deterministic_and_separate() -> None:
     c, *_ = build(tools=(b'{"functionDeclarations":[{"name":"g"}]}',))
     assert c.selection_fingerprint == a.selection_fingerprint
     assert c.prefix_fingerprint != a.prefix_fingerprint and c.envelope_fingerprint != a.envelope_fingerprint
+    # Memory goes after the history, with the current input: outside the prefix.
     d, *_ = build(memory=[text("user", "m")])
-    assert d.selection_fingerprint == a.selection_fingerprint and d.prefix_fingerprint != a.prefix_fingerprint
+    assert d.selection_fingerprint == a.selection_fingerprint and d.prefix_fingerprint == a.prefix_fingerprint
+    assert d.envelope_fingerprint != a.envelope_fingerprint
     assert len({a.prefix_fingerprint, a.selection_fingerprint, a.envelope_fingerprint}) == 3

@@ -31,8 +31,8 @@ def built(
     events: list[m.Event], inputs: list[m.Content], policy: SelectionPolicy | None = None,
     memory: list[m.Content] = (),  # type: ignore[assignment]
 ) -> list[m.Content]:
-    """The request's contents as the builder makes them (memory, history,
-    input), with the accounting checked against them."""
+    """The request's contents as the builder makes them (history, then the
+    input with the memory in it), with the accounting checked against them."""
     p = sel.effective_policy(None, policy or SelectionPolicy())
     keys = sel.secret_keys(p)
     records = [sel.event_record(e, keys) for e in events]
@@ -46,7 +46,7 @@ def built(
         # The shortcut (kept with the grouping) agrees with the full pass.
         assert repaired(s, parts) == (s, parts)
     s, parts = sel.pair_calls(s, parts)
-    contents: list[ContentRecord] = [*parts.memory, *s.history, *parts.inputs]
+    contents: list[ContentRecord] = [*s.history, *parts.current]
     a = sel.account(s, parts, p)
     assert a.history.bytes == sum(r.size for r in s.history)
     return [r.content for r in contents]
@@ -103,6 +103,23 @@ def test_a_call_without_input_is_answered_in_the_built_request_only() -> None:
     before = copy.deepcopy(events)
     assert shape(built(events, [])) == [("user", "text:go"), ("model", "call:c1"), ("user", "none:c1")]
     assert events == before
+
+
+def test_memory_goes_after_the_responses_the_input_opens_with() -> None:
+    """Memory sits right before the current input, never between a call and
+    its responses; with no input of the request's own it ends the request."""
+    memory = [text("user", "fact")]
+    contents = built(sequence(text("user", "go"), CALL), [ANSWER, text("user", "and?")], memory=memory)
+    assert shape(contents) == [
+        ("user", "text:go"), ("model", "call:c1"), ("user", "resp:c1"), ("user", "text:fact"), ("user", "text:and?"),
+    ]
+    assert violations(contents) == []
+    contents = built(sequence(text("user", "go"), CALL, ANSWER), [], memory=memory)
+    assert shape(contents) == [("user", "text:go"), ("model", "call:c1"), ("user", "resp:c1"), ("user", "text:fact")]
+    assert violations(contents) == []
+    # A call in the memory is answered right after it, before the input.
+    contents = built(sequence(text("user", "go")), [text("user", "next")], memory=[CALL])
+    assert shape(contents) == [("user", "text:go"), ("model", "call:c1"), ("user", "none:c1"), ("user", "text:next")]
 
 
 def test_a_late_response_moves_next_to_its_call() -> None:
@@ -237,7 +254,8 @@ def agent_histories(draw: st.DrawFn) -> tuple[list[m.Event], list[m.Content], li
         inputs = [m.Content("user", tuple(
             m.Part(function_response=m.FunctionResponse(p.function_call.id, "f", {}))
             for p in pending if p.function_call is not None))]
-    return [event(i + 1, c) for i, c in enumerate(contents)], [], inputs
+    memory = [m.Content("user", (m.Part(text="remembered"),))] if draw(st.booleans()) else []
+    return [event(i + 1, c) for i, c in enumerate(contents)], memory, inputs
 
 
 @PROPERTY_SETTINGS

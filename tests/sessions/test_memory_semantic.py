@@ -19,9 +19,12 @@ from agentctx.context.v1 import context_service_pb2 as pb
 from agentctx.context.v1 import policy_pb2, session_pb2
 from agentctx.memory.v1 import memory_service_pb2 as mpb
 from agentctx.memory.v1 import memory_service_pb2_grpc
-from agentctx.type.v1 import content_pb2
+from agentctx.type.v1 import cache_pb2, content_pb2
+from agentctx_common import canonical
 from tests.sessions.helpers import migrate, pb_text_event
 from tests.support.pair import ServicePair, pair_maker
+from tests.turns.builders import MODEL
+from tests.turns.conftest import CACHE_DEFAULTS
 
 PARENT = "apps/shop/users/alice"
 SESSION = f"{PARENT}/sessions/s1"
@@ -121,10 +124,11 @@ async def test_the_retrieval_policy_fills_the_memory_section(pairs: Callable[...
     assert texts == ["from the caller", FACTS["pet"], "What pet does Ana Alves have?"]
     assert built.accounting.memory.bytes > 0
 
-    # No input: the newest user text of the history is the query.
+    # No input: the newest user text of the history is the query, and the
+    # memory ends the request, after the history (which stays the prefix).
     await pair.stub.AppendEvent(pb.AppendEventRequest(parent=SESSION, event=pb_text_event("e1", "Greta Haas car?")))
     from_history = await pair.stub.BuildContext(pb.BuildContextRequest(session=SESSION))
-    assert [c.parts[0].text for c in from_history.request.contents] == [FACTS["car"], "Greta Haas car?"]
+    assert [c.parts[0].text for c in from_history.request.contents] == ["Greta Haas car?", FACTS["car"]]
 
     # A minimum score above every match leaves the section empty.
     strict = policy_pb2.ContextConfig(retrieval=policy_pb2.MemoryRetrievalPolicy(enabled=True, min_score=1.0))
@@ -139,6 +143,55 @@ async def test_the_retrieval_policy_fills_the_memory_section(pairs: Callable[...
         session=session_pb2.Session(name=SESSION, config=config), update_mask={"paths": ["config.retrieval"]}))
     question = "Where does Ana Alves live?"
     expected = await pair.stub.BuildContext(pb.BuildContextRequest(session=SESSION, input=[_user(question)]))
-    assert expected.request.contents[0].parts[0].text == FACTS["city"]
+    assert [c.parts[0].text for c in expected.request.contents] == ["Greta Haas car?", FACTS["city"], question]
     turn = await pair.stub.Generate(pb.GenerateRequest(session=SESSION, input=[pb_text_event("e2", question)]))
     assert turn.accounting.memory.bytes == expected.accounting.memory.bytes > 0
+
+
+async def test_retrieved_memory_leaves_the_cached_prefix_alone(pairs: Callable[..., Any]) -> None:
+    """Memory retrieved anew each turn goes after the history, right before
+    the current input: turns retrieving different entries share the prefix
+    (the history), the one the cache service leases and serves."""
+    pair: ServicePair = await pairs(context=SEMANTIC, cache=CACHE_DEFAULTS)
+    await _add_facts(memory_service_pb2_grpc.MemoryServiceStub(pair.channel))
+    config = policy_pb2.ContextConfig(model=MODEL, retrieval=policy_pb2.MemoryRetrievalPolicy(enabled=True, limit=1),
+                                      cache=policy_pb2.CachePolicy(enabled=True))
+    sessions = []
+    for session_id in ("a", "b", "c"):
+        await pair.stub.CreateSession(pb.CreateSessionRequest(parent=PARENT, session_id=session_id,
+                                                              session=session_pb2.Session(config=config)))
+        sessions.append(f"{PARENT}/sessions/{session_id}")
+    history = [f"Tell me about harbour number {i}, its ships, its tides and its old stone quays." for i in range(4)]
+    for i, text in enumerate(history):
+        await pair.stub.AppendEvent(pb.AppendEventRequest(parent=sessions[0], event=pb_text_event(f"h{i}", text)))
+
+    # BuildContext: different questions retrieve different entries; the
+    # contents before the memory, and so the prefix fingerprint, are the same.
+    built = []
+    for question, fact in (("What pet does Ana Alves have?", "pet"), ("Greta Haas car?", "car")):
+        reply = await pair.stub.BuildContext(pb.BuildContextRequest(session=sessions[0], input=[_user(question)]))
+        texts = [c.parts[0].text for c in reply.request.contents]
+        assert texts == [*history, FACTS[fact], question]
+        assert reply.accounting.memory.bytes > len(FACTS[fact])
+        req = reply.request
+        head = canonical.prefix_json(req.model, None, req.tools, None, req.contents[:len(history)])
+        assert reply.accounting.prefix_fingerprint == canonical.fingerprint(head)
+        built.append(reply.accounting)
+    assert built[0].prefix_fingerprint == built[1].prefix_fingerprint
+    assert built[0].envelope_fingerprint != built[1].envelope_fingerprint
+
+    # Generate: the cache service leases that same head (the memory is in the
+    # uncached suffix): seen, then created, then a turn retrieving yet
+    # another entry is served from it.
+    for session in sessions[1:]:
+        for i, text in enumerate(history):
+            await pair.stub.AppendEvent(pb.AppendEventRequest(parent=session, event=pb_text_event(f"h{i}", text)))
+    served = []
+    questions = ("What pet does Ana Alves have?", "Greta Haas car?", "Where does Ana Alves live?")
+    for session, question in zip(sessions, questions, strict=True):
+        turn = await pair.stub.Generate(pb.GenerateRequest(session=session, input=[pb_text_event("q", question)]))
+        assert turn.accounting.memory.bytes > 0
+        assert turn.reply.cache_metadata.prefix_fingerprint == turn.accounting.prefix_fingerprint
+        served.append(turn.reply.cache_metadata)
+    assert {c.prefix_fingerprint for c in served} == {built[0].prefix_fingerprint}
+    assert [c.state for c in served[1:]] == [cache_pb2.CACHE_STATE_CREATED, cache_pb2.CACHE_STATE_HIT]

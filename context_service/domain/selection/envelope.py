@@ -13,8 +13,10 @@ RESOURCE_EXHAUSTED, reason REQUEST_CONTEXT_BUDGET_EXCEEDED, with the figures.
 Fingerprints (SHA-256 hex):
 - prefix: canonical JSON of ``agentctx_common.canonical.prefix_json`` over
   model, system instruction, tools, tool config and every content before the
-  current input (memory, summary, history; never the attachments) - the
-  value the cache service computes for the same request;
+  current input (summary, history; never the memory or the attachments,
+  which ``RequestParts.current`` places after the history) - the value the
+  cache service computes for the same request, so memory retrieved anew
+  each turn leaves it, and the provider's cached prefix, as they were;
 - selection: over the SHA-256 digests of the selected history contents, in
   order (each content hashed once, when it was stored);
 - envelope: canonical JSON of the whole request
@@ -62,18 +64,20 @@ class RequestParts:
 
     @property
     def current(self) -> list[ContentRecord]:
-        """The contents after the stable prefix, as sent: the current input
-        with the attachments right before it, after the function responses
-        it opens with (a response must follow its call)."""
-        if not self.attachments:
+        """The contents after the stable prefix (summary and history), as
+        sent: the current input with the memory, then the attachments,
+        right before it, after the function responses it opens with (a
+        response must follow its call). Without an input of the request's
+        own, the memory ends the request."""
+        if not self.attachments and not self.memory:
             return list(self.inputs)
         at = attachment_index(self.inputs)
-        return [*self.inputs[:at], *self.attachments, *self.inputs[at:]]
+        return [*self.inputs[:at], *self.memory, *self.attachments, *self.inputs[at:]]
 
 
 def attachment_index(inputs: Sequence[ContentRecord]) -> int:
-    """Where attachments go among the current input: after the contents
-    it opens with that answer function calls."""
+    """Where memory and attachments go among the current input: after the
+    contents it opens with that answer function calls."""
     at = 0
     while at < len(inputs) and inputs[at].response_ids:
         at += 1
@@ -179,7 +183,9 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
     g = selection.grouping
     assert g is not None, "selections come from select()"
     paired = selection.paired
-    opening = [c.canonical for c in parts.memory]
+    # The contents before the current input: summary and history (the memory
+    # goes with the input, ``RequestParts.current``).
+    opening: list[bytes] = []
     if paired is not None:
         # Pairing changed the history: its records, not the grouping's layout.
         opening += [c.canonical for c in paired]

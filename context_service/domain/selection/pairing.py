@@ -6,7 +6,9 @@ tool_result blocks"; OpenAI: "must be followed by tool messages") or a
 response without its call. An agent that sends a user message instead of a
 tool's result would otherwise poison every later turn. So the BUILT request
 (never a stored event) is paired after selection, on whole units, over its
-contents in order (memory, summary, history, current input):
+contents in the order they are sent (summary, history, then the current
+input with the memory after the responses it opens with,
+``RequestParts.current``):
 
 - a response belongs to the oldest unanswered call of its id (id-less: of
   its function name) in an earlier model content; a response to no such call
@@ -32,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from context_service.domain import model as m
-from context_service.domain.selection.envelope import RequestParts
+from context_service.domain.selection.envelope import RequestParts, attachment_index
 from context_service.domain.selection.records import ContentRecord, Render, content_record
 from context_service.domain.selection.secrets import SecretKeys
 from context_service.domain.selection.select import Selection
@@ -110,12 +112,20 @@ def _history_scan(bodies: Sequence[ContentRecord], older: _Scan | None) -> _Scan
     return _scan([b.content for b in bodies[state.seen:]], state, state.seen)
 
 
+def _current(inputs: Sequence[ContentRecord], memory: Sequence[ContentRecord]) -> list[ContentRecord]:
+    """The current input as sent (``RequestParts.current``, less the
+    attachments, which hold no call or response)."""
+    at = attachment_index(inputs)
+    return [*inputs[:at], *memory, *inputs[at:]]
+
+
 def paired_already(selection: Selection, parts: RequestParts) -> bool:
     """True when the request certainly needs no repair, found without
     looking at every selected event: the history's scan is kept with its
     grouping, and fails nowhere from the first selected event on (units
     never straddle ``first_event``, so the suffix passes as the whole did);
-    memory holds no call or response; the input completes the scan."""
+    memory holds no call or response; the current input (the memory in
+    it) completes the scan."""
     g = selection.grouping
     if g is None or any(r.call_ids or r.response_ids for r in parts.memory):
         return False
@@ -125,7 +135,7 @@ def paired_already(selection: Selection, parts: RequestParts) -> bool:
         return False
     if state.caller < first:
         state = _Scan(state.seen)
-    end = _scan([r.content for r in parts.inputs], state, state.seen)
+    end = _scan([r.content for r in _current(parts.inputs, parts.memory)], state, state.seen)
     return end.bad < first and not end.open
 
 
@@ -210,8 +220,8 @@ def repaired(selection: Selection, parts: RequestParts, render: Render | None = 
     """``pair_calls`` without its shortcut: every call and response in the
     selected window looked at."""
     memory, inputs = parts.memory, parts.inputs
-    history_at = len(memory) + (1 if selection.summary is not None else 0)
-    entries: list[tuple[int, ContentRecord]] = [(i, r) for i, r in enumerate(memory) if r.call_ids or r.response_ids]
+    history_at = 1 if selection.summary is not None else 0
+    entries: list[tuple[int, ContentRecord]] = []
     first = selection.first_event
     g = selection.grouping
     if g is not None:
@@ -224,8 +234,14 @@ def repaired(selection: Selection, parts: RequestParts, render: Render | None = 
         history = [r.body for r in selection.events if r.body is not None]
         entries += [(history_at + k, r) for k, r in enumerate(history) if r.call_ids or r.response_ids]
         n_history = len(history)
+    # The current input as sent: the memory after the responses it opens with.
     input_at = history_at + n_history
-    entries += [(input_at + i, r) for i, r in enumerate(inputs) if r.call_ids or r.response_ids]
+    at = attachment_index(inputs)
+    input_positions = [input_at + i + (len(memory) if i >= at else 0) for i in range(len(inputs))]
+    memory_positions = [input_at + at + j for j in range(len(memory))]
+    current = sorted([*zip(input_positions, inputs, strict=True), *zip(memory_positions, memory, strict=True)],
+                     key=lambda e: e[0])
+    entries += [(pos, r) for pos, r in current if r.call_ids or r.response_ids]
     if not entries:
         return selection, parts
     repairs = plan([(pos, r.content) for pos, r in entries])
@@ -242,19 +258,19 @@ def repaired(selection: Selection, parts: RequestParts, render: Render | None = 
     for e, new in repairs.inserts.items():
         added[entries[e][0]] = content_record(m.Content("user", tuple(new)), _NO_KEYS, render)
 
-    def section(records: Sequence[ContentRecord], at: int) -> list[ContentRecord]:
+    def section(records: Sequence[ContentRecord], positions: Sequence[int]) -> list[ContentRecord]:
         out: list[ContentRecord] = []
-        for i, r in enumerate(records):
-            new = changed.get(at + i, r)
+        for pos, r in zip(positions, records, strict=True):
+            new = changed.get(pos, r)
             if new is not None:
                 out.append(new)
-            extra = added.get(at + i)
+            extra = added.get(pos)
             if extra is not None:
                 out.append(extra)
         return out
 
-    history = section(selection.history, len(memory))
-    request_parts = replace(parts, memory=section(memory, 0), inputs=section(inputs, input_at))
+    history = section(selection.history, range(len(selection.history)))
+    request_parts = replace(parts, memory=section(memory, memory_positions), inputs=section(inputs, input_positions))
     new_selection = replace(
         selection, paired=history, history_bytes=sum(r.size for r in history),
         calls_synthesized=repairs.synthesized, responses_moved=repairs.moved, responses_dropped=repairs.dropped,
