@@ -564,7 +564,11 @@ export type BuildContextRequest = Message<"agentctx.context.v1.BuildContextReque
   generationConfig?: GenerationConfig | undefined;
 
   /**
-   * Retrieved memory, placed before the history as user content.
+   * Retrieved memory, sent as given (user content) after the history, right
+   * before the current input (after the tool results the input opens with,
+   * before any attachments), so it never enters the cached prefix; with no
+   * input, it ends the request. The session's retrieval policy appends its
+   * matches here.
    *
    * @generated from field: repeated agentctx.type.v1.Content memory = 7;
    */
