@@ -46,8 +46,9 @@ The default policy (``agentctx``):
    cache does not hold (at least ``grow_share`` of them; any, over a
    MARKED cache of the head alone: that grow writes only the conversation,
    which its calls then write through), the new cache's
-   full write and storage counted. Otherwise BYPASS FIRST_SIGHTING (no
-   create) or HIT (no grow).
+   full write and storage counted (NAMED: the part the live cache holds
+   is written again at the input price where a hit reads it at the cached
+   one). Otherwise BYPASS FIRST_SIGHTING (no create) or HIT (no grow).
 6. **TTL**: when the caller sets none, the TTL is the one of ``ttls`` (the
    provider's options) with the largest expected gain: sessions that
    return after 10 minutes get a cache that lives that long, where storage
@@ -487,9 +488,13 @@ def net_gain(prices: CachePrices, *, tokens: int, new_tokens: int, reads: float,
         # The first call writes its new tokens instead of sending them plain.
         return saved - new_tokens * (write - prices.input)
     # NAMED: the whole prefix is written again (its creating call reads it,
-    # and pays no input for it) and stored until a TTL past the last read.
+    # and pays no input for its new tokens; the part a live cache holds it
+    # would have read at the cached price, so that part's write is all
+    # extra) and stored until a TTL past the last read.
+    held = tokens - new_tokens
     hours = (reads * mean_gap_s + ttl_s) / 3600.0
-    return saved - tokens * (write - prices.input + prices.cached) - tokens * hours * prices.storage_hour
+    first = new_tokens * (write - prices.input + prices.cached) + held * write
+    return saved - first - tokens * hours * prices.storage_hour
 
 
 def best_ttl(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, settings: PolicySettings, *,

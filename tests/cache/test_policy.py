@@ -73,6 +73,21 @@ def test_a_cache_nobody_reads_again_is_not_created() -> None:
     assert _decide(evidence=lonely, history_len=0) is Action.CREATE
 
 
+def test_a_named_grow_pays_for_rewriting_what_its_cache_already_holds() -> None:
+    """A Gemini grow writes the whole prefix again: the part its live
+    cache holds, which a hit reads at the cached price, is written at the
+    input price (issue 21, head-at-min: chats of four calls under a head of
+    the minimum grew at their third call, 1,310 tokens written to save
+    286 on two reads)."""
+    chats = Evidence(agreeing_age=20.0, gaps=(20.0,) * 8, head_gaps=(20.0,) * 8, continued=0.75)
+    head = CachedPrefix(tokens=1024, history_len=0)
+    assert _decide(evidence=chats, tokens=1310, match=head) is Action.HIT
+    # Where the reads repay the rewrite (a long chat), it still grows ...
+    assert _decide(tokens=1310, match=head) is Action.GROW
+    # ... and a create (nothing held) is costed as before.
+    assert _decide(evidence=chats, tokens=1310) is Action.CREATE
+
+
 def test_an_automatic_cache_costs_nothing_to_steer() -> None:
     assert _decide(prices=OPENAI, evidence=Evidence(agreeing_age=20.0, gaps=(20.0,), continued=0.5)) is Action.CREATE
     assert _decide(prices=OPENAI, evidence=Evidence()) is BypassReason.FIRST_SIGHTING
