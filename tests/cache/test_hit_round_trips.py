@@ -86,13 +86,19 @@ def _count(h: Any, monkeypatch: pytest.MonkeyPatch) -> Counts:
     return counts
 
 
+async def _created(h: Any, v: Any, holder: str) -> Any:
+    """The cache of ``v``, created by ``holder`` and released."""
+    created = await h.registry.acquire(scope(), v, None, None, holder)
+    assert created.info.state is CacheState.CREATED
+    assert await h.registry.release(created.lease)
+    return created
+
+
 @pytest.mark.parametrize("holder", ["conversation-1", ""])
 async def test_a_warm_hit_is_one_store_round_trip(harness_factory, monkeypatch, holder) -> None:
     h = await harness_factory(policy=EAGER)
     counts = _count(h, monkeypatch)
-    created = await h.registry.acquire(scope(), view(3), None, None, holder)
-    assert created.info.state is CacheState.CREATED
-    assert await h.registry.release(created.lease)
+    created = await _created(h, view(3), holder)
     # The first hit resolves the create's first sighting (its outcome
     # pushed to the pools) and loads the scripts: a warm-up.
     warm = await h.registry.acquire(scope(), view(3), None, None, holder)
@@ -111,18 +117,16 @@ async def test_a_warm_hit_is_one_store_round_trip(harness_factory, monkeypatch, 
         # The step recorded the holder's use as swap_holder would have.
         users = await h.registry.store.holders(hit.entry_id)
         assert set(users.last_use) == {holder} and users.named_uses == 3
-    before = await h.registry.store.get(hit.entry_id)
-    assert before is not None and before.uses == 3 and before.generation == created.claims.generation
-    assert hit.claims.lease_id in before.leases and hit.info.uses == 3
+    after = await h.registry.store.get(hit.entry_id)
+    assert after is not None and after.uses == 3 and after.generation == created.claims.generation
+    assert hit.claims.lease_id in after.leases and hit.info.uses == 3
 
 
 @pytest.mark.parametrize("holder", ["conversation-1", ""])
 async def test_a_match_the_policy_weighs_is_leased_in_a_second_step(harness_factory, monkeypatch, holder) -> None:
     h = await harness_factory(policy=EAGER)
     counts = _count(h, monkeypatch)
-    created = await h.registry.acquire(scope(), view(1), None, None, holder)
-    assert created.info.state is CacheState.CREATED
-    assert await h.registry.release(created.lease)
+    created = await _created(h, view(1), holder)
     uses = (await h.registry.store.get(created.entry_id)).uses
 
     counts.clear()
