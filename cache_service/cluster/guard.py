@@ -34,7 +34,14 @@ from redis import exceptions as rx
 from cache_service.cluster.client import RedisClient, drop_idle_connections
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.policy import Booking, Evidence
-from cache_service.domain.ports import EntryHolders, LossCredit, RegistryStore, RegistryUnavailable
+from cache_service.domain.ports import (
+    EntryHolders,
+    HitTerms,
+    LossCredit,
+    RegistryStore,
+    RegistryUnavailable,
+    TakenHit,
+)
 
 log = logging.getLogger("agentctx.cache.registry")
 T = TypeVar("T")
@@ -164,6 +171,12 @@ class GuardedStore:
                                         credit: LossCredit | None = None) -> tuple[Entry | None, Evidence, float | None]:
         return await self._g.run(lambda: self.inner.match_and_record_sighting(
             scope_fp, keys, usable, chain, now, horizon_s, group, credit))
+
+    async def match_and_take_hit(self, scope_fp: str, keys: Sequence[EntryKey], usable: Callable[[Entry], bool],
+                                 chain: Sequence[bytes], now: float, horizon_s: float, group: str, credit: LossCredit,
+                                 hit: HitTerms) -> tuple[Entry | None, Evidence, float, TakenHit | None]:
+        return await self._g.run(lambda: self.inner.match_and_take_hit(
+            scope_fp, keys, usable, chain, now, horizon_s, group, credit, hit))
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]:
         return await self._g.run(lambda: self.inner.scope_entries(scope_fp))

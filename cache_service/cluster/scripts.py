@@ -393,3 +393,55 @@ LEASE_AND_SWAP_HOLDER = _function("add_lease", ADD_LEASE) + _function("swap_hold
 return {add_lease({KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, slice(1, 4)),
         swap_holder({KEYS[5], KEYS[6], KEYS[1]}, slice(5, #ARGV))}
 """
+
+# FIRST_MATCH's reply, BOOK_LOSS's, and the hit's terms (domain.ports.HitTerms, HitLease): wall, expiry margin,
+# tokens, history length, grow share, head share, head floor, lease id, until, now, ... (TAKE_HIT's ARGV).
+# Returns the id of the first usable entry found and its lease's expiry if the policy serves it as it is
+# (domain.policy.serves_as_is, HitTerms.takes), else nothing.
+_CHOOSE_HIT = """
+local function choose_hit(found, balance, t)
+  for _, f in ipairs(found) do
+    local h = {}
+    for i = 1, #f[2], 2 do h[f[2][i]] = f[2][i + 1] end
+    local meta = cjson.decode(h['meta'])
+    local exp = tonumber(h['exp'])
+    if h['ret'] ~= '1' and exp - math.min(tonumber(t[2]), tonumber(meta['ttl']) / 10) > tonumber(t[1]) then
+      local tok, hl, b = tonumber(meta['tok']), tonumber(meta['hl']), tonumber(balance)
+      local share = tonumber(t[5])
+      if hl == 0 then share = tonumber(t[6]) end
+      if not (hl >= tonumber(t[4]) or tonumber(t[3]) - tok <= share * tok or b < 0) then return nil end
+      if hl == 0 and tok < tonumber(t[7]) and b < 0 then return nil end
+      if tonumber(t[9]) < exp then return f[1], t[9] end
+      return f[1], h['exp']
+    end
+  end
+  return nil
+end
+"""
+
+# KEYS: MATCH_SIGHT_AND_CREDIT's (5), then the scope shard's lru and clock, the scope's holder entries. ARGV: how
+# many are FIRST_MATCH's, RECORD_SIGHTING's and BOOK_LOSS's, then those, then the hit's terms: wall, expiry margin,
+# tokens, history length, grow share, head share, head floor, lease id, until, now (monotonic), holder ('' none),
+# holder wall, keep s, max holders per entry, the shard's entry holders key prefix.
+# MATCH_SIGHT_AND_CREDIT, then on the first usable match, when the policy serves it as it is, ADD_LEASE (and
+# SWAP_HOLDER with a holder): a warm hit in one round trip. Returns {FIRST_MATCH's reply (false when the lease was
+# taken), RECORD_SIGHTING's, BOOK_LOSS's, false or {the entry id, ADD_LEASE's reply, SWAP_HOLDER's ('' with no
+# holder)}}.
+MATCH_CREDIT_AND_TAKE_HIT = (
+    _function("first_match", FIRST_MATCH) + _function("record_sighting", RECORD_SIGHTING)
+    + _function("book_loss", BOOK_LOSS) + _function("add_lease", ADD_LEASE) + _function("swap_holder", SWAP_HOLDER)
+    + _CHOOSE_HIT + _SLICE + """
+local n, m, k = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local match_args = slice(4, n + 3)
+local found = first_match({KEYS[1]}, match_args)
+local sighting = record_sighting({KEYS[2], KEYS[3], KEYS[4]}, slice(n + 4, n + m + 3))
+local balance = book_loss({KEYS[5]}, slice(n + m + 4, n + m + k + 3))
+local t = slice(n + m + k + 4, #ARGV)
+local id, expires = choose_hit(found, balance, t)
+if not id then return {found, sighting, balance, false} end
+local entry = match_args[1] .. id
+local leased = add_lease({entry, match_args[2] .. id, KEYS[6], KEYS[7]}, {id, t[8], expires, t[10]})
+local previous = ''
+if t[11] ~= '' then previous = swap_holder({KEYS[8], t[15] .. id, entry}, {t[11], id, t[12], t[13], t[14]}) end
+return {false, sighting, balance, {id, leased[1], leased[2], previous}}
+""")

@@ -2,9 +2,11 @@
 replica, on a single Redis, a Sentinel-managed one or a Redis Cluster. Each
 step is one round trip: a read or a Lua script (cluster.scripts) for a
 step that must be atomic across replicas, its keys all in one slot
-(cluster.names: the scope's shard). A hit is two: the match with the
-sighting (MATCH_AND_SIGHT), then the lease with the holder's use
-(LEASE_AND_SWAP_HOLDER).
+(cluster.names: the scope's shard). A warm hit is one: the match with the
+sighting and the credit, then, when the policy serves the match as it is
+(domain.ports.HitTerms), the lease with the holder's use, in one script
+(MATCH_CREDIT_AND_TAKE_HIT); a match the policy weighs is leased in a
+second step (LEASE_AND_SWAP_HOLDER) as before.
 
 - Entries: ``e:<id>`` (hash, cluster.codec) and ``l:<id>`` (its leases),
   an acquire's match reading index and entries in one script;
@@ -51,7 +53,7 @@ from cache_service.cluster.names import Names, Shard, key_field
 from cache_service.domain.entry import SHARDS, Entry, EntryKey
 from cache_service.domain.memory_store import GAPS_KEPT, MAX_ENTRY_HOLDERS
 from cache_service.domain.policy import PAID_KEPT, Booking, Evidence
-from cache_service.domain.ports import EntryHolders, LossCredit
+from cache_service.domain.ports import EntryHolders, HitTerms, LossCredit, TakenHit
 
 # Learned floors change only when a provider refuses a cache, yet every
 # acquire reads one: a replica keeps what it read this long, so a hit does not
@@ -82,7 +84,8 @@ class RedisRegistryStore:
         self._scripts = Scripts(client, {name: getattr(scripts, name) for name in (
             "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "FIRST_MATCH", "DROP_EXPIRED", "SET_EXPIRY",
             "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "BOOK_LOSS", "GET_ENTRY", "SCOPE_ENTRIES",
-            "SHARD_ENTRIES", "MATCH_AND_SIGHT", "MATCH_SIGHT_AND_CREDIT", "LEASE_AND_SWAP_HOLDER")})
+            "SHARD_ENTRIES", "MATCH_AND_SIGHT", "MATCH_SIGHT_AND_CREDIT", "LEASE_AND_SWAP_HOLDER",
+            "MATCH_CREDIT_AND_TAKE_HIT")})
 
     # --- entries --------------------------------------------------------------------
 
@@ -113,6 +116,32 @@ class RedisRegistryStore:
             [len(match_args), len(sighting_args), *match_args, *sighting_args,
              *_book_args(credit.booking, credit.opening, credit.keep_s)])
         return self._first_usable(found, usable), await self._evidence(sighting, group), float(text(balance))
+
+    async def match_and_take_hit(self, scope_fp: str, keys: Sequence[EntryKey], usable: Callable[[Entry], bool],
+                                 chain: Sequence[bytes], now: float, horizon_s: float, group: str, credit: LossCredit,
+                                 hit: HitTerms) -> tuple[Entry | None, Evidence, float, TakenHit | None]:
+        # MATCH_SIGHT_AND_CREDIT and, when the policy serves the match as it is,
+        # LEASE_AND_SWAP_HOLDER (ADD_LEASE without a holder) on it: one script
+        # on the scope's shard, where its entries, holders and account are.
+        n, shard = self._n, self._n.of_scope(scope_fp)
+        match_keys, match_args = self._match_step(scope_fp, keys)
+        sighting_keys, sighting_args = self._sighting_step(scope_fp, chain, now, horizon_s)
+        book_args = _book_args(credit.booking, credit.opening, credit.keep_s)
+        lease = hit.lease
+        found, sighting, balance, taken = await self._scripts(
+            "MATCH_CREDIT_AND_TAKE_HIT", [*match_keys, *sighting_keys, n.loss_account(scope_fp), shard.lru,
+                                          shard.clock, n.holder_entries(scope_fp)],
+            [len(match_args), len(sighting_args), len(book_args), *match_args, *sighting_args, *book_args,
+             repr(hit.wall), repr(hit.expiry_margin_s), hit.tokens, hit.history_len, repr(hit.grow_share),
+             repr(hit.head_share), hit.head_floor, lease.lease_id, repr(lease.until), repr(lease.now), lease.holder,
+             repr(lease.holder_wall), repr(lease.keep_s), MAX_ENTRY_HOLDERS, f"{shard.base}hu:"])
+        evidence, credited = await self._evidence(sighting, group), float(text(balance))
+        if not taken:
+            return self._first_usable(found, usable), evidence, credited, None
+        raw_id, fields, leases, previous = taken
+        leased = decode_entry(text(raw_id), pairs(fields), pairs(leases), self._cipher)
+        assert leased is not None  # the script leased an entry it read
+        return leased, evidence, credited, TakenHit(leased, text(previous) if lease.holder else None)
 
     def _match_step(self, scope_fp: str, keys: Sequence[EntryKey]) -> tuple[list[str], list[Any]]:
         shard = self._n.of_scope(scope_fp)

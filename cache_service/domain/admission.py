@@ -36,11 +36,14 @@ from cache_service.domain.model import BypassReason, Usage
 from cache_service.domain.ports import (
     CacheKind,
     Clock,
+    HitLease,
+    HitTerms,
     LossCredit,
     Provider,
     RegistryStore,
     RegistryUnavailable,
     SingleFlight,
+    TakenHit,
 )
 from cache_service.domain.pricing import cache_prices
 from cache_service.domain.registry_settings import RegistrySettings
@@ -108,18 +111,33 @@ class Admission:
             steps = [self.normalize_ttl(provider.prefix_ttl_s(t)) for t in steps]
         return tuple(sorted(set(steps or [default])))
 
-    async def decide(self, scope: Scope, provider: Provider, view: PrefixView,
-                     ttls: tuple[float, ...], request_tokens: int = 0) -> tuple[policy.Decision, Entry | None]:
-        """The policy's decision and the matching live cache, if any
-        (``request_tokens``: the whole request's size, 0 when unknown)."""
+    async def decide(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],
+                     request_tokens: int = 0, lease: HitLease | None = None,
+                     ) -> tuple[policy.Decision, Entry | None, TakenHit | None]:
+        """The policy's decision, the matching live cache, if any
+        (``request_tokens``: the whole request's size, 0 when unknown),
+        and, given ``lease``, that lease when the first store step took it:
+        a HIT whose match the policy serves as it is (``HitTerms``), the
+        match then the entry with the lease."""
         sfp = scope.fingerprint
         if view.prefix.is_empty:
-            return policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX), await self.match(sfp, view, ttls)
+            return (policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX),
+                    await self.match(sfp, view, ttls), None)
         # Every non-empty prefix is recorded, in the same step as the evidence
         # and as the match (one store step; the floor is mostly a replica's own).
-        match, evidence, balance = await self._store.match_and_record_sighting(
-            sfp, _Keys(view.chain, ttls), self._usable, view.chain, self._clock.wall(), max(ttls), scope.group,
-            self._credit(max(view.tokens, request_tokens)))
+        keys, wall, credit = _Keys(view.chain, ttls), self._clock.wall(), self._credit(max(view.tokens, request_tokens))
+        balance: float | None
+        if lease is not None and credit is not None:
+            # A warm hit's lease is taken in that step too (the adk variant,
+            # which keeps no account, weighs its hits in Python).
+            match, evidence, balance, taken = await self._store.match_and_take_hit(
+                sfp, keys, self._usable, view.chain, wall, max(ttls), scope.group, credit,
+                self._hit_terms(provider, scope, view, wall, lease))
+            if taken is not None:
+                return policy.Decision(policy.Action.HIT), match, taken
+        else:
+            match, evidence, balance = await self._store.match_and_record_sighting(
+                sfp, keys, self._usable, view.chain, wall, max(ttls), scope.group, credit)
         floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
         settings = self._settings.policy
         decision = policy.decide(
@@ -136,7 +154,19 @@ class Admission:
             settings=settings,
             model=scope.model,
         )
-        return decision, match
+        return decision, match, None
+
+    def _hit_terms(self, provider: Provider, scope: Scope, view: PrefixView, wall: float,
+                   lease: HitLease) -> HitTerms:
+        """When the policy serves the first usable match as it is (a HIT
+        without weighing a grow), for a store step to decide."""
+        kind, settings = provider.cache_kind.value, self._settings.policy
+        marked = provider.cache_kind is CacheKind.MARKED
+        return HitTerms(
+            tokens=view.tokens, history_len=view.history_len, grow_share=policy.grow_share(kind, 1, settings),
+            head_share=policy.grow_share(kind, 0, settings),
+            head_floor=provider.min_cache_tokens(scope.model) if marked else 0, wall=wall,
+            expiry_margin_s=self._settings.expiry_margin_s, lease=lease)
 
     def _credit(self, prompt: int) -> LossCredit | None:
         """The call's credit on its scope's account, booked with the

@@ -14,9 +14,9 @@ from __future__ import annotations
 from agentctx_common.errors import PermissionDenied
 from agentctx_common.reasons import Reason
 from cache_service.domain.entry import Entry
-from cache_service.domain.lifecycle import AddLease, Lifecycle
+from cache_service.domain.lifecycle import AddLease, HeldLease, Lifecycle
 from cache_service.domain.model import AcquireResult, CacheState, LeaseClaims
-from cache_service.domain.ports import Clock, LeaseCodec, LeaseRejected, RegistryStore
+from cache_service.domain.ports import Clock, HitLease, LeaseCodec, LeaseRejected, RegistryStore, TakenHit
 from cache_service.domain.registry_settings import RegistrySettings
 
 
@@ -39,6 +39,27 @@ class LeaseIssuer:
         # the token then resolves to its tombstone.
         record = add_lease or self._store.add_lease
         leased = await record(entry.id, lease_id, expires, self._clock.monotonic()) or entry
+        return self._signed(entry, leased, lease_id, expires, state, wall)
+
+    def draw(self, held: HeldLease | None) -> HitLease:
+        """The lease a hit would take now, for the acquire's first store
+        step to take (RegistryStore.match_and_take_hit), with ``held``'s
+        holder; as ``issue`` takes it."""
+        wall = self._clock.wall()
+        if held is None:
+            return HitLease(self.signer.new_lease_id(), wall, wall + self._settings.lease_ttl_s,
+                            self._clock.monotonic())
+        return HitLease(self.signer.new_lease_id(), wall, wall + self._settings.lease_ttl_s, self._clock.monotonic(),
+                        held.holder, held.wall, held.keep_s)
+
+    def taken(self, taken: TakenHit, lease: HitLease) -> AcquireResult:
+        """The HIT whose lease (``lease``, drawn by ``draw``) the store's
+        step took, as ``issue`` returns it."""
+        entry = taken.entry
+        return self._signed(entry, entry, lease.lease_id, lease.expires(entry), CacheState.HIT, lease.wall)
+
+    def _signed(self, entry: Entry, leased: Entry, lease_id: str, expires: float, state: CacheState,
+                wall: float) -> AcquireResult:
         # Expiry as the token carries it (ms), so kept claims equal verified ones.
         claims = LeaseClaims(self.signer.boot, entry.id, entry.generation, entry.scope_fp, lease_id,
                              round(expires, 3), state.value)

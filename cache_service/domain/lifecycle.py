@@ -163,19 +163,19 @@ class HeldLease:
     LeaseIssuer.issue runs, and keeps the entry the holder used before
     (``previous``, None until it ran) for ``Lifecycle.follow``."""
 
-    __slots__ = ("_holder", "_keep_s", "_scope_fp", "_store", "_wall", "previous")
+    __slots__ = ("_scope_fp", "_store", "holder", "keep_s", "previous", "wall")
 
     def __init__(self, store: RegistryStore, scope_fp: str, holder: str, wall: float, keep_s: float) -> None:
         self._store = store
         self._scope_fp = scope_fp
-        self._holder = holder
-        self._wall = wall
-        self._keep_s = keep_s
+        self.holder = holder
+        self.wall = wall
+        self.keep_s = keep_s
         self.previous: str | None = None
 
     async def add_lease(self, entry_id: str, lease_id: str, expires: float, now: float) -> Entry | None:
         leased, self.previous = await self._store.lease_and_swap_holder(
-            entry_id, lease_id, expires, now, self._scope_fp, self._holder, self._wall, self._keep_s)
+            entry_id, lease_id, expires, now, self._scope_fp, self.holder, self.wall, self.keep_s)
         return leased
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
 from cache_service.domain.policy import MISS, Booking, Evidence, Ledger, censored
-from cache_service.domain.ports import EntryHolders, LossCredit
+from cache_service.domain.ports import EntryHolders, HitTerms, LossCredit, TakenHit
 
 GAPS_KEPT = 16  # arrival gaps (and first-sighting outcomes, pending ones) kept per scope
 SERVER_FIRSTS_KEPT = 64  # first-sighting outcomes kept over all scopes, and over each app's
@@ -164,6 +164,27 @@ class MemoryRegistryStore:
         balance = None if credit is None else await self.book_loss(scope_fp, credit.booking, credit.opening,
                                                                    credit.keep_s)
         return match, evidence, balance
+
+    async def match_and_take_hit(self, scope_fp: str, keys: Sequence[EntryKey], usable: Callable[[Entry], bool],
+                                 chain: Sequence[bytes], now: float, horizon_s: float, group: str, credit: LossCredit,
+                                 hit: HitTerms) -> tuple[Entry | None, Evidence, float, TakenHit | None]:
+        # None suspends: one step on the event loop.
+        match, evidence, balance = await self.match_and_record_sighting(scope_fp, keys, usable, chain, now,
+                                                                         horizon_s, group, credit)
+        assert balance is not None
+        if match is None or not hit.takes(match, balance):
+            return match, evidence, balance, None
+        lease = hit.lease
+        expires = lease.expires(match)
+        if lease.holder:
+            leased, previous = await self.lease_and_swap_holder(match.id, lease.lease_id, expires, lease.now,
+                                                                scope_fp, lease.holder, lease.holder_wall,
+                                                                lease.keep_s)
+            assert leased is not None
+            return leased, evidence, balance, TakenHit(leased, previous)
+        leased = await self.add_lease(match.id, lease.lease_id, expires, lease.now)
+        assert leased is not None
+        return leased, evidence, balance, TakenHit(leased, None)
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]:
         state = self._scopes.get(scope_fp)

@@ -511,6 +511,25 @@ def best_ttl(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, set
     return best
 
 
+def grow_share(kind: str, history_len: int, settings: PolicySettings) -> float:
+    """The least share of a match's tokens a grow over it must add (rule 5)
+    for a cache ``kind`` and a match of ``history_len`` contents."""
+    # A MARKED grow over the head alone writes only the conversation (the
+    # head is read), and its calls then write through: no share.
+    return 0.0 if kind == "marked" and history_len == 0 else settings.grow_share
+
+
+def serves_as_is(cached_tokens: int, cached_history_len: int, *, tokens: int, history_len: int, share: float,
+                 budget: float) -> bool:
+    """Whether a match of ``cached_tokens`` over ``cached_history_len``
+    contents is a HIT whatever the evidence says (rule 3): it holds the
+    whole prefix, too little is left to grow (``share``: ``grow_share``),
+    or the scope's account is in deficit (rule 8: no write). Otherwise a
+    grow is weighed (``best_ttl``). The store's hit step (RegistryStore.
+    match_and_take_hit, cluster.scripts.TAKE_HIT) applies the same test."""
+    return cached_history_len >= history_len or tokens - cached_tokens <= share * cached_tokens or budget < 0
+
+
 def decide(
     *,
     empty: bool,
@@ -533,16 +552,11 @@ def decide(
     if settings.variant == ADK:
         return _decide_adk(tokens, floor, match, evidence, ttls[0], settings, model)
     if match is not None:
-        uncached = tokens - match.tokens
-        # A MARKED grow over the head alone writes only the conversation
-        # (the head is read), and its calls then write through: no share.
-        share = 0.0 if prices.kind == "marked" and match.history_len == 0 else settings.grow_share
-        if match.history_len >= history_len or uncached <= share * match.tokens:
+        share = grow_share(prices.kind, match.history_len, settings)
+        if serves_as_is(match.tokens, match.history_len, tokens=tokens, history_len=history_len, share=share,
+                        budget=budget):
             return Decision(Action.HIT)
-        # Rule 8: no write while the scope's account is in deficit.
-        if budget < 0:
-            return Decision(Action.HIT)
-        gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=uncached,
+        gain, ttl = best_ttl(prices, ttls, evidence, settings, tokens=tokens, new_tokens=tokens - match.tokens,
                              history_len=history_len)
         return Decision(Action.GROW, ttl_s=ttl) if gain > 0 else Decision(Action.HIT)
     if written_size(prices, tokens, request_tokens) < max(floor, settings.min_prefix_tokens):

@@ -49,7 +49,7 @@ from cache_service.domain.model import (
     ModelReply,
     ResourceName,
 )
-from cache_service.domain.policy import Booking, Evidence
+from cache_service.domain.policy import Booking, Evidence, serves_as_is
 
 # --- time ----------------------------------------------------------------------------
 
@@ -189,6 +189,66 @@ class LossCredit:
     booking: Booking
     opening: float
     keep_s: float
+
+
+@dataclass(frozen=True)
+class HitLease:
+    """The lease a hit takes (``add_lease``'s: expiring at ``until``, or at
+    its cache's expiry if that is earlier; a use at monotonic ``now``),
+    drawn at wall ``wall``, and the named holder whose use it records with
+    it (``swap_holder``'s; "" none)."""
+
+    lease_id: str
+    wall: float
+    until: float
+    now: float
+    holder: str = ""
+    holder_wall: float = 0.0
+    keep_s: float = 0.0
+
+    def expires(self, entry: Entry) -> float:
+        return min(entry.handle.expire_time, self.until)
+
+
+@dataclass(frozen=True)
+class HitTerms:
+    """When an acquire's first step takes its hit's lease itself: the first
+    usable match (not retiring, live at ``wall`` past the expiry margin,
+    ``min(expiry_margin_s, its TTL / 10)``) is one the policy serves as it
+    is (``policy.serves_as_is`` for a request of ``tokens`` over
+    ``history_len`` contents, ``head_share`` the grow share of a head
+    alone, ``grow_share`` of a longer one, the scope's balance after the
+    credit its budget), unless it is a head below ``head_floor`` while that
+    balance is in deficit (``capabilities.head_below_floor``: such a call
+    goes uncached)."""
+
+    tokens: int
+    history_len: int
+    grow_share: float
+    head_share: float
+    head_floor: int
+    wall: float
+    expiry_margin_s: float
+    lease: HitLease
+
+    def takes(self, entry: Entry, balance: float) -> bool:
+        """Whether the policy takes ``entry``, the first usable match, as a HIT."""
+        head = entry.history_len == 0
+        share = self.head_share if head else self.grow_share
+        if not serves_as_is(entry.tokens, entry.history_len, tokens=self.tokens, history_len=self.history_len,
+                            share=share, budget=balance):
+            return False
+        return not (head and entry.tokens < self.head_floor and balance < 0)
+
+
+@dataclass(frozen=True)
+class TakenHit:
+    """A hit's lease as the first step took it: the entry with the lease
+    (``add_lease``'s), and the entry the holder used before (``swap_holder``'s;
+    None when the lease named no holder)."""
+
+    entry: Entry
+    previous: str | None
 
 
 @runtime_checkable
@@ -361,6 +421,18 @@ class RegistryStore(Protocol):
         """``first_match``, ``record_sighting`` and, given ``credit``,
         ``book_loss`` as one step (an acquire's first: one round trip on
         Redis); the balance after the credit, None without one."""
+        ...
+
+    async def match_and_take_hit(self, scope_fp: str, keys: Sequence[EntryKey], usable: Callable[[Entry], bool],
+                                 chain: Sequence[bytes], now: float, horizon_s: float, group: str, credit: LossCredit,
+                                 hit: HitTerms) -> tuple[Entry | None, Evidence, float, TakenHit | None]:
+        """``match_and_record_sighting`` with ``credit`` and, when ``hit``
+        takes the match, its lease on it (``add_lease``, with the holder's
+        ``swap_holder`` when ``hit.lease`` names one), as one step (a warm
+        hit's only round trip on Redis). The match (the leased entry when
+        taken), the evidence, the balance after the credit, and the lease
+        taken or None: the caller then goes on as after
+        ``match_and_record_sighting``."""
         ...
 
     async def scope_entries(self, scope_fp: str) -> list[Entry]: ...

@@ -192,7 +192,14 @@ class Registry:
                        held: HeldLease | None = None) -> Outcome:
         if self.admission.too_large(view):
             return failure(self.settings.failure_mode, BypassReason.CAPACITY, base)
-        decision, match = await self.admission.decide(scope, provider, view, ttls, request_tokens)
+        # A warm hit is one store step: the lease drawn here is taken by the
+        # first one when the policy serves its match as it is.
+        lease = self.leases.draw(held)
+        decision, match, taken = await self.admission.decide(scope, provider, view, ttls, request_tokens, lease)
+        if taken is not None:
+            if held is not None:
+                held.previous = taken.previous
+            return self.leases.taken(taken, lease)
         if decision.action is policy.Action.BYPASS:
             return bypass(base, decision.reason)
         if decision.action is policy.Action.HIT:
