@@ -8,7 +8,10 @@ per statement were most of an append's cost. So:
 - SQLite: a writer connection of our own, used only by one thread; the
   whole batch, BEGIN IMMEDIATE to COMMIT, runs there in one hop.
 - PostgreSQL: an asyncpg connection of our own, one driver call per
-  statement.
+  statement, and a batch's writes in one statement: the events (one row
+  per array element, ``unnest``) and the sessions' new heads. A batch is
+  BEGIN, the sessions' lock, the stored fingerprints, that write, COMMIT:
+  five round trips whatever its size.
 
 The SQL must match tables.py; everything else in the store uses
 SQLAlchemy Core.
@@ -49,6 +52,9 @@ EVENT_COLUMNS = (
     "session_pk", "sequence", "event_id", "kind", "author", "invocation_id", "branch", "partial",
     "turn_complete", "create_time", "fingerprint", "body_json",
 )
+# Their PostgreSQL types, for ``unnest`` of one array per column.
+_EVENT_TYPES = ("bigint", "bigint", "text", "text", "text", "text", "text", "boolean", "boolean", "timestamptz",
+                "text", "text")
 _LIVE = "pk, app, user_id, session_id, incarnation, version, last_sequence, event_count"
 _INSERT = f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
 TOOL_CALL_COLUMNS = (
@@ -95,10 +101,31 @@ class PostgresAppender:
         "JOIN unnest(?::bigint[], ?::text[]) AS w(pk, id) ON e.session_pk = w.pk AND e.event_id = w.id"
     )
 
+    # The batch's events and the sessions' new heads in one statement: the
+    # plan yields InsertEvents, then (only with tool calls) InsertToolCalls,
+    # then UpdateSessions; the events wait for the last (``_pending``).
+    _WRITE = _numbered(
+        f"WITH inserted AS (INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
+        f"SELECT * FROM unnest({', '.join(f'?::{t}[]' for t in _EVENT_TYPES)})) "
+        "UPDATE sessions s SET version = u.version, last_sequence = u.last_sequence, event_count = u.event_count, "
+        "update_time = u.update_time "
+        "FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[]) "
+        "AS u(version, last_sequence, event_count, update_time, pk) WHERE s.pk = u.pk"
+    )
+    _INSERT_EVENTS = _numbered(
+        f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
+        f"SELECT * FROM unnest({', '.join(f'?::{t}[]' for t in _EVENT_TYPES)})"
+    )
+    _CALLS_SQL = _numbered(_INSERT_CALLS)
+    _UPDATE_SQL = _numbered(_UPDATE)
+    _LOAD_SQL = _numbered(_LOAD)
+
     def __init__(self, dsn: str, options: EngineOptions) -> None:
         self._dsn = dsn
         self._options = options
         self._conn: Any = None
+        # InsertEvents' rows, written with the UpdateSessions that follows.
+        self._pending: list[list[Any]] | None = None
 
     async def run(self, items: Sequence[Append], now: dt.datetime) -> Results:
         if self._conn is None or self._conn.is_closed():
@@ -106,15 +133,38 @@ class PostgresAppender:
                 self._dsn, timeout=self._options.connect_timeout_s, server_settings=POSTGRES_SETTINGS
             )
         conn = self._conn
+        self._pending = None
         try:
             async with conn.transaction():
-                return await execute(plan(items, now), functools.partial(self._run, conn))
+                results = await execute(plan(items, now), functools.partial(self._run, conn))
+                await self._flush(conn)  # never left over: UpdateSessions follows InsertEvents
+                return results
         except BaseException:
             self._conn = None
+            self._pending = None
             conn.terminate()
             raise
 
+    async def _flush(self, conn: Any) -> None:
+        """Writes events still waiting for an UpdateSessions."""
+        if self._pending is not None:
+            columns, self._pending = self._pending, None
+            await conn.execute(self._INSERT_EVENTS, *columns)
+
     async def _run(self, conn: Any, op: Op) -> Any:
+        if isinstance(op, InsertEvents):
+            await self._flush(conn)
+            self._pending = [[r[c] for r in op.rows] for c in EVENT_COLUMNS]
+            return None
+        if isinstance(op, UpdateSessions):
+            if self._pending is None:
+                return await conn.executemany(self._UPDATE_SQL, op.rows)
+            events, self._pending = self._pending, None
+            heads = [list(c) for c in zip(*op.rows, strict=True)] or [[]] * 5
+            return await conn.execute(self._WRITE, *events, *heads)
+        if isinstance(op, InsertToolCalls):  # no reference to the events: they may follow
+            return await conn.executemany(self._CALLS_SQL, [tuple(r[c] for c in TOOL_CALL_COLUMNS) for r in op.rows])
+        await self._flush(conn)  # what follows reads events
         if isinstance(op, LockSessions):
             keys = op.keys
             rows = await conn.fetch(self._LOCK, [k.app for k in keys], [k.user for k in keys], [k.session for k in keys])
@@ -123,16 +173,9 @@ class PostgresAppender:
             return [tuple(r) for r in await conn.fetch(self._FINGERPRINTS, list(op.pks), list(op.ids))]
         if isinstance(op, Retractions):
             return [tuple(r) for r in await conn.fetch(_numbered(op.sql), *op.params)]
-        if isinstance(op, InsertEvents):
-            return await conn.executemany(_numbered(_INSERT), [tuple(r[c] for c in EVENT_COLUMNS) for r in op.rows])
-        if isinstance(op, InsertToolCalls):
-            return await conn.executemany(_numbered(_INSERT_CALLS),
-                                          [tuple(r[c] for c in TOOL_CALL_COLUMNS) for r in op.rows])
-        if isinstance(op, UpdateSessions):
-            return await conn.executemany(_numbered(_UPDATE), op.rows)
         if not isinstance(op, LoadEvent):
             raise unsupported(op)
-        row = await conn.fetchrow(_numbered(_LOAD), op.pk, op.event_id)
+        row = await conn.fetchrow(self._LOAD_SQL, op.pk, op.event_id)
         return SimpleNamespace(**dict(row))
 
     async def close(self) -> None:
