@@ -21,8 +21,19 @@ from context_service.domain.parts import JsonObject as JsonObject
 from context_service.domain.parts import Part as Part
 
 
+class _Derived:
+    """Slots a Content keeps what is computed from it once: its canonical
+    JSON and that JSON's SHA-256 (``domain.selection.canonical`` fills
+    them on first use). Not dataclass fields: outside equality, hashing,
+    repr and pickles (a copy computes them again); unset until used."""
+
+    __slots__ = ("_canonical", "_digest")
+    _canonical: bytes
+    _digest: bytes
+
+
 @dataclass(frozen=True, slots=True)
-class Content:
+class Content(_Derived):
     role: str
     parts: tuple[Part, ...] = ()
 

@@ -19,12 +19,14 @@ _SCALAR: st.SearchStrategy[Any] = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=8),
 )
+# Keys include secret ones, so pruning has something to drop.
+_KEY: st.SearchStrategy[str] = st.one_of(st.text(max_size=5), st.sampled_from(["api_key", "password", "token"]))
 json_value: st.SearchStrategy[Any] = st.recursive(
     _SCALAR,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEY, inner, max_size=3)),
     max_leaves=8,
 )
-json_object: st.SearchStrategy[dict[str, Any]] = st.dictionaries(st.text(max_size=6), json_value, max_size=4)
+json_object: st.SearchStrategy[dict[str, Any]] = st.dictionaries(_KEY, json_value, max_size=4)
 
 _VALUES: dict[part_kinds.FieldType, st.SearchStrategy[Any]] = {
     part_kinds.FieldType.STR: st.text(max_size=12),

@@ -10,6 +10,7 @@ services fingerprint identical bytes; only the JSON payloads' plain values
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -47,7 +48,39 @@ def content_dict(c: m.Content) -> dict[str, Any]:
 
 
 def content_bytes(c: m.Content) -> bytes:
-    return canonical_json(content_dict(c))
+    """The content's canonical JSON, computed once per content value and
+    kept on it (a Content is immutable)."""
+    try:
+        return c._canonical
+    except AttributeError:
+        canonical = canonical_json(content_dict(c))
+        object.__setattr__(c, "_canonical", canonical)  # a frozen dataclass: its derived slot, set once
+        return canonical
+
+
+def content_digest(c: m.Content) -> bytes:
+    """SHA-256 of ``content_bytes(c)``, computed once per content value."""
+    try:
+        return c._digest
+    except AttributeError:
+        digest = hashlib.sha256(content_bytes(c)).digest()
+        object.__setattr__(c, "_digest", digest)
+        return digest
+
+
+def peek_bytes(c: m.Content) -> bytes:
+    """``content_bytes(c)``, the kept value when already computed, else
+    computed without keeping it: for callers that hold contents long and
+    only measure them (compaction views), so the contents they hold stay
+    their own size."""
+    canonical: bytes | None = getattr(c, "_canonical", None)
+    return canonical if canonical is not None else canonical_json(content_dict(c))
+
+
+def peek_digest(c: m.Content, canonical: bytes) -> bytes:
+    """``content_digest(c)`` given ``peek_bytes(c)``, without keeping it."""
+    digest: bytes | None = getattr(c, "_digest", None)
+    return digest if digest is not None else hashlib.sha256(canonical).digest()
 
 
 def budget_size(c: m.Content, canonical: bytes) -> int:
