@@ -50,22 +50,20 @@ def content_dict(c: m.Content) -> dict[str, Any]:
 def content_bytes(c: m.Content) -> bytes:
     """The content's canonical JSON, computed once per content value and
     kept on it (a Content is immutable)."""
-    try:
-        return c._canonical
-    except AttributeError:
+    canonical: bytes | None = getattr(c, "_canonical", None)
+    if canonical is None:
         canonical = canonical_json(content_dict(c))
         object.__setattr__(c, "_canonical", canonical)  # a frozen dataclass: its derived slot, set once
-        return canonical
+    return canonical
 
 
 def content_digest(c: m.Content) -> bytes:
     """SHA-256 of ``content_bytes(c)``, computed once per content value."""
-    try:
-        return c._digest
-    except AttributeError:
+    digest: bytes | None = getattr(c, "_digest", None)
+    if digest is None:
         digest = hashlib.sha256(content_bytes(c)).digest()
         object.__setattr__(c, "_digest", digest)
-        return digest
+    return digest
 
 
 def peek_bytes(c: m.Content) -> bytes:
