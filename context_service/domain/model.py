@@ -22,14 +22,13 @@ from context_service.domain.parts import Part as Part
 
 
 class _Derived:
-    """Slots a Content keeps what is computed from it once: its canonical
-    JSON and that JSON's SHA-256 (``domain.selection.canonical`` fills
-    them on first use). Not dataclass fields: outside equality, hashing,
-    repr and pickles (a copy computes them again); unset until used."""
+    """The slot a Content keeps what is computed from it once in: its
+    canonical JSON and that JSON's SHA-256 (``domain.selection.canonical``
+    fills it on first use). Not a dataclass field: outside equality,
+    hashing, repr and pickles (a copy computes it again); unset until used."""
 
-    __slots__ = ("_canonical", "_digest")
-    _canonical: bytes
-    _digest: bytes
+    __slots__ = ("_canonical",)
+    _canonical: tuple[bytes, bytes]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,23 +47,23 @@ def content_dict(c: m.Content) -> dict[str, Any]:
     return {"role": c.role, "parts": [part_dict(p) for p in c.parts]}
 
 
-def content_bytes(c: m.Content) -> bytes:
-    """The content's canonical JSON, computed once per content value and
-    kept on it (a Content is immutable)."""
-    canonical: bytes | None = getattr(c, "_canonical", None)
-    if canonical is None:
+def canonical_form(c: m.Content) -> tuple[bytes, bytes]:
+    """The content's canonical JSON and its SHA-256, computed once per
+    content value and kept on it (a Content is immutable)."""
+    kept: tuple[bytes, bytes] | None = getattr(c, "_canonical", None)
+    if kept is None:
         canonical = canonical_json(content_dict(c))
-        object.__setattr__(c, "_canonical", canonical)  # a frozen dataclass: its derived slot, set once
-    return canonical
+        kept = (canonical, hashlib.sha256(canonical).digest())
+        object.__setattr__(c, "_canonical", kept)  # a frozen dataclass: its derived slot, set once
+    return kept
+
+
+def content_bytes(c: m.Content) -> bytes:
+    return canonical_form(c)[0]
 
 
 def content_digest(c: m.Content) -> bytes:
-    """SHA-256 of ``content_bytes(c)``, computed once per content value."""
-    digest: bytes | None = getattr(c, "_digest", None)
-    if digest is None:
-        digest = hashlib.sha256(content_bytes(c)).digest()
-        object.__setattr__(c, "_digest", digest)
-    return digest
+    return canonical_form(c)[1]
 
 
 def peek_bytes(c: m.Content) -> bytes:
@@ -71,14 +71,14 @@ def peek_bytes(c: m.Content) -> bytes:
     computed without keeping it: for callers that hold contents long and
     only measure them (compaction views), so the contents they hold stay
     their own size."""
-    canonical: bytes | None = getattr(c, "_canonical", None)
-    return canonical if canonical is not None else canonical_json(content_dict(c))
+    kept: tuple[bytes, bytes] | None = getattr(c, "_canonical", None)
+    return kept[0] if kept is not None else canonical_json(content_dict(c))
 
 
 def peek_digest(c: m.Content, canonical: bytes) -> bytes:
     """``content_digest(c)`` given ``peek_bytes(c)``, without keeping it."""
-    digest: bytes | None = getattr(c, "_digest", None)
-    return digest if digest is not None else hashlib.sha256(canonical).digest()
+    kept: tuple[bytes, bytes] | None = getattr(c, "_canonical", None)
+    return kept[1] if kept is not None else hashlib.sha256(canonical).digest()
 
 
 def budget_size(c: m.Content, canonical: bytes) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 from context_service.domain import model as m
 from context_service.domain import parts
 from context_service.domain.config import ContentType
-from context_service.domain.selection.canonical import budget_size, content_bytes, content_digest
+from context_service.domain.selection.canonical import budget_size, canonical_form
 from context_service.domain.selection.secrets import SecretKeys, prune
 
 Render = Callable[[m.Content], Any]
@@ -86,11 +86,11 @@ def prune_content(content: m.Content, keys: SecretKeys) -> tuple[m.Content, int]
 
 def content_record(content: m.Content, keys: SecretKeys, render: Render | None = None) -> ContentRecord:
     pruned, count = prune_content(content, keys)
-    canonical = content_bytes(pruned)
+    canonical, digest = canonical_form(pruned)
     return ContentRecord(
         content=pruned,
         canonical=canonical,
-        digest=content_digest(pruned),
+        digest=digest,
         size=budget_size(pruned, canonical),
         secrets_pruned=count,
         call_ids=tuple(fc.id for fc in pruned.function_calls),
