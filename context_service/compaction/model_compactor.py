@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 from agentctx.cache.v1 import cache_service_pb2
 from agentctx.type.v1 import content_pb2, generation_pb2
 from agentctx_common.errors import DeadlineExceeded
 from context_service.cache_client import CacheClient
 from context_service.compaction.compactors import CompactionCall
+from context_service.domain import parts
 from context_service.domain.compaction_rules import errors
 from context_service.domain.compaction_rules.policy import ResolvedPolicy
 from context_service.domain.compaction_rules.summary import SummaryRequest, SummaryResult
-from context_service.domain.model import Event
+from context_service.domain.model import Blob, Event, FileData, FunctionCall, FunctionResponse, JsonObject
 from context_service.mapping.convert import usage_from_proto
 
 SYSTEM_PROMPT = """You compact an AI agent's conversation history into a summary that replaces it.
@@ -39,6 +42,35 @@ Answer with the summary only."""
 _ROLE_LABEL = {"user": "User", "model": "Assistant"}
 
 
+def _json(value: JsonObject) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _text(label: str, text: str) -> str | None:
+    return f"[{label}] {text}"
+
+
+def _bytes(label: str, blob: Blob) -> str | None:
+    return None  # inline bytes say nothing to a text summarizer
+
+
+def _file(label: str, fd: FileData) -> str | None:
+    return f"[{label} file] {fd.file_uri}"
+
+
+def _call(label: str, fc: FunctionCall) -> str | None:
+    return f"[{label} calls tool {fc.name}] {_json(fc.args)}"
+
+
+def _result(label: str, fr: FunctionResponse) -> str | None:
+    return f"[Tool {fr.name} result] {_json(fr.response)}"
+
+
+# How the transcript shows each Part kind, by the kind's index in
+# ``agentctx_common.part_kinds.KINDS`` (None: the part is left out).
+_RENDER: tuple[Callable[[str, Any], str | None], ...] = (_text, _bytes, _file, _call, _result)
+
+
 def render_transcript(events: tuple[Event, ...]) -> str:
     lines = []
     for e in events:
@@ -46,18 +78,12 @@ def render_transcript(events: tuple[Event, ...]) -> str:
             continue
         label = _ROLE_LABEL.get(e.content.role, e.content.role)
         for p in e.content.parts:
-            if p.thought:
+            kind = parts.kind_of(p)
+            if p.thought or kind is None:
                 continue
-            if p.text is not None:
-                lines.append(f"[{label}] {p.text}")
-            elif p.function_call is not None:
-                args = json.dumps(p.function_call.args, ensure_ascii=False, sort_keys=True)
-                lines.append(f"[{label} calls tool {p.function_call.name}] {args}")
-            elif p.function_response is not None:
-                result = json.dumps(p.function_response.response, ensure_ascii=False, sort_keys=True)
-                lines.append(f"[Tool {p.function_response.name} result] {result}")
-            elif p.file_data is not None:
-                lines.append(f"[{label} file] {p.file_data.file_uri}")
+            line = _RENDER[kind.index](label, getattr(p, kind.name))
+            if line is not None:
+                lines.append(line)
     return "\n".join(lines)
 
 

@@ -63,7 +63,6 @@ _KIND_NAMES = [re.compile(rx) for rx in (r"inline_?[dD]ata|inlineData", r"file_?
 ALLOWED = {
     "agentctx_common/part_kinds.py": "the table",
     "context_service/domain/parts.py": "the context service's Part: payload classes and per-kind checks",
-    "context_service/compaction/model_compactor.py": "renders each kind as text for a summarizer",
     "cache_service/api/convert.py": "the cache service's edge",
     "cache_service/providers/anthropic/wire.py": "a provider's wire shape",
     "cache_service/providers/gemini/wire.py": "a provider's wire shape",

@@ -3,15 +3,28 @@ for byte, so both services fingerprint the same bytes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
+
+from hypothesis import HealthCheck, given, settings
 
 from agentctx.type.v1 import content_pb2, generation_pb2
 from agentctx_common import canonical
 from context_service.domain import model as m
+from context_service.domain.compaction_rules.sizing import measure
 from context_service.domain.selection import DEFAULT_SECRET_KEYS, RequestParts, content_record
-from context_service.domain.selection.canonical import budget_size, content_bytes
+from context_service.domain.selection.canonical import (
+    budget_size,
+    content_bytes,
+    content_dict,
+    content_digest,
+    peek_bytes,
+    peek_digest,
+)
 from context_service.domain.selection.envelope import envelope_bytes, prefix_bytes
 from context_service.mapping.convert import content_to_proto
+from tests.support.domain_contents import content
 
 RICH = m.Content(
     "model",
@@ -88,3 +101,54 @@ def test_envelope_bytes_are_the_canonical_json_of_the_whole_request() -> None:
     assert canonical.canonical_json(decoded) == raw
     assert decoded["generationConfig"] == {"temperature": 0.5}
     assert [c["role"] for c in decoded["contents"]] == ["model", "user", "user"]
+
+
+def _uncached(c: m.Content) -> bytes:
+    """The canonical JSON as computed before contents kept it (7e4db00)."""
+    return canonical.canonical_json(content_dict(c))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content)
+def test_kept_canonical_bytes_and_digest_are_the_computed_ones(c: m.Content) -> None:
+    expected = _uncached(c)
+    digest = hashlib.sha256(expected).digest()
+    # Measuring does not keep them; it gives the same values.
+    assert peek_bytes(c) == expected
+    assert peek_digest(c, peek_bytes(c)) == digest
+    assert not hasattr(c, "_canonical")
+    first = content_bytes(c)
+    assert first == expected
+    assert content_bytes(c) is first  # computed once
+    assert content_digest(c) == digest
+    assert content_digest(c) is content_digest(c)
+    assert peek_bytes(c) is first and peek_digest(c, first) == digest
+    # Outside repr and pickles: a copy computes the same bytes again.
+    copy = pickle.loads(pickle.dumps(c))
+    assert repr(copy) == repr(c) and not hasattr(copy, "_canonical")
+    assert content_bytes(copy) == first
+
+
+def test_kept_values_are_outside_equality_and_hashing() -> None:
+    a, b = m.Content("user", (m.Part(text="x"),)), m.Content("user", (m.Part(text="x"),))
+    content_digest(a)
+    assert a == b and hash(a) == hash(b)
+    assert not hasattr(b, "_canonical")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content)
+def test_records_carry_the_canonical_form_of_the_pruned_content(c: m.Content) -> None:
+    r = content_record(c, DEFAULT_SECRET_KEYS)
+    again = content_record(c, DEFAULT_SECRET_KEYS)
+    expected = _uncached(r.content)
+    assert r.canonical == again.canonical == expected
+    assert r.digest == again.digest == hashlib.sha256(expected).digest()
+    assert r.size == budget_size(r.content, expected)
+    measured = measure(m.Event(id="e", author="a", content=c))
+    if r.secrets_pruned == 0:
+        assert r.content is c and again.canonical is r.canonical  # the content's kept bytes, reused
+        assert (measured.digest, measured.size) == (r.digest, r.size if c.parts else 0)
+    else:
+        assert r.content is not c and not hasattr(c, "_canonical")  # the unpruned content was never encoded
+        assert measured.digest == hashlib.sha256(_uncached(c)).digest()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from context_service.domain.model import Content, Event
-from context_service.domain.selection.canonical import budget_size, content_bytes
+from context_service.domain.selection.canonical import budget_size, peek_bytes, peek_digest
 from context_service.domain.selection.records import summary_content
 from context_service.domain.selection.tokens import estimate as estimate_tokens
 
@@ -35,16 +35,16 @@ class Measure:
 def content_size(c: Content | None) -> int:
     if c is None or not c.parts:
         return 0
-    return budget_size(c, content_bytes(c))
+    return budget_size(c, peek_bytes(c))
 
 
 def measure(e: Event) -> Measure:
     counted = not (e.partial or e.is_compaction)
     if e.content is None:
         return Measure(0, _EMPTY_DIGEST, counted)
-    canonical = content_bytes(e.content)
+    canonical = peek_bytes(e.content)
     size = budget_size(e.content, canonical) if e.content.parts else 0
-    return Measure(size, hashlib.sha256(canonical).digest(), counted)
+    return Measure(size, peek_digest(e.content, canonical), counted)
 
 
 def measure_all(events: Sequence[Event]) -> tuple[Measure, ...]:

@@ -10,6 +10,7 @@ services fingerprint identical bytes; only the JSON payloads' plain values
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -46,8 +47,38 @@ def content_dict(c: m.Content) -> dict[str, Any]:
     return {"role": c.role, "parts": [part_dict(p) for p in c.parts]}
 
 
+def canonical_form(c: m.Content) -> tuple[bytes, bytes]:
+    """The content's canonical JSON and its SHA-256, computed once per
+    content value and kept on it (a Content is immutable)."""
+    kept: tuple[bytes, bytes] | None = getattr(c, "_canonical", None)
+    if kept is None:
+        canonical = canonical_json(content_dict(c))
+        kept = (canonical, hashlib.sha256(canonical).digest())
+        object.__setattr__(c, "_canonical", kept)  # a frozen dataclass: its derived slot, set once
+    return kept
+
+
 def content_bytes(c: m.Content) -> bytes:
-    return canonical_json(content_dict(c))
+    return canonical_form(c)[0]
+
+
+def content_digest(c: m.Content) -> bytes:
+    return canonical_form(c)[1]
+
+
+def peek_bytes(c: m.Content) -> bytes:
+    """``content_bytes(c)``, the kept value when already computed, else
+    computed without keeping it: for callers that hold contents long and
+    only measure them (compaction views), so the contents they hold stay
+    their own size."""
+    kept: tuple[bytes, bytes] | None = getattr(c, "_canonical", None)
+    return kept[0] if kept is not None else canonical_json(content_dict(c))
+
+
+def peek_digest(c: m.Content, canonical: bytes) -> bytes:
+    """``content_digest(c)`` given ``peek_bytes(c)``, without keeping it."""
+    kept: tuple[bytes, bytes] | None = getattr(c, "_canonical", None)
+    return kept[1] if kept is not None else hashlib.sha256(canonical).digest()
 
 
 def budget_size(c: m.Content, canonical: bytes) -> int:

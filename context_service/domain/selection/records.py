@@ -11,7 +11,6 @@ a response can be assembled from ready-made messages.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from context_service.domain import model as m
 from context_service.domain import parts
 from context_service.domain.config import ContentType
-from context_service.domain.selection.canonical import budget_size, content_bytes
+from context_service.domain.selection.canonical import budget_size, canonical_form
 from context_service.domain.selection.secrets import SecretKeys, prune
 
 Render = Callable[[m.Content], Any]
@@ -87,11 +86,11 @@ def prune_content(content: m.Content, keys: SecretKeys) -> tuple[m.Content, int]
 
 def content_record(content: m.Content, keys: SecretKeys, render: Render | None = None) -> ContentRecord:
     pruned, count = prune_content(content, keys)
-    canonical = content_bytes(pruned)
+    canonical, digest = canonical_form(pruned)
     return ContentRecord(
         content=pruned,
         canonical=canonical,
-        digest=hashlib.sha256(canonical).digest(),
+        digest=digest,
         size=budget_size(pruned, canonical),
         secrets_pruned=count,
         call_ids=tuple(fc.id for fc in pruned.function_calls),
