@@ -15,8 +15,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentctx_common import memory
 from agentctx_common.errors import AgentCtxError
 from agentctx_common.load_shedding import Admission, AdmissionLimits, jittered
+from agentctx_common.memory import Trimmer
 from agentctx_common.reasons import Reason
 from agentctx_common.server import GrpcServer, new_server
 from agentctx_common.settings import ServerSettings
@@ -214,3 +216,110 @@ def test_admission_counts() -> None:
 def test_a_jittered_retry_delay_stays_within_its_spread(delay: float, spread: float) -> None:
     # Callers shed together must not all come back together: the delay varies, within its bounds.
     assert delay * (1 - spread) * (1 - 1e-9) <= jittered(delay, spread) <= delay * (1 + spread) * (1 + 1e-9)
+
+
+class _FakeLibc:
+    """Counts malloc_trim calls (the trim rule, apart from glibc)."""
+
+    def __init__(self) -> None:
+        self.trims = 0
+
+    def malloc_trim(self, pad: int) -> int:
+        self.trims += 1
+        return 1
+
+
+@pytest.fixture
+def libc(monkeypatch: pytest.MonkeyPatch) -> _FakeLibc:
+    fake = _FakeLibc()
+    monkeypatch.setattr(memory, "_LIBC", fake)
+    return fake
+
+
+async def _settled(trimmer: Trimmer) -> None:
+    if trimmer._running is not None:
+        await trimmer._running
+
+
+def _trimming_admission() -> Admission:
+    """Admission with the default trim setting (64 MiB)."""
+    return Admission(
+        AdmissionLimits(
+            max_rpcs=2, max_request_bytes=1 << 30, retry_after_s=1.0, min_deadline_s=0.5, trim_after_bytes=64 << 20
+        )
+    )
+
+
+async def test_small_requests_do_not_trim_when_the_server_falls_idle(libc: _FakeLibc) -> None:
+    # One call at a time falls idle after every call: a trim each time cost
+    # a sixth of a lease hit's CPU (bench.cpu).
+    admission = _trimming_admission()
+    for _ in range(100):
+        assert admission.enter() and admission.take_bytes(4096)
+        admission.give_bytes(4096)
+        admission.leave()
+        await _settled(admission.trimmer)
+    assert libc.trims == 0 and admission.trimmer._running is None
+
+
+async def test_a_large_release_is_trimmed_when_the_server_falls_idle(libc: _FakeLibc) -> None:
+    admission = _trimming_admission()
+    assert admission.enter() and admission.enter()
+    assert admission.take_bytes(8 << 20)
+    admission.give_bytes(8 << 20)
+    admission.leave()  # another call still runs: not idle yet
+    await _settled(admission.trimmer)
+    assert libc.trims == 0
+    admission.leave()
+    await _settled(admission.trimmer)
+    assert libc.trims == 1 and admission.trimmer.released == 0
+
+
+async def test_small_releases_add_up_to_a_trim_at_idle(libc: _FakeLibc) -> None:
+    trimmer = Trimmer(64 << 20, idle_bytes=1 << 20, idle_delay_s=3600)
+    for _ in range(255):
+        trimmer.released_bytes(4096)
+        trimmer.idle()
+    await _settled(trimmer)
+    assert libc.trims == 0
+    trimmer.released_bytes(4096)  # 1 MiB in all
+    trimmer.idle()
+    await _settled(trimmer)
+    assert libc.trims == 1
+
+
+async def test_small_releases_are_trimmed_once_after_the_idle_delay(libc: _FakeLibc) -> None:
+    trimmer = Trimmer(64 << 20, idle_delay_s=0.2)
+    for _ in range(20):
+        trimmer.released_bytes(4096)
+        trimmer.idle()
+        await asyncio.sleep(0)
+    assert libc.trims == 0 and trimmer._running is None
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        await _settled(trimmer)
+        if libc.trims:
+            break
+    assert libc.trims == 1 and trimmer.released == 0
+    trimmer.idle()  # nothing released since
+    await asyncio.sleep(0.4)
+    assert libc.trims == 1 and trimmer._later is None
+
+
+async def test_the_request_bytes_bound_trims_while_calls_run(libc: _FakeLibc) -> None:
+    trimmer = Trimmer(16 << 20)
+    trimmer.released_bytes(8 << 20)
+    await _settled(trimmer)
+    assert libc.trims == 0
+    trimmer.released_bytes(8 << 20)
+    await _settled(trimmer)
+    assert libc.trims == 1
+
+
+async def test_no_trim_at_all_when_the_setting_is_zero(libc: _FakeLibc) -> None:
+    trimmer = Trimmer(0, idle_delay_s=0.01)
+    trimmer.released_bytes(64 << 20)
+    trimmer.idle()
+    assert trimmer._running is None and trimmer._later is None
+    await asyncio.sleep(0.05)
+    assert libc.trims == 0
