@@ -141,7 +141,8 @@ class ServerSettings(BaseSettings):
     )
     malloc_trim_after_bytes: int = Field(
         64 * 1024 * 1024, ge=0,
-        description="Return free heap to the system once this many request bytes were released (0: never).",
+        description=("Return free heap to the system once this many request bytes were released, at idle once"
+                     " 1 MiB (or this, if smaller) was, and within 5 s of any release (0: never)."),
     )
     # What the transport may hold before admission sees a request: without
     # these bounds gRPC reads whole messages of every connection (200
