@@ -29,8 +29,11 @@ up: venv
 demo: venv
 	$(BIN)/agentctx demo
 
+# One pytest worker per core, at most 4 (pytest-xdist), each taking whole
+# files so a module's servers start once: most tests wait on processes and
+# sockets, so two workers on two cores take about half the time of one.
 test: venv $(TOOLS)/buf
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 4 --dist loadfile
 
 gen: venv $(TOOLS)/buf
 	$(BIN)/python scripts/gen_protos.py

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import pathlib
+import shlex
 import sys
 from typing import TextIO
 
@@ -46,12 +47,11 @@ async def serving(conn: argparse.Namespace) -> bool:
 
 def inspect_hint(conn: argparse.Namespace, session_id: str) -> list[str]:
     """The command that shows the demo's session, as shell lines of at most
-    80 columns (continued with a backslash)."""
-    lines = [f"{agentctx()} inspect context-lifecycle \\", f"    {APP} {USER} {session_id}"]
+    80 columns (continued with a backslash) but for a long certificate path."""
+    lines = [f"{agentctx()} inspect context-lifecycle", f"    {APP} {USER} {session_id}"]
     if conn.target != DEFAULT_TARGET:
-        lines[-1] += " \\"
-        lines.append(f"    --target {conn.target} --certs {conn.certs}")
-    return lines
+        lines += [f"    --target {conn.target}", f"    --certs {shlex.quote(str(conn.certs))}"]
+    return [line + " \\" for line in lines[:-1]] + lines[-1:]
 
 
 async def show_demo(

@@ -51,7 +51,7 @@ async def test_a_short_demo_prints_every_call_and_a_summary(pair: ServicePair) -
     assert ran.returncode == 0  # runs as printed
     # A shell command continued over lines of at most 80 columns.
     assert (f"{program} inspect context-lifecycle \\ demo newcomer {result.session_id} \\ "
-            f"--target 127.0.0.1:{pair.context.port} --certs {pair.certs}") in " ".join(text.split())
+            f"--target 127.0.0.1:{pair.context.port} \\ --certs {pair.certs}") in " ".join(text.split())
     assert "\033[" not in text  # no terminal, no escape codes
 
 
