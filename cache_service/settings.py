@@ -125,6 +125,11 @@ class CacheSettings(ServerSettings, ProviderFields):
         86400.0, gt=0, description="How long a scope's loss account is kept after its last booking (at least "
         "max_ttl_s); then the scope opens afresh at loss_allowance_tokens. In Redis with redis_url.",
     )
+    learned_floor_keep_s: float = Field(
+        86400.0, gt=0, description="How long a model's floor learned from the provider (a Gemini create refused "
+        "as too small, an Anthropic call whose breakpoints wrote and read nothing) is kept after it was last "
+        "taught; a prefix the provider cached below it lowers it at once. In Redis with redis_url.",
+    )
     refresh_on_hit: bool = Field(True, description="Extend a hit cache's TTL when less than half of it is left.")
     grow_in_background: bool = Field(
         False, description="Grow a cache without making the call wait for the provider's create: the call "

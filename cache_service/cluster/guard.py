@@ -235,11 +235,17 @@ class GuardedStore:
     async def forget_sightings(self, scope_fp: str) -> None:
         await self._g.run(lambda: self.inner.forget_sightings(scope_fp))
 
-    async def learned_floor(self, provider: str, model: str) -> int:
-        return await self._g.run(lambda: self.inner.learned_floor(provider, model))
+    async def learned_floor(self, provider: str, model: str, now: float) -> int:
+        return await self._g.run(lambda: self.inner.learned_floor(provider, model, now))
 
-    async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
-        await self._g.run(lambda: self.inner.learn_floor(provider, model, tokens))
+    async def learn_floor(self, provider: str, model: str, tokens: int, now: float, keep_s: float) -> None:
+        await self._g.run(lambda: self.inner.learn_floor(provider, model, tokens, now, keep_s))
+
+    async def lower_floor(self, provider: str, model: str, tokens: int, now: float) -> None:
+        await self._g.run(lambda: self.inner.lower_floor(provider, model, tokens, now))
+
+    async def report_create(self, entry_id: str) -> bool:
+        return await self._g.run(lambda: self.inner.report_create(entry_id))
 
     async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
         return await self._g.run(lambda: self.inner.book_loss(scope_fp, booking, opening, keep_s))

@@ -297,11 +297,39 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# KEYS: floors. ARGV: field, tokens
-LEARN_FLOOR = """
-local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+# The learned floors (KEYS[1]): a field per provider|model, '<floor>:<kept until, wall>' (a value of the old
+# form, a bare floor, counts as expired). The live floor of field ARGV[1] at wall time ARGV[3], and until when.
+_FLOOR = """
+local function live_floor()
+  local v = redis.call('HGET', KEYS[1], ARGV[1])
+  if not v then return 0, nil end
+  local at = string.find(v, ':', 1, true)
+  if not at then return 0, nil end
+  local until_ = string.sub(v, at + 1)
+  if tonumber(until_) <= tonumber(ARGV[3]) then return 0, nil end
+  return tonumber(string.sub(v, 1, at - 1)), until_
+end
+"""
+
+# KEYS: floors. ARGV: field, tokens, now, kept until (domain.ports.RegistryStore.learn_floor)
+LEARN_FLOOR = _FLOOR + """
+local cur = live_floor()
+if tonumber(ARGV[2]) >= cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. ARGV[4]) end
 return 1
+"""
+
+# KEYS: floors. ARGV: field, tokens, now (domain.ports.RegistryStore.lower_floor)
+LOWER_FLOOR = _FLOOR + """
+local cur, until_ = live_floor()
+if until_ and cur > tonumber(ARGV[2]) then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. until_) end
+return 1
+"""
+
+# KEYS: entry. 1 the first time it is asked of an existing entry (or of one gone), else 0: the NAMED create
+# is reported once (domain.ports.RegistryStore.report_create); the field goes with the entry.
+REPORT_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
+return redis.call('HSETNX', KEYS[1], 'wr', '1')
 """
 
 # KEYS: lock, flights, all, result (the scope's shard). ARGV: token, lease ms, max entries, slot ms,

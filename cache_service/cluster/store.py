@@ -26,7 +26,8 @@ second step (LEASE_AND_SWAP_HOLDER) as before.
   ``sg:~firsts:<app group>``, kept a day) are lists in slots of their own:
   pushed in a second step when a sighting resolves one, and read at most
   every ``FIRSTS_READ_S`` by a replica (its own pushes count at once).
-  Learned floors: ``floors``.
+  Learned floors: ``floors``, each model's floor and until when it is
+  kept (wall).
 - Loss accounts (domain.policy, rule 8): ``la:<scope>``, the balance and
   until when each NAMED entry's storage is paid (at most
   ``policy.PAID_KEPT``), one script per booking, expiring ``keep_s`` after
@@ -55,11 +56,13 @@ from cache_service.domain.memory_store import GAPS_KEPT, MAX_ENTRY_HOLDERS
 from cache_service.domain.policy import PAID_KEPT, Booking, Evidence
 from cache_service.domain.ports import EntryHolders, HitTerms, LossCredit, TakenHit
 
-# Learned floors change only when a provider refuses a cache, yet every
-# acquire reads one: a replica keeps what it read this long, so a hit does not
-# pay a Redis round trip for it. A floor another replica learned reaches this
-# one within that time; until then a create it would refuse is tried and
-# refused once more, as before anything was learned.
+# Learned floors change only when a provider refuses a cache (or caches a
+# prefix below one), yet every acquire reads one: a replica keeps what it read
+# this long, so a hit does not pay a Redis round trip for it. A floor another
+# replica learned reaches this one within that time; until then a create it
+# would refuse is tried and refused once more, as before anything was learned.
+# A cached call lowers a floor only when the one read is above it, so it pays
+# no round trip either but at most one read per window.
 FLOOR_READ_S = 5.0
 # The same for the pools of first-sighting outcomes (priors of the policy).
 FIRSTS_READ_S = 5.0
@@ -75,7 +78,8 @@ class RedisRegistryStore:
         self._floor_read_s = floor_read_s
         self._firsts_read_s = firsts_read_s
         self._monotonic = monotonic
-        self._floors: dict[str, tuple[float, int]] = {}  # provider|model -> (monotonic read time, floor)
+        # provider|model -> (monotonic read time, floor, kept until (wall))
+        self._floors: dict[str, tuple[float, int, float]] = {}
         self._firsts: dict[str, tuple[float, list[str]]] = {}  # pool key -> (monotonic read time, outcomes)
         self._n = names
         self._cipher = cipher
@@ -83,9 +87,9 @@ class RedisRegistryStore:
         self._tombstone_ttl = tombstone_ttl_s
         self._scripts = Scripts(client, {name: getattr(scripts, name) for name in (
             "PUT", "RETIRE", "REMOVE", "ADD_LEASE", "DROP_LEASE", "SWAP_HOLDER", "FIRST_MATCH", "DROP_EXPIRED", "SET_EXPIRY",
-            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "BOOK_LOSS", "GET_ENTRY", "SCOPE_ENTRIES",
-            "SHARD_ENTRIES", "MATCH_AND_SIGHT", "MATCH_SIGHT_AND_CREDIT", "LEASE_AND_SWAP_HOLDER",
-            "MATCH_CREDIT_AND_TAKE_HIT")})
+            "RECORD_SIGHTING", "FORGET_SIGHTINGS", "LEARN_FLOOR", "LOWER_FLOOR", "REPORT_CREATE", "BOOK_LOSS",
+            "GET_ENTRY", "SCOPE_ENTRIES", "SHARD_ENTRIES", "MATCH_AND_SIGHT", "MATCH_SIGHT_AND_CREDIT",
+            "LEASE_AND_SWAP_HOLDER", "MATCH_CREDIT_AND_TAKE_HIT")})
 
     # --- entries --------------------------------------------------------------------
 
@@ -331,21 +335,29 @@ class RedisRegistryStore:
         balance = await self._r.hget(self._n.loss_account(scope_fp), "b")
         return opening if balance is None else float(text(balance))
 
-    async def learned_floor(self, provider: str, model: str) -> int:
+    async def learned_floor(self, provider: str, model: str, now: float) -> int:
         field = f"{provider}|{model}"
-        now = self._monotonic()
+        read = self._monotonic()
         known = self._floors.get(field)
-        if known is not None and now - known[0] < self._floor_read_s:
-            return known[1]
-        value = await self._r.hget(self._n.floors, field)
-        floor = int(value) if value is not None else 0
-        self._floors[field] = (now, floor)
-        return floor
+        if known is None or read - known[0] >= self._floor_read_s:
+            floor, until = _floor(await self._r.hget(self._n.floors, field))
+            known = self._floors[field] = (read, floor, until)
+        return known[1] if known[2] > now else 0
 
-    async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
+    async def learn_floor(self, provider: str, model: str, tokens: int, now: float, keep_s: float) -> None:
         field = f"{provider}|{model}"
-        await self._scripts("LEARN_FLOOR", [self._n.floors], [field, tokens])
+        await self._scripts("LEARN_FLOOR", [self._n.floors], [field, tokens, repr(now), repr(now + keep_s)])
         self._floors.pop(field, None)
+
+    async def lower_floor(self, provider: str, model: str, tokens: int, now: float) -> None:
+        if await self.learned_floor(provider, model, now) <= tokens:
+            return  # nothing to lower, as read within the window
+        field = f"{provider}|{model}"
+        await self._scripts("LOWER_FLOOR", [self._n.floors], [field, tokens, repr(now)])
+        self._floors.pop(field, None)
+
+    async def report_create(self, entry_id: str) -> bool:
+        return bool(await self._scripts("REPORT_CREATE", [self._n.entry(entry_id)], []))
 
     # --- helpers ----------------------------------------------------------------------
 
@@ -361,6 +373,15 @@ class RedisRegistryStore:
         if not reply:
             return None
         return decode_entry(entry_id, pairs(reply[0]), pairs(reply[1]), self._cipher)
+
+
+def _floor(value: object) -> tuple[int, float]:
+    """A learned floor's field (scripts.LEARN_FLOOR) as (floor, kept until);
+    absent, or of the old form (no expiry), none."""
+    if value is None:
+        return 0, 0.0
+    floor, _, until = text(value).partition(":")
+    return (int(floor), float(until)) if until else (0, 0.0)
 
 
 def _floats(joined: object) -> tuple[float, ...]:

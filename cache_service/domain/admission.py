@@ -138,7 +138,8 @@ class Admission:
         else:
             match, evidence, balance = await self._store.match_and_record_sighting(
                 sfp, keys, self._usable, view.chain, wall, max(ttls), scope.group, credit)
-        floor = max(provider.min_cache_tokens(scope.model), await self._store.learned_floor(scope.provider, scope.model))
+        learned = await self._store.learned_floor(scope.provider, scope.model, wall)
+        floor = max(provider.min_cache_tokens(scope.model), learned)
         settings = self._settings.policy
         decision = policy.decide(
             empty=False,

@@ -13,7 +13,8 @@ runs under ``create_timeout_s``. When it finishes:
   meanwhile, is deleted through the cleanup path instead of becoming an
   unreachable entry.
 - failure: classified (domain.failures); a failed grow keeps serving the
-  cache it meant to replace; a refusal for size teaches the floor.
+  cache it meant to replace; a refusal for size teaches the floor (and
+  a create that succeeds lowers a floor learned above its size).
 
 With ``grow_in_background`` a grow's caller leases the cache it has and the
 grow runs without waiters.
@@ -242,7 +243,8 @@ class Creator:
                 if failed.learned_floor is not None:
                     with contextlib.suppress(RegistryUnavailable):  # learned again at the next refusal
                         await self._store.learn_floor(flight.scope.provider, flight.scope.model,
-                                                      failed.learned_floor)
+                                                      failed.learned_floor, self._clock.wall(),
+                                                      self._settings.learned_floor_keep_s)
                 if failed.definite:
                     # The provider refused: nothing was created.
                     await _quietly(self._journal.deleted(entry_id))
@@ -263,6 +265,11 @@ class Creator:
             if self.after_create_result is not None:
                 await self.after_create_result()
             await self._install(flight, entry_id, handle)
+            # The provider cached this prefix: a floor learned above it was wrong (after the install, so
+            # no waiter waits for it).
+            with contextlib.suppress(RegistryUnavailable):
+                await self._store.lower_floor(flight.scope.provider, flight.scope.model, flight.view.tokens,
+                                              self._clock.wall())
 
     async def _install(self, flight: Flight, entry_id: str, handle: CacheHandle) -> None:
         """Waiters past their deadline at the moment the result is handled

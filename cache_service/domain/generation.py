@@ -18,9 +18,13 @@ is returned (UNAVAILABLE, reason CACHE_MISSING) instead of a second answer.
 
 A leased call's record and usage are what the provider reported
 (domain.observed): a NAMED create's tokens are the creating call's
-``cache_write_tokens``; a MARKED call that wrote and read nothing was below
-the provider's floor, so it is a BYPASS BELOW_MIN_TOKENS, its entry is
-forgotten and the floor learned for the model.
+``cache_write_tokens`` (the first call its lease served: the registry
+store answers ``report_create`` once per entry, on every replica; the
+lease's later calls are HITs); a MARKED call that wrote and read nothing
+was below the provider's floor, so it is a BYPASS BELOW_MIN_TOKENS, its
+entry is forgotten and the floor learned for the model (kept
+``learned_floor_keep_s``), while one that wrote or read lowers a floor
+learned above what it marked.
 
 Provider errors map to statuses: rate limit -> RESOURCE_EXHAUSTED
 RATE_LIMITED with RetryInfo; context-window overflow -> INVALID_ARGUMENT
@@ -53,9 +57,9 @@ from agentctx_common.reasons import Reason
 from cache_service.domain import capabilities
 from cache_service.domain.capabilities import rewrite_for_cache
 from cache_service.domain.entry import Entry
-from cache_service.domain.keys import Prefix, PrefixView, Scope, call_chain
+from cache_service.domain.keys import Prefix, Scope, call_chain, canonical_size, estimate_tokens
 from cache_service.domain.model import BypassReason, CacheInfo, CacheState, LeaseClaims, ModelCall, ModelReply
-from cache_service.domain.observed import learned_floor, observe
+from cache_service.domain.observed import learned_floor, marked_tokens, observe
 from cache_service.domain.ports import (
     CacheKind,
     CacheNotFound,
@@ -70,6 +74,7 @@ from cache_service.domain.ports import (
     ProviderPermissionDenied,
     ProviderTimeout,
     RateLimited,
+    RegistryUnavailable,
     UnsupportedField,
 )
 from cache_service.domain.registry import Registry
@@ -77,6 +82,7 @@ from cache_service.domain.registry import Registry
 __all__ = ["Generator", "HeldLease", "lease_error", "provider_error_status", "rewrite_for_cache"]
 
 log = logging.getLogger("agentctx.cache.generate")
+_CREATES = (CacheState.CREATED, CacheState.GROWN)
 _tracer = trace.get_tracer("agentctx.cache")
 
 
@@ -261,21 +267,38 @@ class Generator:
     async def _observed(self, provider: Provider, call: ModelCall, ref: CacheRef, entry: Entry, state: CacheState,
                         reply: ModelReply) -> tuple[ModelReply, CacheInfo]:
         """The leased call's reply and record as the provider reported them
-        (domain.observed); a MARKED prefix below the floor is forgotten and
-        the floor learned, else the entry is touched."""
-        seen = observe(provider.cache_kind, reply.usage, self.registry.info(entry, state), entry.tokens)
-        await self.registry.admission.settle(provider, entry, seen.usage,
-                                             state in (CacheState.CREATED, CacheState.GROWN))
-        if not seen.below_floor:
-            return replace(reply, usage=seen.usage), self.registry.info(await self._touch(provider, entry), state)
+        (domain.observed): a NAMED create reported on the first call its
+        lease served; a MARKED prefix below the floor is forgotten and the
+        floor learned, else a floor learned above it lowered and the entry
+        touched."""
+        store, wall = self.registry.store, self.registry.clock.wall()
+        creator = True
+        if provider.cache_kind is CacheKind.NAMED and state in _CREATES and reply.usage is not None:
+            with contextlib.suppress(RegistryUnavailable):  # the call is made: its usage says the create
+                creator = await store.report_create(entry.id)
+        seen = observe(provider.cache_kind, reply.usage, self.registry.info(entry, state), entry.tokens,
+                       creator=creator)
+        await self.registry.admission.settle(provider, entry, seen.usage, seen.info.state in _CREATES)
         through = isinstance(ref, PrefixMark) and ref.write_through
-        request = PrefixView.of(Prefix.of_call(call, len(call.contents)), self.bytes_per_token).tokens if through else 0
+        request = self._request_tokens(call) if through and (seen.below_floor or seen.above_floor) else 0
+        if not seen.below_floor:
+            if seen.above_floor:
+                with contextlib.suppress(RegistryUnavailable):  # lowered by a later call
+                    await store.lower_floor(entry.provider, entry.scope.model,
+                                            marked_tokens(entry.tokens, request, through), wall)
+            return replace(reply, usage=seen.usage), self.registry.info(await self._touch(provider, entry),
+                                                                        seen.info.state)
         floor = learned_floor(entry.tokens, request, through)
         log.info("the provider cached nothing of a marked call: below its floor",
                  extra={"entry": entry.id, "learned_floor": floor})
-        await self.registry.store.learn_floor(entry.provider, entry.scope.model, floor)
+        await store.learn_floor(entry.provider, entry.scope.model, floor, wall,
+                                self.registry.settings.learned_floor_keep_s)
         await self.registry.drop_missing(entry)
         return reply, seen.info
+
+    def _request_tokens(self, call: ModelCall) -> int:
+        """The whole request's estimated size (measured, not hashed)."""
+        return estimate_tokens(canonical_size(Prefix.of_call(call, len(call.contents))), self.bytes_per_token)
 
     async def _touch(self, provider: Provider, entry: Entry) -> Entry:
         """A MARKED or AUTOMATIC provider keeps a prefix its TTL past each

@@ -16,7 +16,10 @@ service").
   ``SERVER_FIRSTS_KEPT`` outcomes over each app's scopes (the most recent
   ``GROUPS_KEPT`` apps) and over all scopes (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
-  accepted to cache, as its refusals taught us.
+  caches, as its refusals and uncached breakpoints taught us, and until
+  when (wall) the floor is kept; a cached prefix below it lowers it.
+- Reported creates: the NAMED entries whose create a call's usage has
+  reported (dropped with the entry).
 - Loss accounts (domain.policy, rule 8): a ``policy.Ledger`` of at most
   ``max_accounts`` scopes, each forgotten ``keep_s`` after its last
   booking.
@@ -133,7 +136,8 @@ class MemoryRegistryStore:
         self._sighting_scopes: dict[str, _ScopeSightings] = {}
         self._server_firsts: deque[float] = deque(maxlen=SERVER_FIRSTS_KEPT)
         self._group_firsts: OrderedDict[str, deque[float]] = OrderedDict()
-        self._floors: dict[tuple[str, str], int] = {}
+        self._floors: dict[tuple[str, str], tuple[int, float]] = {}  # (provider, model) -> (floor, kept until)
+        self._reported: set[str] = set()
         self._generations = itertools.count(1)
         self._ledger = Ledger(0.0, 0.0, max_scopes=max_accounts)
 
@@ -225,6 +229,7 @@ class MemoryRegistryStore:
                 del self._scopes[entry.scope_fp]
         self._entry_holders.pop(entry.id, None)
         self._named_uses.pop(entry.id, None)
+        self._reported.discard(entry.id)
         self._tombstones[entry.id] = invalid_reason
         while len(self._tombstones) > self._max_tombstones:
             self._tombstones.popitem(last=False)
@@ -344,12 +349,26 @@ class MemoryRegistryStore:
             del self._sightings[key]
         self._sighting_scopes.pop(scope_fp, None)
 
-    async def learned_floor(self, provider: str, model: str) -> int:
-        return self._floors.get((provider, model), 0)
+    async def learned_floor(self, provider: str, model: str, now: float) -> int:
+        floor, until = self._floors.get((provider, model), (0, 0.0))
+        return floor if until > now else 0
 
-    async def learn_floor(self, provider: str, model: str, tokens: int) -> None:
+    async def learn_floor(self, provider: str, model: str, tokens: int, now: float, keep_s: float) -> None:
+        if tokens >= await self.learned_floor(provider, model, now):
+            self._floors[(provider, model)] = (tokens, now + keep_s)
+
+    async def lower_floor(self, provider: str, model: str, tokens: int, now: float) -> None:
         key = (provider, model)
-        self._floors[key] = max(self._floors.get(key, 0), tokens)
+        floor, until = self._floors.get(key, (0, 0.0))
+        if until > now and floor > tokens:
+            self._floors[key] = (tokens, until)
+
+    async def report_create(self, entry_id: str) -> bool:
+        if entry_id not in self._by_id:
+            return True
+        first = entry_id not in self._reported
+        self._reported.add(entry_id)
+        return first
 
     async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
         return self._ledger.book(scope_fp, booking, opening=opening, keep_s=keep_s)

@@ -501,9 +501,32 @@ class RegistryStore(Protocol):
 
     async def forget_sightings(self, scope_fp: str) -> None: ...
 
-    async def learned_floor(self, provider: str, model: str) -> int: ...
+    async def learned_floor(self, provider: str, model: str, now: float) -> int:
+        """The floor learned for the model (estimated tokens): 0 when none
+        was, or when it was last taught (``learn_floor``) so long ago that
+        it expired by ``now`` (wall seconds)."""
+        ...
 
-    async def learn_floor(self, provider: str, model: str, tokens: int) -> None: ...
+    async def learn_floor(self, provider: str, model: str, tokens: int, now: float, keep_s: float) -> None:
+        """A prefix below ``tokens`` was not cached: the floor is at least
+        ``tokens``. At or above the live floor it becomes the floor, kept
+        ``keep_s`` seconds from ``now`` (so taught again, it is kept anew);
+        below it nothing changes. One step."""
+        ...
+
+    async def lower_floor(self, provider: str, model: str, tokens: int, now: float) -> None:
+        """A prefix of ``tokens`` was cached: the floor is at most
+        ``tokens``, so a live learned floor above it comes down to it
+        (keeping its expiry). One step; a store may skip it when the floor
+        it read within its read window is not above ``tokens``."""
+        ...
+
+    async def report_create(self, entry_id: str) -> bool:
+        """True for the first call that asks of the entry (and for an entry
+        gone), False for every later one, as one step: a NAMED create is
+        reported on one call's usage, however many calls its lease serves
+        (domain.observed)."""
+        ...
 
     async def book_loss(self, scope_fp: str, booking: Booking, opening: float, keep_s: float) -> float:
         """Applies ``booking`` to the scope's loss account (domain.policy,

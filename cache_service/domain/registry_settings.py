@@ -25,4 +25,7 @@ class RegistrySettings:
     # Grow without making the caller wait: it leases the cache it has, and
     # later calls get the grown one. Trades a cheaper turn for a faster one.
     grow_in_background: bool = False
+    # How long a learned floor (domain.observed) is kept after it was last
+    # taught: a wrong one (an odd call, an estimate's error) heals.
+    learned_floor_keep_s: float = 86400.0
     policy: PolicySettings = field(default_factory=PolicySettings)

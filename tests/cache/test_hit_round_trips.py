@@ -29,7 +29,7 @@ STORE_STEPS = (
     "get", "first_match", "match_and_record_sighting", "match_and_take_hit", "scope_entries", "all_entries", "count", "next_generation",
     "put", "retire", "remove", "tombstone", "add_lease", "lease_and_swap_holder", "drop_lease", "swap_holder",
     "holders", "drop_expired_leases", "set_expiry", "least_recently_used_idle", "record_sighting",
-    "forget_sightings", "learned_floor", "learn_floor", "book_loss", "loss_balance",
+    "forget_sightings", "learned_floor", "learn_floor", "lower_floor", "report_create", "book_loss", "loss_balance",
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anthropic
@@ -17,8 +18,8 @@ from hypothesis import strategies as st
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import Prefix, PrefixView
-from cache_service.domain.model import BypassReason, CacheInfo, CacheState, ModelCall, Usage
-from cache_service.domain.observed import learned_floor, observe
+from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ModelCall, Usage
+from cache_service.domain.observed import learned_floor, marked_tokens, observe
 from cache_service.domain.policy import PolicySettings
 from cache_service.domain.ports import CacheKind, PrefixMark
 from cache_service.domain.pricing import OPENAI, OPENAI_WRITES, Bill, cache_prices, openai_reports_writes
@@ -39,32 +40,49 @@ _USAGE = st.builds(Usage, prompt_tokens=st.integers(0, 10_000), cached_prompt_to
                    cache_write_tokens=st.integers(0, 10_000))
 
 
-@given(st.sampled_from(list(CacheKind)), _USAGE, _STATES, st.integers(0, 10_000))
+@given(st.sampled_from(list(CacheKind)), _USAGE, _STATES, st.integers(0, 10_000), st.booleans())
 def test_observe_changes_only_what_the_provider_reported(kind: CacheKind, usage: Usage, state: CacheState,
-                                                         tokens: int) -> None:
+                                                         tokens: int, creator: bool) -> None:
     info = CacheInfo(state=state, prefix_tokens=tokens, expire_time=5.0, uses=2)
-    seen = observe(kind, usage, info, tokens)
+    seen = observe(kind, usage, info, tokens, creator=creator)
     assert seen.usage is not None
     assert (seen.usage.prompt_tokens, seen.usage.cached_prompt_tokens) == (usage.prompt_tokens,
                                                                            usage.cached_prompt_tokens)
     cached = state in (CacheState.CREATED, CacheState.GROWN, CacheState.HIT)
-    # Only a MARKED call that wrote and read nothing was below the floor.
-    assert seen.below_floor == (cached and kind is CacheKind.MARKED and usage.cache_write_tokens == 0
-                                and usage.cached_prompt_tokens == 0)
+    # Only a MARKED call that wrote and read nothing was below the floor; one that did either is above it.
+    cached_nothing = usage.cache_write_tokens == 0 and usage.cached_prompt_tokens == 0
+    assert seen.below_floor == (cached and kind is CacheKind.MARKED and cached_nothing)
+    assert seen.above_floor == (cached and kind is CacheKind.MARKED and not cached_nothing)
+    # A named create's lease serving a later call: that call read the cache.
+    named_create = kind is CacheKind.NAMED and state in (CacheState.CREATED, CacheState.GROWN)
     if seen.below_floor:
         assert (seen.info.state, seen.info.bypass_reason, seen.info.expire_time) == (
             CacheState.BYPASS, BypassReason.BELOW_MIN_TOKENS, None)
+    elif named_create and not creator:
+        assert seen.info == replace(info, state=CacheState.HIT)
     else:
         assert seen.info == info
     # Only the call that created or grew a named cache reports its size as written.
-    named_write = kind is CacheKind.NAMED and state in (CacheState.CREATED, CacheState.GROWN)
+    named_write = named_create and creator
     assert seen.usage.cache_write_tokens == usage.cache_write_tokens + (tokens if named_write else 0)
     assert observe(kind, None, info, tokens).info == info
+
+
+def test_a_named_create_is_written_once_however_many_calls_its_lease_serves() -> None:
+    usage = Usage(prompt_tokens=900, cached_prompt_tokens=800)
+    created = CacheInfo(state=CacheState.CREATED, prefix_tokens=800, uses=1)
+    first = observe(CacheKind.NAMED, usage, created, 800, creator=True)
+    later = observe(CacheKind.NAMED, usage, created, 800, creator=False)
+    assert first.usage is not None and later.usage is not None
+    assert (first.usage.cache_write_tokens, first.info.state) == (800, CacheState.CREATED)
+    assert (later.usage.cache_write_tokens, later.info.state) == (0, CacheState.HIT)
 
 
 def test_the_learned_floor_is_above_what_the_call_marked() -> None:
     assert learned_floor(2000, 2750, write_through=True) == 2751
     assert learned_floor(2000, 2750, write_through=False) == 2001
+    assert marked_tokens(2000, 2750, write_through=True) == 2750
+    assert marked_tokens(2000, 2750, write_through=False) == 2000
 
 
 def test_anthropic_minimums_are_the_documented_ones() -> None:
@@ -154,13 +172,22 @@ async def test_openai_reports_the_writes_of_the_models_that_bill_them(harness_fa
 # --- Gemini: a create's tokens on the call that created it ------------------------------
 
 
+GEMINI = "gemini-2.5-flash"
+_GEMINI_HISTORY = (_text(120), {"role": "model", "parts": [{"text": "Noted."}]})
+
+
+async def _gemini_created(h: Harness) -> tuple[Any, AcquireResult]:
+    """A Gemini scope and the CREATED lease on its prefix."""
+    s = scope(model=GEMINI, provider="gemini")
+    created = await h.acquire(PrefixView.of(Prefix(GEMINI, SYSTEM, (), None, _GEMINI_HISTORY)), s)
+    assert created.info.state is CacheState.CREATED
+    return s, created
+
+
 async def test_a_gemini_create_is_written_on_the_call_that_created_it(gemini_harness: Harness,
                                                                       fake_gemini: FakeGemini) -> None:
-    model = "gemini-2.5-flash"
-    history = (_text(120), {"role": "model", "parts": [{"text": "Noted."}]})
-    s = scope(model=model, provider="gemini")
-    created = await gemini_harness.acquire(PrefixView.of(Prefix(model, SYSTEM, (), None, history)), s)
-    assert created.info.state is CacheState.CREATED
+    model, history = GEMINI, _GEMINI_HISTORY
+    s, created = await _gemini_created(gemini_harness)
     gen = Generator(gemini_harness.registry)
     call = ModelCall(model, (*history, _text(3, "q")), SYSTEM)
     reply, info = await gen.generate(s, call, created.lease)
@@ -177,6 +204,29 @@ async def test_a_gemini_create_is_written_on_the_call_that_created_it(gemini_har
     assert grown.info.state is CacheState.CREATED
     chunks = [c async for c, _ in gen.stream(s, ModelCall(model, (*other, _text(3, "q")), SYSTEM), grown.lease)]
     assert chunks[-1].usage is not None and chunks[-1].usage.cache_write_tokens == grown.info.prefix_tokens > 0
+
+
+async def test_a_gemini_create_lease_serving_several_calls_writes_once(gemini_harness: Harness,
+                                                                       fake_gemini: FakeGemini) -> None:
+    s, created = await _gemini_created(gemini_harness)
+    gen, admission = Generator(gemini_harness.registry), gemini_harness.registry.admission
+    writes, states, balances = [], [], []
+    for question in ("q", "r", "s"):
+        call = ModelCall(GEMINI, (*_GEMINI_HISTORY, _text(3, question)), SYSTEM)
+        if question == "s":  # streamed, the last chunk carries it
+            reply, info = [(c, i) async for c, i in gen.stream(s, call, created.lease)][-1]
+        else:
+            reply, info = await gen.generate(s, call, created.lease)
+        assert reply.usage is not None and info is not None and reply.usage.cached_prompt_tokens > 0
+        writes.append(reply.usage.cache_write_tokens)
+        states.append(info.state)
+        balances.append(await admission.balance(s.fingerprint))
+    [cache] = fake_gemini.caches.values()
+    # One create, written on the call that made it; the lease's later calls read it.
+    assert writes == [cache.tokens, 0, 0] and cache.tokens > 0
+    assert states == [CacheState.CREATED, CacheState.HIT, CacheState.HIT]
+    # The scope's loss account books the write (and its storage) once: the later reads only gain.
+    assert balances[0] < balances[1] < balances[2]
 
 
 # --- Anthropic: the state from usage, and learned floors ---------------------------------
@@ -215,12 +265,43 @@ async def test_a_marked_call_below_the_floor_is_no_cache_and_teaches_the_floor(
             assert info is not None and (info.state, info.bypass_reason) == (CacheState.BYPASS,
                                                                               BypassReason.BELOW_MIN_TOKENS)
             assert await h.registry.entries() == []
-            floor = await h.registry.store.learned_floor("anthropic", OPUS)
+            floor = await h.registry.store.learned_floor("anthropic", OPUS, h.clock.wall())
             full = PrefixView.of(Prefix.of_call(call, len(call.contents))).tokens
             assert floor == full + 1  # it wrote through: the whole request was below
             # The next acquire knows: no lease, no breakpoint sent.
             after = await h.acquire(view, s)
             assert (after.info.state, after.info.bypass_reason) == (CacheState.BYPASS, BypassReason.BELOW_MIN_TOKENS)
+            # Not for ever: a day later the floor has expired, and the prefix is tried again.
+            h.clock.advance(h.registry.settings.learned_floor_keep_s)
+            assert await h.registry.store.learned_floor("anthropic", OPUS, h.clock.wall()) == 0
+            assert (await h.acquire(view, s)).info.state is CacheState.CREATED
+        finally:
+            await provider.close()
+
+
+async def test_a_marked_call_that_caches_lowers_a_floor_learned_above_it(harness_factory: Callable[..., Any]) -> None:
+    model = "claude-sonnet-4-5"  # 1,024 tokens, as the provider's table says
+    with FakeAnthropic(min_cache_tokens=None) as fake:
+        provider = AnthropicProvider(api_key=fake.api_key, base_url=fake.base_url)
+        try:
+            h = await _harness(harness_factory, provider)
+            store, s = h.registry.store, scope(model=model, provider="anthropic")
+            view = PrefixView.of(Prefix(model, SYSTEM, (), None, _opus_history()))
+            created = await h.acquire(view, s)
+            assert created.info.state is CacheState.CREATED
+            # Meanwhile an odd call (on this replica or another) taught a floor above the prefix.
+            await store.learn_floor("anthropic", model, 8000, h.clock.wall(), 86400.0)
+            call = ModelCall(model, (*_opus_history(), _text(3, "q")), SYSTEM)
+            reply, info = await Generator(h.registry).generate(s, call, created.lease)
+            assert reply.usage is not None and reply.usage.cache_write_tokens > 0
+            assert info.state is CacheState.CREATED
+            # The provider cached what the call marked (it wrote through: the whole request).
+            full = PrefixView.of(Prefix.of_call(call, len(call.contents))).tokens
+            assert await store.learned_floor("anthropic", model, h.clock.wall()) == full
+            # So another conversation's first call, as large, is cached again rather than sent plain.
+            other = scope(model=model, provider="anthropic", user="user-2")
+            again = await h.registry.acquire(other, view, None, None, "", full)
+            assert again.info.state is CacheState.CREATED
         finally:
             await provider.close()
 
@@ -238,7 +319,7 @@ async def test_a_marked_call_above_the_floor_keeps_its_state(harness_factory: Ca
                 s, ModelCall(model, (*history, _text(3, "q")), SYSTEM), created.lease)
             assert reply.usage is not None and reply.usage.cache_write_tokens > 0
             assert info.state is CacheState.CREATED and len(await h.registry.entries()) == 1
-            assert await h.registry.store.learned_floor("anthropic", model) == 0
+            assert await h.registry.store.learned_floor("anthropic", model, h.clock.wall()) == 0
         finally:
             await provider.close()
 

@@ -63,6 +63,21 @@ async def test_one_turn_through_every_rpc(cache_rpc) -> None:
     assert app.providers["local"].counts["delete"] == 1
 
 
+async def test_a_created_lease_used_for_several_calls_reports_its_create_once(cache_rpc) -> None:
+    # A lease from AcquireLease serves GenerateContent (and StreamGenerateContent) calls until it expires.
+    stub, _, _ = await cache_rpc()
+    acquired = await stub.AcquireLease(protos.acquire(3))
+    assert acquired.metadata.state == CREATED
+    replies = [await stub.GenerateContent(protos.generate(3, acquired.lease, question=q)) for q in ("a?", "b?")]
+    streamed = [c async for c in stub.StreamGenerateContent(
+        pb.StreamGenerateContentRequest(call=protos.generate(3, acquired.lease, question="c?")))]
+    usages = [r.response.usage for r in replies] + [streamed[-1].chunk.usage]
+    states = [r.cache.state for r in replies] + [streamed[-1].cache.state]
+    assert [u.cache_write_tokens for u in usages] == [acquired.metadata.prefix_tokens, 0, 0]
+    assert all(u.cached_prompt_tokens == acquired.metadata.prefix_tokens for u in usages)
+    assert states == [CREATED, HIT, HIT]
+
+
 async def test_the_prefix_fingerprint_is_the_canonical_one_both_services_compute(cache_rpc) -> None:
     stub, _, _ = await cache_rpc()
     request = protos.acquire(3)

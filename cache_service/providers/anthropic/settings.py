@@ -36,7 +36,8 @@ class AnthropicRoute(ProviderRoute):
 # for Haiku 3 and 3.5; 1,024 for the Sonnets (3.7, 4, 4.5, 4.6), Opus 4, 4.1
 # and 4.8. Below it nothing is written, read or billed, and no error says
 # so: the service also learns a model's floor from calls that report
-# neither (domain.observed), so a model missing here costs one call.
+# neither (domain.observed), so a model missing here costs one call per
+# learned_floor_keep_s (a day: a learned floor expires, so a wrong one heals).
 _MINIMUMS = (
     (re.compile(r"^claude-(?:opus-4-[5-7]|haiku-4-5)(?:\D|$)"), 4096),
     (re.compile(r"^claude-(?:3-haiku|3-5-haiku|haiku-3)"), 2048),
