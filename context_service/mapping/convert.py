@@ -7,10 +7,11 @@ encoded a count.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any, cast
 
-from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf import descriptor, duration_pb2, struct_pb2, timestamp_pb2
 
 from agentctx.context.v1 import policy_pb2
 from agentctx.type.v1 import cache_pb2, content_pb2, event_pb2, generation_pb2
@@ -203,6 +204,28 @@ def checkpoint_to_proto(c: m.Checkpoint, out: event_pb2.CompactionCheckpoint) ->
     out.retained_tokens = c.retained_tokens
 
 
+_SCALAR_TYPES = frozenset({
+    descriptor.FieldDescriptor.TYPE_STRING, descriptor.FieldDescriptor.TYPE_BOOL,
+    descriptor.FieldDescriptor.TYPE_INT64, descriptor.FieldDescriptor.TYPE_INT32,
+    descriptor.FieldDescriptor.TYPE_UINT64, descriptor.FieldDescriptor.TYPE_UINT32,
+})
+
+
+def same_named_scalars(message: descriptor.Descriptor, domain: type) -> tuple[str, ...]:
+    """The singular string, bool and integer fields of ``message`` that the
+    dataclass ``domain`` has by the same name: they pass between the two as
+    they are, so a new one needs no line of mapping."""
+    names = {f.name for f in dataclasses.fields(domain)}
+    return tuple(f.name for f in message.fields
+                 if f.name in names and not f.is_repeated and f.type in _SCALAR_TYPES)
+
+
+# Event fields that pass as they are; ``sequence`` is output-only (set on
+# the way out, never taken from a client).
+_EVENT_SCALARS_OUT = same_named_scalars(event_pb2.Event.DESCRIPTOR, m.Event)
+_EVENT_SCALARS_IN = tuple(name for name in _EVENT_SCALARS_OUT if name != "sequence")
+
+
 def event_from_proto(e: event_pb2.Event) -> m.Event:
     """A client's event. Output-only fields (name, sequence) are ignored."""
     compaction = None
@@ -218,13 +241,8 @@ def event_from_proto(e: event_pb2.Event) -> m.Event:
             summarizer_usage=usage_from_proto(c.summarizer_usage) if c.HasField("summarizer_usage") else None,
         )
     return m.Event(
-        id=e.id,
-        author=e.author,
+        **{name: getattr(e, name) for name in _EVENT_SCALARS_IN},
         content=content_from_proto(e.content) if e.HasField("content") else None,
-        invocation_id=e.invocation_id,
-        branch=e.branch,
-        partial=e.partial,
-        turn_complete=e.turn_complete,
         create_time=ts_to_dt(e.create_time),
         usage=usage_from_proto(e.usage) if e.HasField("usage") else None,
         cache=cache_from_proto(e.cache_metadata) if e.HasField("cache_metadata") else None,
@@ -233,8 +251,6 @@ def event_from_proto(e: event_pb2.Event) -> m.Event:
         compaction=compaction,
         long_running_tool_ids=tuple(e.long_running_tool_ids),
         finish_reason=finish_reason_name(e.finish_reason),
-        model_version=e.model_version,
-        retracts_event_id=e.retracts_event_id,
     )
 
 
@@ -242,15 +258,10 @@ def event_to_proto(event: m.Event, session: m.SessionKey | None, out: event_pb2.
     out = out if out is not None else event_pb2.Event()
     if session is not None:
         out.name = session.event_name(event.id)
-    out.id = event.id
-    out.sequence = event.sequence
-    out.invocation_id = event.invocation_id
-    out.author = event.author
-    out.branch = event.branch
+    for name in _EVENT_SCALARS_OUT:
+        setattr(out, name, getattr(event, name))
     if event.content is not None:
         content_to_proto(event.content, out.content)
-    out.partial = event.partial
-    out.turn_complete = event.turn_complete
     dt_to_ts(event.create_time, out.create_time)
     if event.usage is not None:
         usage_to_proto(event.usage, out.usage)
@@ -271,8 +282,6 @@ def event_to_proto(event: m.Event, session: m.SessionKey | None, out: event_pb2.
             usage_to_proto(c.summarizer_usage, out.compaction.summarizer_usage)
     out.long_running_tool_ids.extend(event.long_running_tool_ids)
     out.finish_reason = finish_reason_to_proto(event.finish_reason)
-    out.model_version = event.model_version
-    out.retracts_event_id = event.retracts_event_id
     return out
 
 
