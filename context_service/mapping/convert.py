@@ -211,9 +211,9 @@ _SCALAR_TYPES = frozenset({
 })
 
 
-def same_named_scalars(message: descriptor.Descriptor, domain: type) -> tuple[str, ...]:
-    """The singular string, bool and integer fields of ``message`` that the
-    dataclass ``domain`` has by the same name: they pass between the two as
+def same_named_scalars(message: Any, domain: type) -> tuple[str, ...]:
+    """The singular string, bool and integer fields of ``message`` (a
+    message descriptor) that the dataclass ``domain`` has by the same name: they pass between the two as
     they are, so a new one needs no line of mapping."""
     names = {f.name for f in dataclasses.fields(domain)}
     return tuple(f.name for f in message.fields
