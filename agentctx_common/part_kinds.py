@@ -2,8 +2,8 @@
 
 ``agentctx.type.v1.Part`` carries one payload of five kinds (its ``data``
 oneof). Every shape of a part in this repository (the proto, the context
-service's domain value and stored JSON, the canonical JSON both services
-fingerprint) names a kind by the same two spellings and its payload by the
+service's domain value, the canonical JSON both services fingerprint and
+the context service stores) names a kind by the same two spellings and its payload by the
 same fields, so the kinds are listed once, here, with their payload fields
 and each field's type; conversions walk the table instead of repeating an
 if-chain over the oneof. A new kind is a row here (plus its domain payload
@@ -36,15 +36,15 @@ class FieldType(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PayloadField:
-    name: str  # the proto and domain attribute, the stored-JSON key
-    camel: str  # the canonical-JSON key
+    name: str  # the proto and domain attribute
+    camel: str  # the canonical-JSON key (the stored JSON's too)
     type: FieldType
 
 
 @dataclass(frozen=True, slots=True)
 class PartKind:
-    name: str  # the oneof member, the domain Part attribute, the stored-JSON key
-    camel: str  # the canonical-JSON key
+    name: str  # the oneof member, the domain Part attribute
+    camel: str  # the canonical-JSON key (the stored JSON's too)
     index: int  # position among the kinds (the domain Part's payload slots)
     fields: tuple[PayloadField, ...]  # () when the payload is a plain string
     # Derived from ``fields``, for the conversions' hot paths:

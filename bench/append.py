@@ -92,12 +92,12 @@ def _row(session_pk: int, sequence: int) -> tuple[Any, ...]:
     body = codec.event_body(event)
     now = dt.datetime.now(dt.UTC)
     return (session_pk, sequence, event.id, "MESSAGE", "user", "", "", False, False, now,
-            codec.event_fingerprint(event, body), body)
+            codec.event_fingerprint(event, body), codec.FINGERPRINT_VERSION, body)
 
 
 INSERT_SQLITE = ("INSERT INTO events (session_pk, sequence, event_id, kind, author, invocation_id, branch, partial, "
-                 "turn_complete, create_time, fingerprint, body_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
-INSERT_PG = INSERT_SQLITE.replace("?", "${}").format(*range(1, 13))
+                 "turn_complete, create_time, fingerprint, fingerprint_version, body_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+INSERT_PG = INSERT_SQLITE.replace("?", "${}").format(*range(1, 14))
 SESSION_SQL = ("INSERT INTO sessions (app, user_id, session_id, incarnation, version, last_sequence, event_count, "
                "state_json, config_json, create_time, update_time) VALUES ('raw', 'u', '{}', 'x', 1, 0, 0, '{{}}', "
                "'{{}}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")

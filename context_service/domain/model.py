@@ -24,8 +24,10 @@ from context_service.domain.parts import Part as Part
 class _Derived:
     """The slot a Content keeps what is computed from it once in: its
     canonical JSON and that JSON's SHA-256 (``domain.selection.canonical``
-    fills it on first use). Not a dataclass field: outside equality,
-    hashing, repr and pickles (a copy computes it again); unset until used."""
+    fills it on first use; a content read from storage starts with the
+    stored JSON and an empty digest). Not a dataclass field: outside
+    equality, hashing, repr and pickles (a copy computes it again); unset
+    until used."""
 
     __slots__ = ("_canonical",)
     _canonical: tuple[bytes, bytes]

@@ -2,8 +2,8 @@
 
 The kinds themselves (names, payload fields, their types) are the shared
 table ``agentctx_common.part_kinds``; this module adds the domain side of
-each kind: its payload class, the part as a JSON-safe dict (the stored
-body's shape, snake_case), its checks, and the helpers the rest of the
+each kind: its payload class, the part as its canonical JSON dict (the
+stored body's and the cache key's shape), its checks, and the helpers the rest of the
 service reads parts by (which kind, its JSON payloads, a text-or-bytes
 part). Code elsewhere walks these, never an if-chain over the kinds: a new
 Part kind is a row in the shared table, a payload class and a slot of
@@ -13,13 +13,15 @@ Part kind is a row in the shared table, a payload class and a slot of
 from __future__ import annotations
 
 import base64
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentctx_common.canonical import json_number
 from agentctx_common.errors import FieldViolation
-from agentctx_common.part_kinds import BY_NAME, INLINE_DATA, KINDS, NAMES, TEXT, PartKind, b64
+from agentctx_common.part_kinds import BY_NAME, INLINE_DATA, KINDS, NAMES, TEXT, PartKind, part_json
 from context_service.domain.json_depth import json_violations
 
 JsonObject = dict[str, Any]
@@ -160,38 +162,44 @@ def map_json(p: Part, fn: Callable[[JsonObject], JsonObject], *, keep_signature:
     return make(kind, payload, p.thought, p.thought_signature if keep_signature else b"")
 
 
-# --- the JSON-safe dict (the stored body's shape) -------------------------------
+# --- the canonical JSON dict (the stored body's and the cache key's shape) ---------
+
+
+def json_value(value: Any) -> Any:
+    """A JSON value as a protobuf Struct would carry it: numbers are doubles,
+    so an integral one is written as an integer, whatever its Python type."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        n = float(value)
+        if not math.isfinite(n):
+            return None  # a Struct cannot carry NaN or infinity
+        return json_number(n)
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return str(value)
 
 
 def to_json(p: Part) -> dict[str, Any]:
-    """The part as a JSON-safe dict: snake_case keys, bytes as base64."""
+    """The part's canonical JSON dict (``agentctx_common.part_kinds.part_json``:
+    camelCase keys, bytes as base64, numbers as a Struct carries them): the
+    stored body's parts and the cache key's are this one shape."""
     kind = kind_of(p)
-    out: dict[str, Any]
-    if kind is None:
-        out = {}
-    elif not kind.fields:
-        out = {kind.name: getattr(p, kind.name)}
-    else:
-        values = kind.values(getattr(p, kind.name))
-        if kind.bytes_at:
-            values = tuple(b64(v) if i in kind.bytes_at else v for i, v in enumerate(values))
-        out = {kind.name: dict(zip(kind.names, values, strict=True))}
-    if p.thought:
-        out["thought"] = True
-    if p.thought_signature:
-        out["thought_signature"] = b64(p.thought_signature)
-    return out
+    payload = getattr(p, kind.name) if kind is not None else None
+    return part_json(kind, payload, p.thought, p.thought_signature, json_value)
 
 
 def from_json(d: dict[str, Any]) -> Part:
     """The part ``to_json`` made."""
     thought = d.get("thought", False)
-    signature = base64.b64decode(d.get("thought_signature", ""))
+    signature = base64.b64decode(d.get("thoughtSignature", ""))
     for kind in KINDS:
-        if kind.name in d:
-            value = d[kind.name]
+        if kind.camel in d:
+            value = d[kind.camel]
             if kind.fields:
-                values = [value[name] for name in kind.names]
+                values = [value[camel] for camel in kind.camels]
                 for i in kind.bytes_at:
                     values[i] = base64.b64decode(values[i])
                 value = payload_of(kind, values)
@@ -277,6 +285,6 @@ def part_violations(p: Part, role: str, path: str, seen_calls: set[str]) -> list
 
 __all__ = [
     "BY_NAME", "KINDS", "Blob", "FileData", "FunctionCall", "FunctionResponse", "JsonObject", "Part", "PartKind",
-    "data_of", "data_part", "from_json", "inline_bytes", "json_payloads", "kind_of", "make", "map_json",
+    "data_of", "data_part", "from_json", "inline_bytes", "json_payloads", "json_value", "kind_of", "make", "map_json",
     "part_violations", "payload_of", "to_json",
 ]

@@ -61,7 +61,8 @@ class CoreOps:
             ]
         if isinstance(op, StoredFingerprints):
             # A superset of the pairs (the plan looks each one up).
-            stmt = sa.select(events.c.session_pk, events.c.event_id, events.c.fingerprint).where(
+            stmt = sa.select(events.c.session_pk, events.c.event_id, events.c.fingerprint,
+                             events.c.fingerprint_version).where(
                 events.c.session_pk.in_(sorted(set(op.pks))), events.c.event_id.in_(sorted(set(op.ids)))
             )
             return [tuple(r) for r in await conn.execute(stmt)]

@@ -49,6 +49,16 @@ class Append:
     # Nonzero: one of the contiguous appends of an all-or-nothing unit
     # (``MixedUnit``), as group commit runs ``append_events``.
     unit: int = 0
+    # The event as submitted, when ``event`` gained collected attachments
+    # (``fingerprint`` is this one's): a retry of a version-1 row is
+    # compared by its legacy fingerprint.
+    submitted: Event | None = None
+
+    def matches(self, stored: str, version: int) -> bool:
+        """Whether a stored fingerprint of ``version`` is this event's."""
+        if version == codec.FINGERPRINT_VERSION:
+            return stored == self.fingerprint
+        return stored == codec.legacy_fingerprint(self.submitted or self.event)
 
 
 class MixedUnit(Exception):
@@ -91,8 +101,9 @@ class LockSessions:
 
 @dataclass(frozen=True, slots=True)
 class StoredFingerprints:
-    """-> [(session_pk, event_id, fingerprint)] for the stored events among
-    the (pks[i], ids[i]) pairs (a superset is fine: the plan looks each up)."""
+    """-> [(session_pk, event_id, fingerprint, fingerprint_version)] for the
+    stored events among the (pks[i], ids[i]) pairs (a superset is fine: the
+    plan looks each up)."""
 
     pks: Sequence[int]
     ids: Sequence[str]
@@ -261,11 +272,11 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
         for pk, app, user, session, incarnation, version, last, count in (yield LockSessions(keys))
     }
     wanted = {(live[i.key].pk, i.event.id) for i in items if i.key in live}
-    stored: dict[tuple[int, str], str] = {}
+    stored: dict[tuple[int, str], tuple[str, int]] = {}
     if wanted:
         pairs = sorted(wanted)
         found = yield StoredFingerprints([p for p, _ in pairs], [e for _, e in pairs])
-        stored = {(pk, event_id): fingerprint for pk, event_id, fingerprint in found}
+        stored = {(pk, event_id): (fingerprint, version) for pk, event_id, fingerprint, version in found}
 
     targeted, retracted = yield from _retraction_targets(items, live)
 
@@ -282,10 +293,10 @@ def plan(items: Sequence[Append], now: dt.datetime) -> Plan:
             continue
         ident = (s.pk, item.event.id)
         earlier = pending.get(ident)
-        fingerprint = earlier[0] if earlier else stored.get(ident)
+        fingerprint = (earlier[0], codec.FINGERPRINT_VERSION) if earlier else stored.get(ident)
         if fingerprint is not None:
             # A retry: the stored event, even if the etag moved on since.
-            if fingerprint == item.fingerprint:
+            if item.matches(*fingerprint):
                 replays.append((len(results), item.key, item.event.id))
                 results.append(None)
             else:

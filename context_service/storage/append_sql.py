@@ -50,11 +50,11 @@ from context_service.storage.engine import POSTGRES_SETTINGS, EngineOptions, sql
 
 EVENT_COLUMNS = (
     "session_pk", "sequence", "event_id", "kind", "author", "invocation_id", "branch", "partial",
-    "turn_complete", "create_time", "fingerprint", "body_json",
+    "turn_complete", "create_time", "fingerprint", "fingerprint_version", "body_json",
 )
 # Their PostgreSQL types, for ``unnest`` of one array per column.
 _EVENT_TYPES = ("bigint", "bigint", "text", "text", "text", "text", "text", "boolean", "boolean", "timestamptz",
-                "text", "text")
+                "text", "smallint", "text")
 _LIVE = "pk, app, user_id, session_id, incarnation, version, last_sequence, event_count"
 _INSERT = f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES ({', '.join('?' * len(EVENT_COLUMNS))})"
 TOOL_CALL_COLUMNS = (
@@ -97,7 +97,7 @@ class PostgresAppender:
     # ANY(..)" let the planner scan every event of the sessions, so an
     # append got slower as its session grew.
     _FINGERPRINTS = _numbered(
-        "SELECT e.session_pk, e.event_id, e.fingerprint FROM events e "
+        "SELECT e.session_pk, e.event_id, e.fingerprint, e.fingerprint_version FROM events e "
         "JOIN unnest(?::bigint[], ?::text[]) AS w(pk, id) ON e.session_pk = w.pk AND e.event_id = w.id"
     )
 
@@ -210,7 +210,7 @@ def sqlite_fingerprints_query(op: StoredFingerprints) -> tuple[str, list[Any]]:
     (a superset of the pairs; the plan filters), but scans the whole table
     for a row-value ``IN (VALUES ...)``."""
     pks, ids = sorted(set(op.pks)), sorted(set(op.ids))
-    sql = (f"SELECT session_pk, event_id, fingerprint FROM events "
+    sql = (f"SELECT session_pk, event_id, fingerprint, fingerprint_version FROM events "
            f"WHERE session_pk IN ({_marks(len(pks))}) AND event_id IN ({_marks(len(ids))})")
     return sql, [*pks, *ids]
 

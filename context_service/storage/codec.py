@@ -1,8 +1,14 @@
 """Domain values <-> stored rows: events as indexed columns plus a JSON
 body, state and config as JSON text, etags.
 
-The body JSON is canonical (keys sorted, compact), so the fingerprint that
-makes appends idempotent is a hash of bytes we already produce.
+An event's body is compact JSON: ``{"content":`` and the content's
+canonical JSON (``domain.selection.canonical``: the bytes the cache key and
+the history fingerprints hash), then the other keys, sorted. A read keeps
+those bytes on the content it decodes, so a content has one encoding from
+storage to the wire. The fingerprint that makes appends idempotent hashes
+the body, bytes we already produce; ``fingerprint_version`` says which
+body a stored fingerprint hashed (``LEGACY_FINGERPRINT``: the body before
+migration 0009, whose parts had snake_case keys).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 from context_service.domain import config as cfg
 from context_service.domain import model as m
 from context_service.domain import parts
+from context_service.domain.selection.canonical import content_bytes, content_from_canonical
 
 
 def dumps(value: Any) -> str:
@@ -47,9 +54,40 @@ def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value) if value is not None else None
 
 
-# A part's stored form is the domain's JSON-safe dict (``domain/parts.py``).
+# A part's stored form is its canonical JSON dict (``domain/parts.py``).
 part_json = parts.to_json
 part_from_json = parts.from_json
+
+# Which body a stored fingerprint hashed (``events.fingerprint_version``).
+LEGACY_FINGERPRINT = 1  # the body before migration 0009: parts in snake_case
+FINGERPRINT_VERSION = 2  # the body ``event_body`` writes
+_CONTENT = '{"content":'
+_decode_at = json.JSONDecoder().raw_decode
+
+
+def _respelling(legacy: bool) -> dict[str, tuple[str, dict[str, str] | None]]:
+    """A part dict's keys respelled, with those of its payload: canonical
+    (camelCase) to the version-1 body's snake_case, or back. Walked from the
+    kind table; JSON payloads (args, response) are values, left alone."""
+    to_camel: dict[str, tuple[str, dict[str, str] | None]] = {"thought_signature": ("thoughtSignature", None)}
+    for kind in parts.KINDS:
+        to_camel[kind.name] = (kind.camel, dict(zip(kind.names, kind.camels, strict=True)) or None)
+    if not legacy:
+        return to_camel
+    return {new: (old, {c: n for n, c in fields.items()} if fields else None)
+            for old, (new, fields) in to_camel.items()}
+
+
+_TO_LEGACY = _respelling(True)
+_FROM_LEGACY = _respelling(False)
+
+
+def _respell(part: dict[str, Any], keys: dict[str, tuple[str, dict[str, str] | None]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in part.items():
+        new, fields = keys.get(key, (key, None))
+        out[new] = {fields.get(k, k): v for k, v in value.items()} if fields else value
+    return out
 
 
 def _usage_json(u: m.Usage) -> dict[str, int]:
@@ -117,11 +155,9 @@ def _compaction(d: dict[str, Any]) -> m.Compaction:
     )
 
 
-def event_body(e: m.Event) -> str:
-    """The JSON body: everything not stored in its own column."""
+def _body_rest(e: m.Event) -> dict[str, Any]:
+    """The body's keys besides the content."""
     body: dict[str, Any] = {}
-    if e.content is not None:
-        body["content"] = {"role": e.content.role, "parts": [part_json(p) for p in e.content.parts]}
     if e.usage is not None:
         body["usage"] = _usage_json(e.usage)
     if e.cache is not None:
@@ -137,7 +173,77 @@ def event_body(e: m.Event) -> str:
             body[key] = getattr(e, key)
     if e.retracts_event_id:
         body[RETRACTS] = e.retracts_event_id
+    return body
+
+
+def _body(content: m.Content | None, rest: dict[str, Any]) -> str:
+    text = dumps(rest)
+    if content is None:
+        return text
+    return f"{_CONTENT}{content_bytes(content).decode()}{'}' if text == '{}' else ',' + text[1:]}"
+
+
+def event_body(e: m.Event) -> str:
+    """The JSON body: everything not stored in its own column, the content
+    first, as its canonical JSON."""
+    return _body(e.content, _body_rest(e))
+
+
+def split_body(text: str) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """A body's keys besides the content, its content (parsed) and that
+    content's canonical JSON (a slice of ``text``; "" without content)."""
+    if not text.startswith(_CONTENT):
+        body = json.loads(text)
+        if "content" in body:
+            raise ValueError("an event body not in the stored form: its content is not first (migration 0009)")
+        return body, None, ""
+    content, end = _decode_at(text, len(_CONTENT))
+    rest = json.loads("{" + text[end + 1:]) if text[end] == "," else {}
+    return rest, content, text[len(_CONTENT):end]
+
+
+def legacy_body(e: m.Event) -> str:
+    """The body version 1 stored for ``e`` (keys sorted, the content's parts
+    in snake_case): what its fingerprint hashed."""
+    body = _body_rest(e)
+    if e.content is not None:
+        body["content"] = {"role": e.content.role,
+                           "parts": [_respell(parts.to_json(p), _TO_LEGACY) for p in e.content.parts]}
     return dumps(body)
+
+
+def legacy_fingerprint(e: m.Event) -> str:
+    """The fingerprint a version-1 row holds for ``e`` as submitted."""
+    return event_fingerprint(e, legacy_body(e))
+
+
+def body_from_legacy(text: str) -> str:
+    """A version-1 body as ``event_body`` writes it (migration 0009): the
+    parts' keys respelled, their JSON payloads' numbers as a Struct carries
+    them (the values every read already returned on the wire)."""
+    body = json.loads(text)
+    content = body.pop("content", None)
+    decoded = None if content is None else m.Content(
+        content["role"], tuple(parts.from_json(_respell(p, _FROM_LEGACY)) for p in content["parts"]))
+    return _body(decoded, body)
+
+
+def body_to_legacy(text: str) -> str:
+    """``body_from_legacy`` undone (migration 0009's downgrade)."""
+    body, content, _ = split_body(text)
+    if content is not None:
+        body["content"] = {"role": content["role"], "parts": [_respell(p, _TO_LEGACY) for p in content["parts"]]}
+    return dumps(body)
+
+
+def part_from_legacy(d: dict[str, Any]) -> dict[str, Any]:
+    """A part dict of the version-1 spelling in the canonical one (staged
+    attachments, migration 0009)."""
+    return parts.to_json(parts.from_json(_respell(d, _FROM_LEGACY)))
+
+
+def part_to_legacy(d: dict[str, Any]) -> dict[str, Any]:
+    return _respell(d, _TO_LEGACY)
 
 
 def event_fingerprint(e: m.Event, body: str) -> str:
@@ -152,7 +258,8 @@ def event_row(e: m.Event, *, session_pk: int, sequence: int, create_time: dt.dat
     return {
         "session_pk": session_pk, "sequence": sequence, "event_id": e.id, "kind": e.kind.value,
         "author": e.author, "invocation_id": e.invocation_id, "branch": e.branch, "partial": e.partial,
-        "turn_complete": e.turn_complete, "create_time": create_time, "fingerprint": fingerprint, "body_json": body,
+        "turn_complete": e.turn_complete, "create_time": create_time, "fingerprint": fingerprint,
+        "fingerprint_version": FINGERPRINT_VERSION, "body_json": body,
     }
 
 
@@ -165,26 +272,33 @@ _REPLY_FIELDS = ("finish_reason", "model_version")
 RETRACTS = "retracts_event_id"
 
 
-def _reply_field(body: dict[str, Any], key: str) -> str:
+def _reply_field(body: dict[str, Any], role: str | None, key: str) -> str:
     if key in body:
         return str(body[key])
     legacy = body.get("custom_metadata") or {}
-    role = (body.get("content") or {}).get("role")
     value = legacy.get(key) if role == "model" else None
     return value if isinstance(value, str) else ""
 
 
-def event_from_row(row: Any) -> m.Event:
-    """An event from a row of ``tables.events`` (any mapping-like row)."""
-    body = json.loads(row.body_json)
-    content = body.get("content")
+def event_from_row(row: Any, *, keep_canonical: bool = True) -> m.Event:
+    """An event from a row of ``tables.events`` (any mapping-like row). Its
+    content keeps the canonical JSON the body holds, unless not
+    ``keep_canonical`` (callers that hold events long and only measure
+    them: compaction views)."""
+    body, content, canonical = split_body(row.body_json)
     usage = body.get("usage")
     cache = body.get("cache")
     compaction = body.get("compaction")
+    role = None
+    decoded = None
+    if content is not None:
+        role = content["role"]
+        decoded = (content_from_canonical(content, canonical.encode()) if keep_canonical
+                   else m.Content(role, tuple(part_from_json(p) for p in content["parts"])))
     return m.Event(
         id=row.event_id,
         author=row.author,
-        content=m.Content(content["role"], tuple(part_from_json(p) for p in content["parts"])) if content is not None else None,
+        content=decoded,
         sequence=row.sequence,
         invocation_id=row.invocation_id,
         branch=row.branch,
@@ -197,7 +311,7 @@ def event_from_row(row: Any) -> m.Event:
         kind=m.EventKind(row.kind),
         compaction=_compaction(compaction) if compaction is not None else None,
         long_running_tool_ids=tuple(body.get("long_running_tool_ids", ())),
-        finish_reason=_reply_field(body, "finish_reason"),
-        model_version=_reply_field(body, "model_version"),
+        finish_reason=_reply_field(body, role, "finish_reason"),
+        model_version=_reply_field(body, role, "model_version"),
         retracts_event_id=body.get(RETRACTS, ""),
     )

@@ -87,7 +87,7 @@ class SqlCompactionStore:
                     last = max(session.last_sequence, new[-1].sequence if new else known.last_sequence)
                     return History((*known.visible, *new), known.latest_compaction, last, session.incarnation)
             latest_row = await _latest_compaction(conn, session.pk)
-            latest_event = codec.event_from_row(latest_row) if latest_row is not None else None
+            latest_event = codec.event_from_row(latest_row, keep_canonical=False) if latest_row is not None else None
             compaction = latest_event.compaction if latest_event is not None else None
             first_kept = compaction.first_kept_sequence if compaction is not None else 0
             visible = await self._decode(conn, sa.select(events).where(
@@ -101,7 +101,7 @@ class SqlCompactionStore:
         rows = (await conn.execute(stmt)).all()
         decoded = []
         for i, row in enumerate(rows):
-            decoded.append(codec.event_from_row(row))
+            decoded.append(codec.event_from_row(row, keep_canonical=False))
             if i % _DECODE_SLICE == _DECODE_SLICE - 1:
                 await asyncio.sleep(0)  # a long history must not hold up the RPCs sharing the loop
         return decoded
@@ -128,7 +128,7 @@ class SqlCompactionStore:
                 .where(events.c.session_pk == live.pk, events.c.sequence > plan.read_last_sequence)
                 .order_by(events.c.sequence)
             )
-            appended = [codec.event_from_row(r) for r in appended_rows]
+            appended = [codec.event_from_row(r, keep_canonical=False) for r in appended_rows]
             event = check_commit(
                 plan,
                 event,

@@ -374,7 +374,8 @@ class SqlSessionStore:
         if found.parts and content is not None:
             event = dataclasses.replace(event, content=dataclasses.replace(content, parts=content.parts + found.parts))
         delta = merge_delta(found.delta, item.delta) if item.delta else found.delta
-        return dataclasses.replace(item, event=event, body=codec.event_body(event), delta=delta or None)
+        return dataclasses.replace(item, event=event, body=codec.event_body(event), delta=delta or None,
+                                   submitted=item.event)
 
     async def _append_batch(self, units: Sequence[tuple[Append, ...]]) -> list[list[AppendResult] | Exception]:
         """One transaction for every unit; each unit's results, or its first

@@ -91,6 +91,10 @@ events = sa.Table(
     # SHA-256 of the event as the client sent it: a retry with the same id
     # must carry the same fingerprint to count as the same event.
     sa.Column("fingerprint", sa.String(64), nullable=False),
+    # Which body the fingerprint hashed (codec.FINGERPRINT_VERSION; 1: the
+    # body before migration 0009, which a retry is then compared by).
+    sa.Column("fingerprint_version", sa.SmallInteger, nullable=False, server_default="1"),
+    # codec.event_body: the content's canonical JSON first, then the rest.
     sa.Column("body_json", sa.Text, nullable=False),
     sa.UniqueConstraint("session_pk", "event_id"),
 )

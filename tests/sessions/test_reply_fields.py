@@ -20,7 +20,7 @@ NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 def _row(body: dict[str, object]) -> types.SimpleNamespace:
     return types.SimpleNamespace(event_id="r1", author="model", sequence=4, invocation_id="inv", branch="",
                                  partial=False, turn_complete=True, create_time=NOW, kind="MESSAGE",
-                                 body_json=json.dumps(body))
+                                 body_json=codec.body_from_legacy(json.dumps(body)))
 
 
 def _reply(**fields: object) -> m.Event:
