@@ -150,6 +150,9 @@ class Event:
     # A retraction: the id of the earlier event of the session it takes back
     # ("" on every other event). Built contexts and compaction leave both out.
     retracts_event_id: str = ""
+    # Why the call that produced the event failed or was stopped (stored, never sent to a model).
+    error_code: str = ""
+    error_message: str = ""
 
     @property
     def is_compaction(self) -> bool:

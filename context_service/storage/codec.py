@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import typing
 from typing import Any
 
 from context_service.domain import config as cfg
@@ -168,11 +169,10 @@ def _body_rest(e: m.Event) -> dict[str, Any]:
         body["compaction"] = _compaction_json(e.compaction)
     if e.long_running_tool_ids:
         body["long_running_tool_ids"] = list(e.long_running_tool_ids)
-    for key in _REPLY_FIELDS:
-        if getattr(e, key):
-            body[key] = getattr(e, key)
-    if e.retracts_event_id:
-        body[RETRACTS] = e.retracts_event_id
+    for name in _BODY_SCALARS:
+        value = getattr(e, name)
+        if value:
+            body[name] = value
     return body
 
 
@@ -263,21 +263,31 @@ def event_row(e: m.Event, *, session_pk: int, sequence: int, create_time: dt.dat
     }
 
 
-# A model reply's fields kept in the body. Replies stored before they were
-# fields carry them in custom_metadata (left there: stored events never
-# change) and are read from it.
-_REPLY_FIELDS = ("finish_reason", "model_version")
+# The event's fields held in columns of their own (``event_row``).
+_COLUMNS = frozenset({"id", "author", "sequence", "invocation_id", "branch", "partial", "turn_complete",
+                      "create_time", "kind"})
+# Every other plain field (a string, bool or integer) is a body key of its
+# own name, written when set: a new one needs no line here.
+_BODY_SCALARS = tuple(name for name, hint in typing.get_type_hints(m.Event).items()
+                      if hint in (str, bool, int) and name not in _COLUMNS)
 # A retraction's target, in the body (no column: the append plan finds a
 # session's retractions by this key, ``append_plan.Retractions``).
 RETRACTS = "retracts_event_id"
+assert RETRACTS in _BODY_SCALARS
+# A model reply's fields that replies stored before they were fields carry
+# in custom_metadata (left there: stored events never change), read from it.
+_REPLY_FIELDS = ("finish_reason", "model_version")
 
 
-def _reply_field(body: dict[str, Any], role: str | None, key: str) -> str:
-    if key in body:
-        return str(body[key])
-    legacy = body.get("custom_metadata") or {}
-    value = legacy.get(key) if role == "model" else None
-    return value if isinstance(value, str) else ""
+def _scalars(body: dict[str, Any], role: str | None) -> dict[str, Any]:
+    """The body's plain fields (those it lacks keep the event's defaults)."""
+    out = {name: body[name] for name in _BODY_SCALARS if name in body}
+    if role == "model":
+        legacy = body.get("custom_metadata") or {}
+        for key in _REPLY_FIELDS:
+            if key not in out and isinstance(legacy.get(key), str):
+                out[key] = legacy[key]
+    return out
 
 
 def event_from_row(row: Any, *, keep_canonical: bool = True) -> m.Event:
@@ -311,7 +321,5 @@ def event_from_row(row: Any, *, keep_canonical: bool = True) -> m.Event:
         kind=m.EventKind(row.kind),
         compaction=_compaction(compaction) if compaction is not None else None,
         long_running_tool_ids=tuple(body.get("long_running_tool_ids", ())),
-        finish_reason=_reply_field(body, role, "finish_reason"),
-        model_version=_reply_field(body, role, "model_version"),
-        retracts_event_id=body.get(RETRACTS, ""),
+        **_scalars(body, role),
     )

@@ -125,6 +125,7 @@ def test_an_event_through_adk_and_back_keeps_every_field(role: str) -> None:
 REPLY_IN_LLM_RESPONSE: dict[str, str | None] = {
     "content": "content", "usage": "usage_metadata", "finish_reason": "finish_reason",
     "model_version": "model_version", "cache_metadata": "custom_metadata", "id": "custom_metadata",
+    "error_code": "error_code", "error_message": "error_message",
     "name": None, "sequence": None, "invocation_id": None, "author": None, "branch": None,  # ADK's own event sets them
     "partial": None, "turn_complete": None, "create_time": None,  # ADK's own event sets them
     "custom_metadata": None,  # the reply's own metadata is not ADK's
@@ -147,6 +148,7 @@ def test_a_generate_reply_reaches_adks_llm_response() -> None:
     assert out.finish_reason is not None and out.finish_reason.value == generation_pb2.FinishReason.Name(
         reply.finish_reason).removeprefix("FINISH_REASON_")
     assert out.model_version == reply.model_version
+    assert (out.error_code, out.error_message) == (reply.error_code, reply.error_message)
     record = (out.custom_metadata or {})[CACHE_METADATA_KEY]
     missing = [f.name for f, _ in reply.cache_metadata.ListFields() if f.name not in record and f.name not in
                RECORD_ALLOWED]

@@ -2,9 +2,9 @@
 
 What agentctx carries natively goes into its own fields (ids, author,
 branch, content, usage, long-running tool ids, time, finish reason, model
-version), so the context service
+version, error code and message), so the context service
 can select, budget and send it. Everything else of the ADK event (actions,
-grounding, transcriptions, error fields, ADK's custom_metadata...) is kept,
+grounding, transcriptions, ADK's custom_metadata...) is kept,
 as ADK's own JSON dump, under one key of the agentctx event's
 custom_metadata (never sent to a model) and restored on read. A content
 agentctx cannot hold exactly (a part kind it has no field for, an empty
@@ -29,6 +29,8 @@ from agentctx.type.v1 import content_pb2, event_pb2, generation_pb2
 
 # The custom_metadata key holding the rest of the ADK event.
 ADK_KEY = "adk"
+# ADK event fields agentctx's Event has by the same name, as strings.
+_NATIVE_STRINGS = ("model_version", "error_code", "error_message")
 # Kept only in agentctx's own fields. partial and turn_complete are kept in
 # both: ADK tells False from unset (None), agentctx does not.
 _NATIVE = ("id", "invocation_id", "author", "branch", "timestamp", "content", "long_running_tool_ids")
@@ -322,8 +324,9 @@ def event_to_proto(event: Event) -> event_pb2.Event:
     if finish is not None:
         out.finish_reason = finish
         del rest["finish_reason"]
-    if rest.get("model_version"):
-        out.model_version = rest.pop("model_version")
+    for key in _NATIVE_STRINGS:
+        if rest.get(key) and isinstance(rest[key], str):
+            setattr(out, key, rest.pop(key))
     if rest:
         out.custom_metadata.update({ADK_KEY: rest})
     return out
@@ -355,8 +358,9 @@ def event_json(proto: event_pb2.Event) -> str:
     finish = finish_reason_from_proto(proto.finish_reason)
     if finish is not None and "finish_reason" not in data:
         data["finish_reason"] = finish.value
-    if proto.model_version and "model_version" not in data:
-        data["model_version"] = proto.model_version
+    for key in _NATIVE_STRINGS:
+        if getattr(proto, key) and key not in data:
+            data[key] = getattr(proto, key)
     if "content" not in rest and proto.HasField("content"):
         data["content"] = content_from_proto(proto.content).model_dump(mode="json", exclude_none=True)
     return json.dumps(data)

@@ -271,5 +271,7 @@ def llm_response(response: pb.GenerateResponse) -> LlmResponse:
         usage_metadata=_convert.usage_from_proto(reply.usage) if reply.HasField("usage") else None,
         finish_reason=finish,
         model_version=reply.model_version or custom.get("model_version") or None,
+        error_code=reply.error_code or None,
+        error_message=reply.error_message or None,
         custom_metadata=metadata,
     )

@@ -218,6 +218,8 @@ class Event:
     ``model_version``. ``retracts_event_id``: a retraction, an event
     without content that takes back the earlier event of that id (it stays
     stored and listed; built contexts and compaction leave both out).
+    ``error_code`` and ``error_message``: why the call that produced the
+    event failed or was stopped (stored, never sent to a model).
     """
 
     content: Content | None = None
@@ -237,6 +239,8 @@ class Event:
     finish_reason: FinishReason = generation_pb2.FINISH_REASON_UNSPECIFIED
     model_version: str = ""
     retracts_event_id: str = ""
+    error_code: str = ""
+    error_message: str = ""
     proto: event_pb2.Event | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -258,7 +262,8 @@ class Event:
             create_time=_time(event.create_time, event.HasField("create_time")),
             usage=Usage.from_proto(event.usage) if event.HasField("usage") else None,
             is_compaction=event.kind == event_pb2.EVENT_KIND_COMPACTION, finish_reason=event.finish_reason,
-            model_version=event.model_version, retracts_event_id=event.retracts_event_id, proto=event,
+            model_version=event.model_version, retracts_event_id=event.retracts_event_id,
+            error_code=event.error_code, error_message=event.error_message, proto=event,
         )
 
     def to_proto(self) -> event_pb2.Event:
@@ -269,6 +274,7 @@ class Event:
             turn_complete=self.turn_complete, custom_metadata=_struct(self.custom_metadata),
             long_running_tool_ids=self.long_running_tool_ids, finish_reason=self.finish_reason,
             model_version=self.model_version, retracts_event_id=self.retracts_event_id,
+            error_code=self.error_code, error_message=self.error_message,
         )
 
     @property

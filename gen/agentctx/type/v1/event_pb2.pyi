@@ -43,7 +43,7 @@ COMPACTION_TRIGGER_TURN_INTERVAL: CompactionTrigger
 COMPACTION_TRIGGER_COMPRESS: CompactionTrigger
 
 class Event(_message.Message):
-    __slots__ = ("name", "id", "sequence", "invocation_id", "author", "branch", "content", "partial", "turn_complete", "create_time", "usage", "cache_metadata", "custom_metadata", "kind", "compaction", "long_running_tool_ids", "finish_reason", "model_version", "retracts_event_id")
+    __slots__ = ("name", "id", "sequence", "invocation_id", "author", "branch", "content", "partial", "turn_complete", "create_time", "usage", "cache_metadata", "custom_metadata", "kind", "compaction", "long_running_tool_ids", "finish_reason", "model_version", "retracts_event_id", "error_code", "error_message")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,8 @@ class Event(_message.Message):
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     RETRACTS_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
     sequence: int
@@ -82,7 +84,9 @@ class Event(_message.Message):
     finish_reason: _generation_pb2.FinishReason
     model_version: str
     retracts_event_id: str
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., sequence: _Optional[int] = ..., invocation_id: _Optional[str] = ..., author: _Optional[str] = ..., branch: _Optional[str] = ..., content: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., partial: _Optional[bool] = ..., turn_complete: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage: _Optional[_Union[_generation_pb2.Usage, _Mapping]] = ..., cache_metadata: _Optional[_Union[_cache_pb2.CacheMetadata, _Mapping]] = ..., custom_metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., compaction: _Optional[_Union[Compaction, _Mapping]] = ..., long_running_tool_ids: _Optional[_Iterable[str]] = ..., finish_reason: _Optional[_Union[_generation_pb2.FinishReason, str]] = ..., model_version: _Optional[str] = ..., retracts_event_id: _Optional[str] = ...) -> None: ...
+    error_code: str
+    error_message: str
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., sequence: _Optional[int] = ..., invocation_id: _Optional[str] = ..., author: _Optional[str] = ..., branch: _Optional[str] = ..., content: _Optional[_Union[_content_pb2.Content, _Mapping]] = ..., partial: _Optional[bool] = ..., turn_complete: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage: _Optional[_Union[_generation_pb2.Usage, _Mapping]] = ..., cache_metadata: _Optional[_Union[_cache_pb2.CacheMetadata, _Mapping]] = ..., custom_metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., compaction: _Optional[_Union[Compaction, _Mapping]] = ..., long_running_tool_ids: _Optional[_Iterable[str]] = ..., finish_reason: _Optional[_Union[_generation_pb2.FinishReason, str]] = ..., model_version: _Optional[str] = ..., retracts_event_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class Compaction(_message.Message):
     __slots__ = ("start_sequence", "end_sequence", "first_kept_event_id", "first_kept_sequence", "summary", "checkpoint", "summarizer_usage")
