@@ -248,3 +248,31 @@ def test_a_memoized_content_cannot_change_and_its_copies_are_plain() -> None:
     deep["parts"][0]["text"] = "changed"
     assert content["parts"][0]["text"] == "hi"
     assert content.canonical == canonical_json(dict(content))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(contents=st.lists(_content, max_size=8), head=_head(), big=st.integers(0, 300),
+       generation=st.booleans())
+def test_memo_keys_cut_from_the_parent_are_each_contents_own_bytes(
+    contents: list[content_pb2.Content], head: dict[str, Any], big: int, generation: bool
+) -> None:
+    """The memo's keys, cut out of the parent's one serialization, are the
+    bytes each content serializes to on its own (maps in key order), so a
+    content is found in the memo whichever message carried it."""
+    if big:  # a content over 127 bytes and one over 16 KiB: multi-byte lengths
+        contents = [*contents, protos.text("user", "x" * big), protos.text("model", "y" * (big << 7))]
+    request = _request_proto(head, contents)
+    if generation:
+        request.generation_config.temperature = 0.5
+        request.generation_config.max_output_tokens = big + 1
+    prefix = _prefix_proto(head, contents)
+    own = [c.SerializeToString(deterministic=True) for c in contents]
+    assert convert._content_keys(request, "contents", request.contents) == own
+    assert convert._content_keys(prefix, "history", prefix.history) == own
+    assert convert.repeated_field_bytes(request.SerializeToString(deterministic=True), 3) == own
+
+
+def test_memo_keys_of_a_message_the_scan_cannot_read_are_made_one_by_one() -> None:
+    assert convert.repeated_field_bytes(b"\x1b\x1c", 3) is None  # a group
+    assert convert.repeated_field_bytes(b"\x1a\x05ab", 3) is None  # cut short
+    assert convert.repeated_field_bytes(b"\x1a\x02ab\x08\x96\x01\x15abcd\x19abcdefgh", 3) == [b"ab"]
