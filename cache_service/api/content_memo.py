@@ -75,6 +75,7 @@ class ContentMemo:
         self.bytes = 0
         self.hits = 0
         self.misses = 0
+        self.evicted = 0  # entries let go, ever
         self._entries: OrderedDict[bytes, tuple[CanonicalContent, int]] = OrderedDict()
         # first key -> (the contents' bytes end to end, their keys, the contents, cost)
         self._runs: OrderedDict[bytes, tuple[bytes, list[bytes], tuple[CanonicalContent, ...], int]] = OrderedDict()
@@ -142,7 +143,8 @@ class ContentMemo:
 
     def keep_run(self, region: bytes, keys: list[bytes], contents: tuple[CanonicalContent, ...]) -> None:
         """Keeps a run (replacing the one with the same first key); every key
-        must be held (``get_many`` found it or ``put`` returned True)."""
+        must be held (``get_many`` found it or ``put`` returned True, and
+        ``evicted`` has not moved since)."""
         if not keys or not self.budget_bytes:
             return
         cost = sys.getsizeof(region) + 16 * len(keys) + RUN_OVERHEAD_BYTES
@@ -165,3 +167,4 @@ class ContentMemo:
         while self.bytes > self.budget_bytes:
             _, (_, old_cost) = self._entries.popitem(last=False)
             self.bytes -= old_cost
+            self.evicted += 1

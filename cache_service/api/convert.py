@@ -100,6 +100,7 @@ def _contents(parent: Any, field: str, path: str, memo: ContentMemo | None) -> t
     if n:
         memo.touch(keys[:n])
     rest = memo.get_many(keys[n:])
+    evicted = memo.evicted
     held = True
     # Only the missing contents are read from the message (each read makes a
     # Python object of it).
@@ -115,7 +116,9 @@ def _contents(parent: Any, field: str, path: str, memo: ContentMemo | None) -> t
     _fail(violations)
     # Every slot now holds a content: a missing one failed above.
     out = cast("tuple[CanonicalContent, ...]", (*known, *rest))
-    if region is not None and held:
+    # A run holds only what the memo holds: none when this call's own puts
+    # let a content (perhaps one of its own) go.
+    if region is not None and held and memo.evicted == evicted:
         memo.keep_run(region, keys, out)
     return out
 

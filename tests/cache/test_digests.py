@@ -323,3 +323,16 @@ def test_runs_go_before_any_content_and_with_the_first_content_evicted() -> None
     memo.budget_bytes = 2048  # room for one content: the run first, then the others
     memo.put(b"y", convert.CanonicalContent({"role": "user", "parts": []}))
     assert memo.run(keys[0]) is None and len(memo) == 1 and memo.bytes <= 2048
+
+
+def test_a_call_over_the_memo_budget_keeps_no_run() -> None:
+    """A call whose contents do not all fit lets some of its own go: no run
+    keeps them, and the call after it converts as the first did."""
+    # Small contents: their run would fit, their entries (about 1.3 KB each) do not.
+    request = generation_pb2.ModelRequest(model=MODEL, contents=[protos.text("user", f"q{i}") for i in range(6)])
+    memo = ContentMemo(2400)  # room for one entry and the run
+    first = convert.call_from_proto(request, memo)
+    assert memo.evicted and len(memo) < len(request.contents)
+    keys = convert._content_keys(request, "contents", request.contents)[0]
+    assert memo.run(keys[0]) is None
+    assert convert.call_from_proto(request, memo) == first == convert.call_from_proto(request, None)
