@@ -18,6 +18,8 @@ Per kind of call, ``<kind>_cpu_ms`` (both services' CPU per call),
 - ``generate_cached``: a short Generate turn with caching on (the lease
   hits or grows the cached prefix; the input and the reply are stored);
   ``generate_cached_share``: the cached share of those turns' prompts.
+- ``generate_1k``: the same turn on a session that held 1,000 events
+  (bench.build_context's mix) before its first turn (each turn adds two).
 - ``lease_hit``: AcquireLease that hits, with its ReleaseLease, straight
   on the cache service (two RPCs; compare with twice ``empty_cache``).
 
@@ -78,6 +80,7 @@ async def _calls(stub: Any, cache: Any, health: Any, cache_health: Any,
     appends = (await create_session(stub, user="append", cache=False)).name
     builds = {n: _build(await _session_of(stub, f"build-{n}", n)) for n in (100, 1_000)}
     turns = (await create_session(stub, user="turns", cache=True)).name
+    long_turns = await _session_of(stub, "turns-1k", 1_000, cache=True)
     lease = protos.acquire(6, user="hit")
     first = await cache.AcquireLease(lease)
     await cache.ReleaseLease(cpb.ReleaseLeaseRequest(lease=first.lease))
@@ -86,13 +89,14 @@ async def _calls(stub: Any, cache: Any, health: Any, cache_health: Any,
     async def append(i: int) -> None:
         await stub.AppendEvent(pb.AppendEventRequest(parent=appends, event=user_text(f"a-{next(counter)}", "Hi.")))
 
-    async def generate(i: int) -> None:
+    async def turn(session: str, count: bool) -> None:
         n = next(counter)
         reply = await stub.Generate(pb.GenerateRequest(
-            session=turns, input=[user_text(f"g-{n}", f"Turn {n}: and then?")], system_instruction=SYSTEM,
+            session=session, input=[user_text(f"g-{n}", f"Turn {n}: and then?")], system_instruction=SYSTEM,
             tools=TOOLS), timeout=60)
-        tokens["prompt"] += reply.reply.usage.prompt_tokens
-        tokens["cached"] += reply.reply.usage.cached_prompt_tokens
+        if count:
+            tokens["prompt"] += reply.reply.usage.prompt_tokens
+            tokens["cached"] += reply.reply.usage.cached_prompt_tokens
 
     async def lease_hit(i: int) -> None:
         reply = await cache.AcquireLease(lease)
@@ -104,7 +108,8 @@ async def _calls(stub: Any, cache: Any, health: Any, cache_health: Any,
         "append": append,
         "build_100": lambda i: stub.BuildContext(builds[100]),
         "build_1k": lambda i: stub.BuildContext(builds[1_000]),
-        "generate_cached": generate,
+        "generate_cached": lambda i: turn(turns, True),
+        "generate_1k": lambda i: turn(long_turns, False),
         "lease_hit": lease_hit,
     }
 
@@ -138,7 +143,9 @@ def run(calls: int, rounds: int) -> dict[str, Any]:
         context_port, cache_port = free_port(), free_port()
         config = write_config(tmp / "agentctx.toml", certs, context_port=context_port, cache_port=cache_port,
                               data_dir=tmp / "data", context={"log_level": "WARNING"},
-                              cache={"log_level": "WARNING", "local_min_cache_tokens": 64, "min_prefix_tokens": 64})
+                              cache={"log_level": "WARNING", "local_min_cache_tokens": 64, "min_prefix_tokens": 64,
+                                     # generate_1k's whole history in one call
+                                     "local_context_window": 10_000_000})
         procs = [spawn("cache", config, tmp / "cache.log")]
         try:
             wait_healthy(cache_port, certs, "context-client", procs[0], timeout=120)

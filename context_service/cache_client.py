@@ -47,9 +47,9 @@ from agentctx_common.telemetry import outgoing_metadata
 from agentctx_common.tls import channel_credentials
 from context_service.building.types import BuiltContext
 from context_service.domain.cache_calls import CacheScope, LeaseRequest, ModelReply, ScopeInvalidation, ScopeStatus
-from context_service.mapping.build_context import model_request_wire
+from context_service.mapping.build_context import model_request_chunks
 from context_service.mapping.cache_calls import reply_from_proto, scope_to_proto
-from context_service.mapping.wire import wire_field
+from context_service.mapping.wire import field_head, wire_field
 from context_service.settings import ContextSettings
 
 Stub = cache_service_pb2_grpc.CacheServiceStub
@@ -204,7 +204,7 @@ class CacheClient:
 def call_request(scope: CacheScope, request: BuiltContext, acquire: LeaseRequest | None) -> bytes:
     """The serialized GenerateContentRequest of a turn: scope and acquire
     encoded here, the model request joined from the records' cached wire
-    bytes (``model_request_wire``), so the history is neither copied into
+    bytes (``model_request_chunks``, joined once), so the history is neither copied into
     a message nor serialized again. Fields in any order parse alike."""
     call = cpb.GenerateContentRequest(scope=scope_to_proto(scope))
     if acquire is not None:
@@ -212,7 +212,8 @@ def call_request(scope: CacheScope, request: BuiltContext, acquire: LeaseRequest
         call.acquire.holder = acquire.holder
         if acquire.ttl_s is not None:
             call.acquire.ttl.FromNanoseconds(int(acquire.ttl_s * 1e9))
-    return call.SerializeToString() + wire_field(_REQUEST_FIELD, model_request_wire(request))
+    chunks = model_request_chunks(request)
+    return b"".join([call.SerializeToString(), field_head(_REQUEST_FIELD, sum(map(len, chunks))), *chunks])
 
 
 def _rebuilt(err: grpc.aio.AioRpcError, method: str) -> Exception:

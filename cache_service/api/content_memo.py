@@ -19,6 +19,17 @@ Memory is bounded by ``budget_bytes``: each entry is charged what it holds
 insertion, and a fixed allowance for digests, memoized hash state and the
 table's own node), and the least recently used go first. A budget of 0
 turns the memo off (contents are still converted once per call).
+
+Runs: the contents of a call end to end, as the bytes they were cut from
+(``convert._contents``), keyed by the first content's key, with the keys.
+A conversation's next call starts with the same bytes: found equal in one
+comparison, its keys and contents are taken as they are, with no scan
+or look-up of them (a call
+at a thousand contents spends most of its conversion there). A run is
+only kept when every one of its contents is in the memo, is charged its
+bytes, and the runs are dropped (before any entry) when the memo is over
+its budget, and all of them whenever an entry goes, so a run never keeps
+a content the memo let go alive.
 """
 
 from __future__ import annotations
@@ -34,6 +45,10 @@ from cache_service.domain.keys import CanonicalContent
 # slot (~150): an upper allowance, checked with tracemalloc in
 # tests/cache/test_digests_memory.py.
 ENTRY_OVERHEAD_BYTES = 1024
+# Runs kept (one per live conversation, about), and each one's fixed
+# allowance beyond its bytes and a pointer per key.
+MAX_RUNS = 64
+RUN_OVERHEAD_BYTES = 256
 
 
 def _json_size(value: Any) -> int:
@@ -60,7 +75,10 @@ class ContentMemo:
         self.bytes = 0
         self.hits = 0
         self.misses = 0
+        self.evicted = 0  # entries let go, ever
         self._entries: OrderedDict[bytes, tuple[CanonicalContent, int]] = OrderedDict()
+        # first key -> (the contents' bytes end to end, their keys, the contents, cost)
+        self._runs: OrderedDict[bytes, tuple[bytes, list[bytes], tuple[CanonicalContent, ...], int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -92,14 +110,61 @@ class ContentMemo:
         self.hits += len(out) - missed
         return out
 
-    def put(self, key: bytes, content: CanonicalContent) -> None:
-        if not self.budget_bytes or key in self._entries:
-            return
+    def put(self, key: bytes, content: CanonicalContent) -> bool:
+        """Memoizes ``content``; False when it is not held (no budget, or
+        over the whole budget alone)."""
+        if not self.budget_bytes:
+            return False
+        if key in self._entries:
+            return True
         cost = entry_cost(key, content)
         if cost > self.budget_bytes:
-            return
+            return False
         self._entries[key] = (content, cost)
         self.bytes += cost
+        self._shrink()
+        return True
+
+    def run(self, first: bytes) -> tuple[bytes, list[bytes], tuple[CanonicalContent, ...]] | None:
+        """The run whose first content's key is ``first``: its bytes, its
+        keys and its contents (every one held: runs go before any entry)."""
+        found = self._runs.get(first)
+        if found is None:
+            return None
+        self._runs.move_to_end(first)
+        return found[0], found[1], found[2]
+
+    def touch(self, keys: list[bytes]) -> None:
+        """Hits on held keys (a run's) without looking their contents up."""
+        touch = self._entries.move_to_end
+        for key in keys:
+            touch(key)
+        self.hits += len(keys)
+
+    def keep_run(self, region: bytes, keys: list[bytes], contents: tuple[CanonicalContent, ...]) -> None:
+        """Keeps a run (replacing the one with the same first key); every key
+        must be held (``get_many`` found it or ``put`` returned True, and
+        ``evicted`` has not moved since)."""
+        if not keys or not self.budget_bytes:
+            return
+        cost = sys.getsizeof(region) + 16 * len(keys) + RUN_OVERHEAD_BYTES
+        if cost > self.budget_bytes // 4:
+            return
+        old = self._runs.pop(keys[0], None)
+        if old is not None:
+            self.bytes -= old[3]
+        self._runs[keys[0]] = (region, keys, contents, cost)
+        self.bytes += cost
+        if len(self._runs) > MAX_RUNS:
+            self.bytes -= self._runs.popitem(last=False)[1][3]
+        self._shrink()
+
+    def _shrink(self) -> None:
+        """Over the budget: runs go first, then entries, least recently
+        used first (and with the first entry, every run)."""
+        while self.bytes > self.budget_bytes and self._runs:
+            self.bytes -= self._runs.popitem(last=False)[1][3]
         while self.bytes > self.budget_bytes:
             _, (_, old_cost) = self._entries.popitem(last=False)
             self.bytes -= old_cost
+            self.evicted += 1

@@ -255,7 +255,9 @@ def without(view: HistoryView, exclude: frozenset[str]) -> HistoryView:
     end = len(records)
     while end and records[end - 1].event_id in exclude:
         end -= 1
-    if not any(r.event_id in exclude for r in records[:end]):
+    # Event ids are unique in a session: when the newest records carried
+    # every excluded id, no older one can (no look at the whole history).
+    if len(records) - end == len(exclude) or not any(r.event_id in exclude for r in records[:end]):
         ci = view.compaction_index
         return HistoryView(records[:end], ci if ci is None or ci < end else latest_compaction(records[:end]), view.memo)
     kept = [r for r in records if r.event_id not in exclude]

@@ -30,7 +30,7 @@ from context_service.domain.config import SelectionPolicy
 from context_service.domain.model import Event
 from context_service.domain.validation import selection_violations
 from context_service.mapping.convert import content_from_proto, selection_from_proto
-from context_service.mapping.wire import Rendered, wire_field
+from context_service.mapping.wire import Rendered, field_head, wire_field
 
 _MEMO_MAX = 512
 
@@ -204,13 +204,15 @@ def response_wire(built: BuiltContext) -> bytes:
     """The serialized BuildContextResponse, the same message as
     ``response_message``, assembled from cached wire bytes."""
     accounting = accounting_to_proto(built.accounting).SerializeToString()
-    return wire_field(1, model_request_wire(built)) + wire_field(2, accounting)
+    chunks = model_request_chunks(built)
+    return b"".join([field_head(1, sum(map(len, chunks))), *chunks, wire_field(2, accounting)])
 
 
-def model_request_wire(built: BuiltContext) -> bytes:
+def model_request_chunks(built: BuiltContext) -> list[bytes | memoryview]:
     """The serialized ModelRequest, the same message as ``model_request``,
-    assembled from cached wire bytes (BuildContext's response, and the
-    GenerateContent call a turn sends, ``cache_client.call_request``)."""
+    in pieces of cached wire bytes, joined once into the message that holds
+    it (BuildContext's response, and the GenerateContent call a turn sends,
+    ``cache_client.call_request``), not joined and then copied into it."""
     # Every record's ``rendered`` is a ``Rendered`` (records are made with
     # ``wire.render``, or reuse the request's own, see RequestMapper).
     parts, selection = built.parts, built.selection
@@ -227,7 +229,7 @@ def model_request_wire(built: BuiltContext) -> bytes:
         chunks.append(_events_wire(selection))
     chunks += [c.rendered.wire for c in parts.current]
     chunks.append(_encoded(built.settings).wire)
-    return b"".join(chunks)
+    return chunks
 
 
 def _wire_layout(bodies: Sequence[sel.ContentRecord], older: tuple[bytes, list[int]] | None) -> tuple[bytes, list[int]]:

@@ -35,6 +35,12 @@ def wire_field(number: int, payload: bytes) -> bytes:
     return _varint((number << 3) | 2) + _varint(len(payload)) + payload
 
 
+def field_head(number: int, size: int) -> bytes:
+    """The tag and length of a length-delimited field of ``size`` bytes,
+    for a payload joined after it (no copy of the payload to make one)."""
+    return _varint((number << 3) | 2) + _varint(size)
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while True:

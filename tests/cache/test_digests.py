@@ -248,3 +248,91 @@ def test_a_memoized_content_cannot_change_and_its_copies_are_plain() -> None:
     deep["parts"][0]["text"] = "changed"
     assert content["parts"][0]["text"] == "hi"
     assert content.canonical == canonical_json(dict(content))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(contents=st.lists(_content, max_size=8), head=_head(), big=st.integers(0, 300),
+       generation=st.booleans())
+def test_memo_keys_cut_from_the_parent_are_each_contents_own_bytes(
+    contents: list[content_pb2.Content], head: dict[str, Any], big: int, generation: bool
+) -> None:
+    """The memo's keys, cut out of the parent's one serialization, are the
+    bytes each content serializes to on its own (maps in key order), so a
+    content is found in the memo whichever message carried it."""
+    if big:  # a content over 127 bytes and one over 16 KiB: multi-byte lengths
+        contents = [*contents, protos.text("user", "x" * big), protos.text("model", "y" * (big << 7))]
+    request = _request_proto(head, contents)
+    if generation:
+        request.generation_config.temperature = 0.5
+        request.generation_config.max_output_tokens = big + 1
+    prefix = _prefix_proto(head, contents)
+    own = [c.SerializeToString(deterministic=True) for c in contents]
+    assert convert._content_keys(request, "contents", request.contents)[0] == own
+    assert convert._content_keys(prefix, "history", prefix.history)[0] == own
+    assert convert.repeated_field_bytes(request.SerializeToString(deterministic=True), 3) == own
+
+
+def test_memo_keys_of_a_message_the_scan_cannot_read_are_made_one_by_one() -> None:
+    assert convert.repeated_field_bytes(b"\x1b\x1c", 3) is None  # a group
+    assert convert.repeated_field_bytes(b"\x1a\x05ab", 3) is None  # cut short
+    assert convert.repeated_field_bytes(b"\x1a\x02ab\x08\x96\x01\x15abcd\x19abcdefgh", 3) == [b"ab"]
+
+
+def test_a_resent_conversation_is_taken_from_its_run_and_equals_a_fresh_conversion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next call of a conversation starts with the bytes of the last
+    one: its keys and contents come from the memo's run (only the first
+    old payload is looked at), and the call converts to what a memo that
+    never saw the conversation gives."""
+    memo = ContentMemo(64 << 20)
+    contents = list(protos.model_request(30).contents)
+    convert.call_from_proto(generation_pb2.ModelRequest(model=MODEL, contents=contents), memo)
+    looked: list[bytes] = []
+    get_many = memo.get_many
+    fetched: list[int] = []
+    monkeypatch.setattr(memo, "get_many", lambda keys: fetched.append(len(keys)) or get_many(keys))
+    run = memo.run
+    monkeypatch.setattr(memo, "run", lambda first: looked.append(first) or run(first))
+    for extra in range(1, 4):
+        contents.append(protos.text("user", f"and then {extra}?"))
+        request = generation_pb2.ModelRequest(model=MODEL, contents=contents)
+        hits, misses = memo.hits, memo.misses
+        looked.clear()
+        fetched.clear()
+        memoized = convert.call_from_proto(request, memo)
+        assert looked == [contents[0].SerializeToString(deterministic=True)] and fetched == [1]
+        assert (memo.hits, memo.misses) == (hits + len(contents) - 1, misses + 1)  # only the new content missed
+        assert memoized == convert.call_from_proto(request, ContentMemo(64 << 20))
+        assert memoized == convert.call_from_proto(request, None)
+
+
+def test_runs_go_before_any_content_and_with_the_first_content_evicted() -> None:
+    memo = ContentMemo(64 << 20)
+    request = protos.model_request(20)
+    convert.call_from_proto(request, memo)
+    keys = convert._content_keys(request, "contents", request.contents)[0]
+    assert memo.run(keys[0]) is not None
+    held = len(memo)
+    memo.budget_bytes = memo.bytes - 1  # the run's bytes over: the run goes, no content
+    memo.put(b"x", convert.CanonicalContent({"role": "user", "parts": []}))
+    assert memo.run(keys[0]) is None and len(memo) == held + 1  # room made from the run alone
+    memo.budget_bytes = 64 << 20
+    convert.call_from_proto(request, memo)
+    assert memo.run(keys[0]) is not None
+    memo.budget_bytes = 2048  # room for one content: the run first, then the others
+    memo.put(b"y", convert.CanonicalContent({"role": "user", "parts": []}))
+    assert memo.run(keys[0]) is None and len(memo) == 1 and memo.bytes <= 2048
+
+
+def test_a_call_over_the_memo_budget_keeps_no_run() -> None:
+    """A call whose contents do not all fit lets some of its own go: no run
+    keeps them, and the call after it converts as the first did."""
+    # Small contents: their run would fit, their entries (about 1.3 KB each) do not.
+    request = generation_pb2.ModelRequest(model=MODEL, contents=[protos.text("user", f"q{i}") for i in range(6)])
+    memo = ContentMemo(2400)  # room for one entry and the run
+    first = convert.call_from_proto(request, memo)
+    assert memo.evicted and len(memo) < len(request.contents)
+    keys = convert._content_keys(request, "contents", request.contents)[0]
+    assert memo.run(keys[0]) is None
+    assert convert.call_from_proto(request, memo) == first == convert.call_from_proto(request, None)

@@ -168,3 +168,28 @@ def test_a_turns_input_at_the_end_is_left_out_as_a_prefix_sharing_the_memo() -> 
     # Someone appended after the input: a filtered list with its own memo.
     middle = _without(view, frozenset({"e3"}))
     assert [r.sequence for r in middle.records] == [1, 2, 4, 5] and middle.memo is not view.memo
+
+
+def test_every_derived_value_extends_its_own_older_value() -> None:
+    """A turn derives several values from one grouping (the pairing scan,
+    then the wire layout): each is made from the value of the shorter
+    history it extends, not only the first one derived."""
+    from tests.selection.builders import text
+
+    records = [event_record(event(i, text("user", f"m{i}")), DEFAULT_SECRET_KEYS) for i in range(1, 9)]
+    olders: dict[str, list[int | None]] = {"first": [], "second": []}
+
+    def make(name: str) -> Any:
+        def made(bodies: Any, older: int | None) -> int:
+            olders[name].append(older)
+            return len(bodies)
+        return made
+
+    memo: dict[Any, Any] = {}
+    for upto in (4, 6, 8):
+        memo = carried(memo)
+        g = grouping(records[:upto], 0, None, (), memo)
+        assert g.derive("first", make("first")) == upto
+        assert g.derive("second", make("second")) == upto
+        assert g.derive("second", make("second")) == upto  # made once
+    assert olders == {"first": [None, 4, 6], "second": [None, 4, 6]}

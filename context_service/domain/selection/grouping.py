@@ -80,7 +80,8 @@ class _LazyLayout:
         self.base = base
         self.layout: _Layout | None = None
         # Values edges derive from the bodies (``Grouping.derive``), and the
-        # older state's, to extend.
+        # older states' by name, to extend (this state's own dict: each is
+        # let go once its name is derived here).
         self.derived: dict[str, Any] = {}
         self.older = older
 
@@ -117,7 +118,10 @@ class _State:
             new.grouper = self.grouper.copy()
             new.seen, new.filtered = self.seen, self.filtered
             lazy = self.lazy
-            new.lazy = _LazyLayout(new.grouper.bodies, lazy.known(), lazy.derived or lazy.older)
+            # Each derived value to extend: the newest made, per name (a
+            # name derived on this state, else the one it was to extend).
+            older = {**lazy.older, **lazy.derived} if lazy.older else dict(lazy.derived)
+            new.lazy = _LazyLayout(new.grouper.bodies, lazy.known(), older or None)
         begin = max(start, self.upto)
         window = [r for r in records[begin:upto] if not r.is_compaction]
         if keep is None:
@@ -163,9 +167,10 @@ class Grouping:
         lazy = self._lazy
         hit = lazy.derived.get(name)
         if hit is None:
-            older = lazy.older.get(name) if lazy.older is not None else None
+            # Each name takes its own older value (this state's copy), so
+            # deriving one name first leaves the others theirs to extend.
+            older = lazy.older.pop(name, None) if lazy.older is not None else None
             hit = lazy.derived[name] = make(lazy.bodies, older)
-            lazy.older = None
         return hit
 
     def digests_from(self, position: int) -> memoryview | bytes:
