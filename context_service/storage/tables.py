@@ -186,7 +186,8 @@ artifact_uploads = sa.Table(
 # memory outlives the session it came from. Each backend adds its search
 # index in the migration, outside this metadata (``SEARCH_INDEX_OBJECTS``):
 # on SQLite an FTS5 table over ``text`` kept by triggers, on PostgreSQL a
-# generated tsvector column with a GIN index.
+# generated tsvector column with a GIN index; SQLite also an index on
+# (pk, app, user_id), the owner of each match read narrow (0010).
 memories = sa.Table(
     "memories",
     metadata,
@@ -260,7 +261,7 @@ memory_vector_versions = sa.Table(
 # out (schema comparisons skip them).
 SEARCH_INDEX_OBJECTS = frozenset({
     "memories_fts", "memories_fts_data", "memories_fts_idx", "memories_fts_docsize", "memories_fts_config",
-    "tsv", "ix_memories_tsv",
+    "tsv", "ix_memories_tsv", "ix_memories_pk_owner",
 })
 
 
