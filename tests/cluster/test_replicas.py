@@ -71,8 +71,11 @@ async def test_256_concurrent_misses_over_three_replicas_make_one_create(replica
 
 async def test_the_entry_bound_holds_across_replicas(replicas) -> None:
     # As above: no replica dies, so none may be taken for dead when a loaded
-    # machine delays its heartbeat or its claim's renewal.
-    apps = await replicas(3, max_entries=2, flight_claim_s=30.0, replica_dead_after_s=30.0)
+    # machine delays its heartbeat or its claim's renewal; nor may a slow
+    # create's reserved slot (kept create_timeout_s + 2 s) lapse while it
+    # runs, which lets one more claim through (5 creates, seen once under
+    # the parallel suite at load 4 to 8).
+    apps = await replicas(3, max_entries=2, flight_claim_s=30.0, replica_dead_after_s=30.0, create_timeout_s=60.0)
     results = await asyncio.gather(*(_acquire(apps[i % 3], view(3), user=f"u{i}") for i in range(6)))
     created = [r for r in results if r.info.state is CacheState.CREATED]
     # Installed plus in-flight creates of every replica stay within the
