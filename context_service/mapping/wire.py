@@ -30,15 +30,15 @@ class Rendered:
         return self._instruction
 
 
-def wire_field(number: int, payload: bytes) -> bytes:
-    """One length-delimited protobuf field: tag, length, payload."""
-    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
-
-
 def field_head(number: int, size: int) -> bytes:
     """The tag and length of a length-delimited field of ``size`` bytes,
     for a payload joined after it (no copy of the payload to make one)."""
     return _varint((number << 3) | 2) + _varint(size)
+
+
+def wire_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field: tag, length, payload."""
+    return field_head(number, len(payload)) + payload
 
 
 def _varint(n: int) -> bytes:
