@@ -166,10 +166,10 @@ redis.call('HSET', KEYS[1], 'exp', ARGV[1])
 # when it was last seen; '~prev' the previous request's field; '~gaps', '~hgaps' the scope's recent
 # conversation and head gaps, '~cont' whether its recent requests had a history ('1' or '0' each); '~pend' its
 # pending first sightings ('<when>@<field>' each), '~first' their resolved outcomes (seconds until agreed with,
-# 1e18: domain.policy.MISS, or below 0: domain.policy.censored). Returns {agreeing age or '', previous agrees
-# (0/1), gaps, head gaps, cont, firsts, the pending ones' ages, outcomes resolved now, the censored outcome of
-# the pending one dropped beyond the bound or ''}: the caller adds the outcomes (and the dropped one) to the
-# server's and the app's pools, keys of other slots.
+# 1e18: domain.policy.MISS, or below 0: domain.policy.censored, written by earlier versions); a new first
+# sighting is pending only while fewer than 'gaps kept' are. Returns {agreeing age or '', previous agrees
+# (0/1), gaps, head gaps, cont, firsts, the pending ones' ages, outcomes resolved now}: the caller adds the
+# outcomes to the server's and the app's pools, keys of other slots.
 RECORD_SIGHTING = """
 local now, horizon, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function age(field)
@@ -227,19 +227,13 @@ for i, item in ipairs(pend) do
   ages[i] = string.format('%.6f', math.max(0, now - tonumber(string.sub(item, 1, string.find(item, '@', 1, true) - 1))))
 end
 local result_firsts, result_pending = table.concat(firsts, ','), table.concat(ages, ',')
-local dropped = ''
 if not agreeing then
-  local mine = ARGV[#ARGV]
+  -- Tracked while fewer than ``kept`` are pending (or already pending): a sample kept until resolved.
+  local mine, known = ARGV[#ARGV], false
   for i = #pend, 1, -1 do
-    if string.sub(pend[i], string.find(pend[i], '@', 1, true) + 1) == mine then table.remove(pend, i) end
+    if string.sub(pend[i], string.find(pend[i], '@', 1, true) + 1) == mine then table.remove(pend, i); known = true end
   end
-  pend[#pend + 1] = ARGV[4] .. '@' .. mine
-  if #pend > kept then
-    local oldest = table.remove(pend, 1)
-    local seen = tonumber(string.sub(oldest, 1, string.find(oldest, '@', 1, true) - 1))
-    dropped = string.format('%.6f', -math.max(now - seen, 1e-6))
-    firsts = append(firsts, {dropped}, kept)
-  end
+  if known or #pend < kept then pend[#pend + 1] = ARGV[4] .. '@' .. mine end
 end
 redis.call('HSET', KEYS[1], '~pend', table.concat(pend, ','), '~first', table.concat(firsts, ','))
 redis.call('HSET', KEYS[1], '~prev', ARGV[#ARGV], ARGV[#ARGV], ARGV[4], ARGV[7], ARGV[4])
@@ -258,7 +252,7 @@ if over > 0 then
   end
 end
 return {agreeing and string.format('%.6f', agreeing) or '', prev_agrees, gaps, hgaps, cont, result_firsts,
-        result_pending, table.concat(outcomes, ','), dropped}
+        result_pending, table.concat(outcomes, ',')}
 """
 
 # KEYS: the scope's loss account (domain.policy.Account, rule 8: 'b' its balance, 'p:<entry id>' until when

@@ -283,26 +283,24 @@ class RedisRegistryStore:
 
     async def _evidence(self, reply: list[Any], group: str) -> Evidence:
         """RECORD_SIGHTING's reply as Evidence, the pools pushed and read."""
-        age, previous, gaps, head_gaps, continued, firsts, pending, resolved, dropped = reply
+        age, previous, gaps, head_gaps, continued, firsts, pending, resolved = reply
         outcomes = [g for g in text(resolved).split(",") if g]
-        server, app = await self._pools(outcomes, [text(dropped)] if text(dropped) else [], group)
+        server, app = await self._pools(outcomes, group)
         flags = text(continued).split(",")
         return Evidence(float(age) if age else None, _floats(gaps), bool(int(previous)), _floats(head_gaps),
                         flags.count("1") / len(flags), _floats(firsts), _floats(pending), _floats(",".join(server)),
                         _floats(",".join(app)))
 
-    async def _pools(self, outcomes: list[str], dropped: list[str], group: str) -> tuple[list[str], list[str]]:
-        """The server's and the app's outcomes with ``outcomes`` (as the
-        sighting saw them: ``dropped`` joins the pools after), pushing both."""
+    async def _pools(self, outcomes: list[str], group: str) -> tuple[list[str], list[str]]:
+        """The server's and the app's outcomes with ``outcomes``, pushing them."""
         keys = [self._n.firsts(), self._n.firsts(group)]
         now = self._monotonic()
         stale = [k for k in keys if k not in self._firsts or now - self._firsts[k][0] >= self._firsts_read_s]
-        pushed = outcomes + dropped
-        if stale or pushed:
+        if stale or outcomes:
             async with self._r.pipeline(transaction=False) as pipe:
                 for key in keys:
-                    if pushed:
-                        pipe.rpush(key, *pushed)
+                    if outcomes:
+                        pipe.rpush(key, *outcomes)
                         pipe.ltrim(key, -FIRSTS_KEPT, -1)
                         if key != keys[0]:
                             pipe.expire(key, APP_FIRSTS_KEEP_S)
@@ -311,14 +309,14 @@ class RedisRegistryStore:
                 replies: list[Any] = await pipe.execute()
             read = iter(replies[len(replies) - len(stale):])
             for key in stale:
-                # Read after this push: the pushed outcomes are its last ones.
+                # Read after this push: the outcomes are its last ones.
                 pool = [text(v) for v in next(read)]
-                self._firsts[key] = (now, pool[:len(pool) - len(pushed)] if pushed else pool)
+                self._firsts[key] = (now, pool[:len(pool) - len(outcomes)] if outcomes else pool)
         result: list[list[str]] = []
         for key in keys:
             known = self._firsts[key][1]
             result.append((known + outcomes)[-FIRSTS_KEPT:])
-            self._firsts[key] = (self._firsts[key][0], (known + pushed)[-FIRSTS_KEPT:])
+            self._firsts[key] = (self._firsts[key][0], result[-1])
         return result[0], result[1]
 
     async def forget_sightings(self, scope_fp: str) -> None:

@@ -11,8 +11,8 @@ service").
   ``max_sightings`` kept; per scope the previous request's prefix, the
   last ``GAPS_KEPT`` arrival gaps, and its first sightings: those pending
   and the outcomes of the last ``GAPS_KEPT`` resolved (seconds until a
-  request agreed with one, ``MISS`` past the horizon, or ``censored``: the
-  oldest pending one dropped beyond ``GAPS_KEPT``); the last
+  request agreed with one, or ``MISS`` past the horizon; a first sighting
+  met with ``GAPS_KEPT`` pending is not tracked); the last
   ``SERVER_FIRSTS_KEPT`` outcomes over each app's scopes (the most recent
   ``GROUPS_KEPT`` apps) and over all scopes (domain.policy.Evidence).
 - Learned floors: (provider, model) -> the smallest prefix a provider
@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from cache_service.domain.entry import Entry, EntryKey
-from cache_service.domain.policy import MISS, Booking, Evidence, Ledger, censored
+from cache_service.domain.policy import MISS, Booking, Evidence, Ledger
 from cache_service.domain.ports import EntryHolders, HitTerms, LossCredit, TakenHit
 
 GAPS_KEPT = 16  # arrival gaps (and first-sighting outcomes, pending ones) kept per scope
@@ -98,18 +98,15 @@ class _ScopeSightings:
         self.firsts.extend(outcomes)
         return outcomes
 
-    def first_seen(self, key: tuple[int, bytes], now: float) -> list[float]:
-        """A first sighting, pending until agreed with; the oldest pending
-        one beyond ``GAPS_KEPT`` is dropped as ``censored`` at its age (not
-        followed so far: a ``MISS`` only if that is past the TTL asked)."""
-        self.pending.pop(key, None)
-        self.pending[key] = now
-        if len(self.pending) <= GAPS_KEPT:
-            return []
-        _, seen = self.pending.popitem(last=False)
-        outcome = censored(now - seen)
-        self.firsts.append(outcome)
-        return [outcome]
+    def first_seen(self, key: tuple[int, bytes], now: float) -> None:
+        """A first sighting, pending until agreed with. With ``GAPS_KEPT``
+        pending already, it is not tracked: the pending ones are a sample,
+        kept until each is resolved, so a wave of starts faster than their
+        followers still yields outcomes (dropping the oldest instead dropped
+        every one before its follower came)."""
+        if key in self.pending or len(self.pending) < GAPS_KEPT:
+            self.pending.pop(key, None)
+            self.pending[key] = now
 
     def evidence(self, agreeing: float | None, previous_agrees: bool, server: tuple[float, ...],
                  now: float) -> Evidence:
@@ -323,9 +320,7 @@ class MemoryRegistryStore:
         app.extend(outcomes)
         evidence = replace(state.evidence(agreeing, False, tuple(self._server_firsts), now), app_firsts=tuple(app))
         if agreeing is None:
-            missed = state.first_seen((len(chain) - 1, chain[-1]), now)
-            self._server_firsts.extend(missed)
-            app.extend(missed)
+            state.first_seen((len(chain) - 1, chain[-1]), now)
         previous = state.previous
         previous_agrees = previous is not None and previous[0] < len(chain) and chain[previous[0]] == previous[1]
         state.previous = (len(chain) - 1, chain[-1])

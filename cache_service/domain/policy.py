@@ -209,7 +209,8 @@ class Evidence:
     ``firsts``: the scope's recent first sightings that are resolved, each
     the seconds until a request agreed with it, ``MISS`` (none within
     the horizon) or, below 0, ``-a``: dropped unresolved ``a`` seconds
-    after it was seen (``censored``); ``first_pending``: the ages of those
+    after it was seen (``censored``; stores no longer drop pending ones,
+    but Redis may hold such outcomes from earlier versions); ``first_pending``: the ages of those
     not resolved yet (seconds since each was seen);
     ``app_firsts``, ``server_firsts``: the same outcomes over the app's
     scopes and over every scope (rule 7)."""

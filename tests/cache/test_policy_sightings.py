@@ -9,7 +9,7 @@ import pytest
 
 from cache_service.domain.keys import PrefixView
 from cache_service.domain.model import BypassReason, CacheState
-from cache_service.domain.policy import MISS, PolicySettings, censored
+from cache_service.domain.policy import MISS, PolicySettings
 from cache_service.providers.local import LocalProvider
 from tests.cache.support import prefix, scope, view
 
@@ -147,9 +147,9 @@ async def test_one_off_requests_stop_writing_once_one_went_unread(harness_factor
 async def test_a_wave_of_starts_is_not_read_as_conversations_ending(harness_factory, clock) -> None:
     """Twenty agents start within seconds in one scope (issue 21, point 11):
     the pending first sightings are no evidence until their 5 minutes
-    pass, and those the store drops beyond its bound are censored at their
-    age, not misses; so each start is written, and a start after the wave
-    went unfollowed is not."""
+    pass, and a start met with 16 pending is not tracked (nothing is
+    dropped or counted); so each start is written, and a start after the
+    wave went unfollowed is not."""
     h = await harness_factory(policy=SETTINGS, provider=_anthropic(clock))
     s = scope(provider="local-anthropic", user="wave")
     states = []
@@ -159,8 +159,51 @@ async def test_a_wave_of_starts_is_not_read_as_conversations_ending(harness_fact
         h.clock.advance(1)
     assert states == [CacheState.CREATED] * 20
     evidence = await h.registry.store.record_sighting(s.fingerprint, view(0).chain, clock.wall(), 3600.0)
-    assert evidence.firsts == (censored(16.0),) * 4, "dropped at their age, not as misses"
+    assert evidence.firsts == ()
     assert len(evidence.first_pending) == 16
     h.clock.advance(300)
     late = {"role": "", "parts": [{"text": "A late agent. " * 60}]}
     assert (await h.acquire(prefix(0, system=late), s)).info.state is CacheState.BYPASS
+
+
+async def test_pending_starts_outlive_a_wave_faster_than_their_followers(harness) -> None:
+    """Twenty starts a second apart, each followed 20 s later: the first
+    16 stay pending (the later ones are not tracked), so the followers
+    resolve them. Dropping the oldest pending start for each new one lost
+    every start before its follower came, and a wave never taught that
+    its starts are followed."""
+    store, sfp = harness.registry.store, scope(user="wave-followed").fingerprint
+
+    def head(i: int, turns: int) -> tuple[bytes, ...]:
+        return view(turns, system={"role": "", "parts": [{"text": f"Agent {i}. " * 30}]}).chain
+
+    for i in range(20):
+        await store.record_sighting(sfp, head(i, 0), 1000.0 + i, 3600.0)
+    followed = [await store.record_sighting(sfp, head(i, 1), 1020.0 + i, 3600.0) for i in range(4)]
+    assert followed[-1].firsts == (20.0,) * 4
+    assert followed[-1].first_pending == tuple(float(23 - i) for i in range(4, 16)), "agents 4 to 15"
+    assert followed[-1].app_firsts[-4:] == (20.0,) * 4
+
+
+async def test_a_named_wave_creates_at_first_sight_once_its_starts_are_followed(harness_factory, clock) -> None:
+    """Gemini's prices (no first-sight prior): agents with heads of their
+    own start a second apart, each calling again 20 s later (bench
+    economics_oracle's wave-own-heads). The first starts go uncached, and
+    once the first followers came, later starts are created at first sight
+    and read by their next call."""
+    h = await harness_factory(policy=SETTINGS)
+    s = scope(user="named-wave")
+    calls = sorted([(float(i), i, 0) for i in range(30)] + [(20.0 + i, i, 1) for i in range(30)])
+    starts: dict[int, CacheState] = {}
+    now = 0.0
+    for at, agent, turns in calls:
+        h.clock.advance(at - now)
+        now = at
+        system = {"role": "", "parts": [{"text": f"Agent {agent} of the named wave. " * 40}]}
+        r = await h.acquire(prefix(turns, system=system), s)
+        if turns == 0:
+            starts[agent] = r.info.state
+        if r.lease:
+            await h.registry.release(r.lease)
+    assert all(starts[i] is CacheState.BYPASS for i in range(20)), "no evidence before the first follower"
+    assert all(starts[i] is CacheState.CREATED for i in range(24, 30)), starts
