@@ -40,8 +40,9 @@ A request may write a node only if it reaches the provider's minimum, and
 read it only if some prefix through the node, of at least the minimum,
 was in an earlier request (a cache or breakpoint must end there); a use
 that neither reads nor writes a MARKED node leaves its TTL running. The
-constraints
-left out (whole prefixes per cache, one cache per request, four
+nodes before a request's first one of at least the minimum are one node
+with it (``_uses``: any cache or mark holding them holds that one). The
+constraints left out (whole prefixes per cache, one cache per request, four
 breakpoints, the 20-block lookback, a real router) only raise the true
 optimum, so ``cost_ratio_vs_oracle`` >= 1 bounds how far from ideal a
 policy is from above. The output's cost (equal in every mode) is in every
@@ -158,10 +159,16 @@ class _Use:
 
 
 def _uses(requests: Sequence[Request], floor: int) -> dict[bytes, tuple[int, list[_Use]]]:
-    """Each node's tokens (what it adds to its parent) and its uses, in time order."""
+    """Each node's tokens (what it adds to its parent) and its uses, in time
+    order. The nodes before a request's first one that reaches the minimum
+    (its anchor) are one node with it: a cache or mark holding any of them
+    holds at least the minimum, so it holds the anchor too, and a read of
+    them reads the anchor (a head below the minimum is held per
+    conversation, never apart from its first input)."""
     nodes: dict[bytes, tuple[int, list[_Use]]] = {}
     for r in sorted(requests, key=lambda r: r.time):
         n = len(r.chain) - 1
+        anchor = next((i for i, t in enumerate(r.tokens) if t >= floor), 0)
         # A mark at the request's end, or a cache created beside it, holds at most the whole request.
         write = r.tokens[n] >= floor
         # A read ends at a prefix some earlier request held, of at least the minimum, at or after the node.
@@ -171,7 +178,9 @@ def _uses(requests: Sequence[Request], floor: int) -> dict[bytes, tuple[int, lis
             reach = reach or (r.chain[i] in nodes and r.tokens[i] >= floor)
             readable[i] = reach
         for i, digest in enumerate(r.chain):
-            size = r.tokens[i] - (r.tokens[i - 1] if i else 0)
+            if i < anchor:
+                continue
+            size = r.tokens[i] - (r.tokens[i - 1] if i > anchor else 0)
             entry = nodes.setdefault(digest, (size, []))
             entry[1].append(_Use(r.time, i == n and n > 0, write, readable[i]))
     return nodes

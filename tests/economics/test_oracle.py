@@ -63,6 +63,21 @@ def test_a_named_node_is_held_through_a_short_gap_and_dropped_after_its_last_use
     assert _cost([first, second], "named") == pytest.approx(expected)
 
 
+def test_a_head_below_the_minimum_is_held_per_conversation() -> None:
+    """Two chats under a 1,000-token head, a 1,024-token minimum: no cache
+    can hold the head apart from a chat's first input, so each chat pays
+    for it (the first input's node, head included, is written beside the
+    first call and read by the second). The head was once its own node,
+    written once and read by both chats: a bound no cache could reach."""
+    def chat(at: float, key: bytes) -> list[Req]:
+        return [Req(at, (b"h", key), (1000, 1500)), Req(at + 20.0, (b"h", key, key + b"2"), (1000, 1500, 1600))]
+    per_chat = 1500 * min(0.30 + 0.30, 0.30 + 0.30 + 1.0 * 20 / 3600 + 0.03) + 100 * 0.30
+    assert _cost(chat(0.0, b"a") + chat(40.0, b"b"), "named", floor=1024) == pytest.approx(2 * per_chat)
+    # On marks too: each chat writes its own first input with the head, and reads it once.
+    marked = 1500 * (3.75 + 0.30) + 100 * 3.0
+    assert _cost(chat(0.0, b"a") + chat(40.0, b"b"), "marked", floor=1024) == pytest.approx(2 * marked)
+
+
 def test_an_automatic_request_reads_the_longest_prefix_touched_within_five_minutes() -> None:
     first = Req(0.0, (b"h", b"a"), (1000, 1500))
     second = Req(200.0, (b"h", b"a", b"b"), (1000, 1500, 1700))
