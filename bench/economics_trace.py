@@ -4,7 +4,8 @@ the cache reference it was sent with), the simulator's bill, and the
 oracle's cost, to trace where a policy pays more than the optimum.
 
 Run: ``.venv/bin/python -m bench.economics_trace anthropic wave-own-heads``
-from the repository root; a third argument picks the mode (``agentctx``,
+from the repository root (a shape of ``edge_workloads``, or ``generated-N``:
+the oracle bench's generated workload of seed N); a third argument picks the mode (``agentctx``,
 ``always``, ``client``, or ``unbounded``: agentctx without its loss
 account, to tell what that account's bound costs on the cell). Output: one
 line per call (index, session, time, prompt, cached, written, the mark's
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import pathlib
+import random
 import sys
 import tempfile
 from typing import Any
@@ -25,7 +27,7 @@ from typing import Any
 from agentctx_common.certs import init_dev_certs
 from bench.economics import ADK_OVERRIDES, RecordingProvider
 from bench.economics_oracle import ALWAYS_OVERRIDES, PROVIDERS, _factory, oracle_cost, requests_of
-from bench.economics_shapes import edge_workloads, play
+from bench.economics_shapes import edge_workloads, generated, play
 from cache_service.domain.clock import ManualClock
 from cache_service.domain.model import ModelCall, ModelReply
 from cache_service.domain.ports import CacheRef
@@ -50,7 +52,11 @@ class _Traced(RecordingProvider):
 
 async def main(shape: str, workload_name: str, mode: str) -> dict[str, Any]:
     provider = next(p for p in PROVIDERS if p.shape == shape)
-    workload = next(w for w in edge_workloads(provider.floor) if w.name == workload_name)
+    if workload_name.startswith("generated-"):
+        workload = generated(random.Random(int(workload_name.removeprefix("generated-"))), provider.floor,
+                             workload_name)
+    else:
+        workload = next(w for w in edge_workloads(provider.floor) if w.name == workload_name)
     sims: dict[str, _Traced] = {}
     played = {}
     with tempfile.TemporaryDirectory(prefix="agentctx-bench-trace-") as tmp_name:
