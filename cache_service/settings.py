@@ -143,7 +143,7 @@ class CacheSettings(ServerSettings, ProviderFields):
         "before it is re-created.")
     shared_head_apps: list[str] = Field(
         default_factory=list, description="Apps whose users share head-only caches on providers with named caches "
-        "(Gemini): a cache of the model, system instruction, tools and tool config alone, with no history, is "
+        "(Gemini), under create_policy agentctx: a cache of the model, system instruction, tools and tool config alone, with no history, is "
         "created in and found from the app-wide scope (the scope without its user), so one user's first call "
         "reads the head another user's call cached; conversation caches stay per user. A side channel: a user "
         "whose call hits (or is billed cached for) a head learns that another user of the app sent that exact "

@@ -25,7 +25,8 @@ REGISTRY_UNAVAILABLE, or raises it (UNAVAILABLE with RetryInfo) under
 "error": the turn never waits on a dead Redis for more than one step's
 deadline, nor fails INTERNAL.
 
-Shared heads (``shared_head_apps``, NAMED providers only; off by default):
+Shared heads (``shared_head_apps``, NAMED providers and the agentctx
+policy only; off by default):
 the users of an opted-in app share the caches of a head alone
 (``shared_scope``: the scope with user ""). A request whose prefix is a
 head alone is acquired wholly in that scope (its sightings, loss account,
@@ -128,8 +129,10 @@ class Registry:
     def shared_scope(self, scope: Scope) -> Scope | None:
         """The app-wide scope whose head-only caches the users of
         ``scope``'s app share, when the app opted in (``shared_head_apps``)
-        and its provider keeps NAMED caches; else None."""
-        if scope.app not in self.settings.shared_head_apps or not scope.user:
+        and its provider keeps NAMED caches, under the agentctx policy (the
+        adk variant reproduces a client that shares nothing); else None."""
+        if (scope.app not in self.settings.shared_head_apps or not scope.user
+                or self.settings.policy.variant != policy.AGENTCTX):
             return None
         provider = self.admission.providers.get(scope.provider)
         if provider is None or provider.cache_kind is not CacheKind.NAMED:
