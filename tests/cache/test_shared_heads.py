@@ -20,7 +20,9 @@ from cache_service.domain.call_lease import CallLease, CallLeases
 from cache_service.domain.generation import Generator
 from cache_service.domain.keys import Prefix, PrefixView, Scope
 from cache_service.domain.model import CacheState
-from cache_service.domain.policy import PolicySettings
+from cache_service.domain.policy import ADK, PolicySettings
+from cache_service.domain.ports import CacheKind
+from cache_service.providers.local import LocalProvider
 from tests.cache import protos
 from tests.cache.support import MODEL, TOOLS, call_over, prefix, scope, view
 from tests.fakes.gemini_server import FakeGemini
@@ -156,3 +158,17 @@ async def test_gemini_users_share_a_head_through_the_rpc(cache_rpc, fake_gemini:
     else:
         assert states == [cache_pb2.CACHE_STATE_CREATED, cache_pb2.CACHE_STATE_CREATED]
         assert len(fake_gemini.calls_of("create")) == 2
+
+
+async def test_heads_are_shared_only_on_named_caches_under_the_agentctx_policy(harness_factory) -> None:
+    """On Anthropic and OpenAI the provider shares a prefix across users by
+    itself; the adk variant reproduces a client that shares nothing."""
+    named = await harness_factory(policy=EAGER, shared_head_apps=SHARED)
+    assert named.registry.shared_scope(ALICE) == app_wide(ALICE)
+    assert named.registry.shared_scope(scope(app="other", user="alice")) is None
+    marked = await harness_factory(policy=EAGER, shared_head_apps=SHARED,
+                                   provider=LocalProvider(clock=named.clock, min_cache_tokens=64,
+                                                          kind=CacheKind.MARKED))
+    assert marked.registry.shared_scope(ALICE) is None
+    adk = await harness_factory(policy=PolicySettings(min_prefix_tokens=64, variant=ADK), shared_head_apps=SHARED)
+    assert adk.registry.shared_scope(ALICE) is None
