@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import pathlib
 import random
@@ -307,7 +308,8 @@ async def play_shape(provider: Provider, workload: Workload, certs: pathlib.Path
         cell[f"{mode}_cost_ratio_vs_oracle"] = round(costs[mode] / oracle, 4)
     cell["cost_ratio_vs_oracle"] = round(ours / oracle, 4)
     # The policy's bound against never-cache (docs/ARCHITECTURE.md, "Cache policy guarantees").
-    scopes = len({call.user for call in workload.calls})
+    # Each user is a scope, and so is the app-wide one its users share heads in (named caches only).
+    scopes = len({call.user for call in workload.calls}) + (workload.shared_heads and provider.kind == "named")
     bet = premium(cache_prices(provider.kind), tokens=largest, new_tokens=largest, ttl_s=LONG_TTL_S)
     slack = scopes * (LOSS_ALLOWANCE_TOKENS + bet) * provider.pricing.input_per_mtok / 1e6
     cell["bound_usd"] = round(costs["uncached"] * (1 + TOLERANCE_VS_NAIVE) + slack, 6)
@@ -337,8 +339,7 @@ async def main(quick: int = 0) -> dict[str, Any]:
         for provider in PROVIDERS:
             for workload in edge_workloads(provider.floor):
                 if quick:
-                    workload = Workload(workload.name, workload.calls[:quick], workload.big_head,
-                                        workload.own_heads, workload.head_tokens)
+                    workload = dataclasses.replace(workload, calls=workload.calls[:quick])
                 cell = await play_shape(provider, workload, certs, tmp)
                 name = f"{provider.shape}/{workload.name}"
                 cells[name] = cell

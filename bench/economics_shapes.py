@@ -26,7 +26,10 @@ bench.economics_oracle against uncached, always-cache, the ecosystem's
 naive client and the offline optimum:
 
 - ``many-users``: 30 users of the app on one 13.2k-token head, each one
-  3-call chat (calls 20 s apart), a user starting every 10 s.
+  3-call chat (calls 20 s apart), a user starting every 10 s;
+  ``many-users-shared``: the same with the app opted in to shared heads
+  (the cache service's ``shared_head_apps``: its users share head-only
+  caches on providers with named caches; nothing changes on the others).
 - ``head-below-min``, ``head-at-min``, ``head-above-min``: 8 chats of 4
   calls under a head of ``floor - 40``, ``floor`` and ``floor + 400``
   tokens, a chat starting every 60 s: the first call's request clears the
@@ -70,6 +73,7 @@ from cache_service.server import build_server as build_cache_server
 from tests.support.servers import cache_settings, context_settings, secure_channel, start_context
 
 HEAD_TOKENS = 13_200
+APP = "bench"  # the app every session belongs to
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class Workload:
     big_head: bool = False
     own_heads: bool = False  # each session under a system instruction of its own
     head_tokens: int = 0  # the head's size in tokens (0: big_head decides)
+    shared_heads: bool = False  # the app opted in to shared heads (shared_head_apps)
 
 
 def _words(tag: str, n: int) -> str:
@@ -167,6 +172,7 @@ def edge_workloads(floor: int) -> tuple[Workload, ...]:
     cacheable prefix is ``floor`` tokens (see the module doc)."""
     return (
         Workload("many-users", _chats("m", 30, 3, 10.0, per_user=True), big_head=True),
+        Workload("many-users-shared", _chats("m", 30, 3, 10.0, per_user=True), big_head=True, shared_heads=True),
         Workload("head-below-min", _chats("l", 8, 4, 60.0), head_tokens=floor - 40),
         Workload("head-at-min", _chats("a", 8, 4, 60.0), head_tokens=floor),
         Workload("head-above-min", _chats("g", 8, 4, 60.0), head_tokens=floor + 400),
@@ -281,6 +287,8 @@ async def play(workload: Workload, provider_factory: Any, provider_name: str, mo
     clock = ManualClock()
     provider = provider_factory(clock)
     settings_overrides: dict[str, Any] = {"local_context_window": 1_000_000, **(overrides or {})}
+    if workload.shared_heads:
+        settings_overrides["shared_head_apps"] = [APP]
     if mode == "adk":
         settings_overrides.update(adk_overrides)
     settings = cache_settings(certs, work, **settings_overrides)
@@ -337,7 +345,7 @@ async def _open(stub: Any, call: Call, model: str, mode: str, sessions: dict[str
         # ADK keeps its cache record per agent of a session.
         config.cache.scope_policy.update({"adk_agent": f"{mode}-{call.session}"})
     created = await stub.CreateSession(pb.CreateSessionRequest(
-        parent=f"apps/bench/users/{call.user}", session_id=f"{mode}-{call.session}",
+        parent=f"apps/{APP}/users/{call.user}", session_id=f"{mode}-{call.session}",
         session=session_pb2.Session(config=config)))
     if call.fork:
         listed = await stub.ListEvents(pb.ListEventsRequest(parent=sessions[call.fork], page_size=1000))

@@ -36,6 +36,7 @@ def registry_settings(s: CacheSettings) -> RegistrySettings:
         max_waiters=s.max_waiters, max_sightings=s.max_sightings, create_timeout_s=s.create_timeout_s,
         lease_ttl_s=s.lease_ttl_s, expiry_margin_s=s.expiry_margin_s, refresh_on_hit=s.refresh_on_hit,
         grow_in_background=s.grow_in_background, learned_floor_keep_s=s.learned_floor_keep_s,
+        shared_head_apps=frozenset(s.shared_head_apps),
         policy=PolicySettings(min_prefix_tokens=s.min_prefix_tokens,
                               sightings_before_create=s.sightings_before_create, grow_share=s.grow_share,
                               variant=s.create_policy, refresh_after_uses=s.adk_cache_intervals,

@@ -141,6 +141,16 @@ class CacheSettings(ServerSettings, ProviderFields):
     )
     adk_cache_intervals: int = Field(10, ge=1, le=100, description="adk policy: invocations a cache serves "
         "before it is re-created.")
+    shared_head_apps: list[str] = Field(
+        default_factory=list, description="Apps whose users share head-only caches on providers with named caches "
+        "(Gemini), under create_policy agentctx: a cache of the model, system instruction, tools and tool config alone, with no history, is "
+        "created in and found from the app-wide scope (the scope without its user), so one user's first call "
+        "reads the head another user's call cached; conversation caches stay per user. A side channel: a user "
+        "whose call hits (or is billed cached for) a head learns that another user of the app sent that exact "
+        "head lately, so could confirm a guess of another user's templated system instruction; opt in only apps "
+        "whose heads carry nothing of a user. Invalidating a user's scope of such an app drops the app's shared "
+        "head caches too (docs/ARCHITECTURE.md, \"Shared heads\").",
+    )
     content_memo_bytes: int = Field(
         64 * MiB, ge=0, description="Memory for contents already converted and hashed, so a turn hashes only "
         "its new contents (least recently used dropped first; 0: off).",

@@ -112,13 +112,15 @@ class Admission:
         return tuple(sorted(set(steps or [default])))
 
     async def decide(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],
-                     request_tokens: int = 0, lease: HitLease | None = None,
+                     request_tokens: int = 0, lease: HitLease | None = None, shared_fp: str = "",
                      ) -> tuple[policy.Decision, Entry | None, TakenHit | None]:
         """The policy's decision, the matching live cache, if any
         (``request_tokens``: the whole request's size, 0 when unknown),
         and, given ``lease``, that lease when the first store step took it:
         a HIT whose match the policy serves as it is (``HitTerms``), the
-        match then the entry with the lease."""
+        match then the entry with the lease. ``shared_fp``: the app-wide
+        scope whose head cache is the match when the scope has none
+        (Registry.shared_scope)."""
         sfp = scope.fingerprint
         if view.prefix.is_empty:
             return (policy.Decision(policy.Action.BYPASS, BypassReason.EMPTY_PREFIX),
@@ -138,6 +140,8 @@ class Admission:
         else:
             match, evidence, balance = await self._store.match_and_record_sighting(
                 sfp, keys, self._usable, view.chain, wall, max(ttls), scope.group, credit)
+        if match is None and shared_fp:
+            match = await self._store.first_match(shared_fp, _Keys(view.chain[:1], ttls), self._usable)
         learned = await self._store.learned_floor(scope.provider, scope.model, wall)
         floor = max(provider.min_cache_tokens(scope.model), learned)
         settings = self._settings.policy

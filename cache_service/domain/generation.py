@@ -242,10 +242,11 @@ class Generator:
     async def _leased(self, scope: Scope, call: ModelCall, lease: str | HeldLease) -> tuple[Entry, CacheState]:
         held = lease if isinstance(lease, HeldLease) else None
         try:
+            shared = self.registry.shared_fingerprint(scope)
             if held is not None:
-                entry, claims = await self.registry.resolve_claims(held.claims, scope.fingerprint)
+                entry, claims = await self.registry.resolve_claims(held.claims, scope.fingerprint, shared)
             else:
-                entry, claims = await self.registry.resolve(str(lease), scope.fingerprint)
+                entry, claims = await self.registry.resolve(str(lease), scope.fingerprint, shared)
         except LeaseRejected as exc:
             raise lease_error(exc) from None
         n = entry.history_len

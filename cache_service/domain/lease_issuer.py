@@ -68,16 +68,19 @@ class LeaseIssuer:
             self._lifecycle.maybe_refresh(leased, wall)
         return AcquireResult(token, leased.info(state), entry.id, claims)
 
-    async def resolve(self, token: str, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
+    async def resolve(self, token: str, scope_fp: str | None = None, shared_fp: str = "") -> tuple[Entry, LeaseClaims]:
         """The live entry a lease names. Raises LeaseRejected, or
-        PermissionDenied for a genuine lease of another scope."""
-        return await self.resolve_claims(self.signer.verify(token), scope_fp)
+        PermissionDenied for a genuine lease of another scope than
+        ``scope_fp`` or, when given, ``shared_fp`` (its app-wide scope)."""
+        return await self.resolve_claims(self.signer.verify(token), scope_fp, shared_fp)
 
-    async def resolve_claims(self, claims: LeaseClaims, scope_fp: str | None = None) -> tuple[Entry, LeaseClaims]:
+    async def resolve_claims(self, claims: LeaseClaims, scope_fp: str | None = None,
+                             shared_fp: str = "") -> tuple[Entry, LeaseClaims]:
         """``resolve`` for a lease this process issued and kept (a call's
         own lease): its claims, genuine, so no token to verify again; the
         entry is checked as for any lease."""
-        if scope_fp is not None and claims.scope_fingerprint != scope_fp:
+        if scope_fp is not None and claims.scope_fingerprint != scope_fp and (
+                not shared_fp or claims.scope_fingerprint != shared_fp):
             raise PermissionDenied("the lease belongs to another scope", reason=Reason.LEASE_SCOPE_MISMATCH)
         entry = await self._store.get(claims.entry_id)
         if entry is None or entry.generation != claims.generation:

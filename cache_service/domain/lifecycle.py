@@ -18,7 +18,8 @@ When a holder's new prefix does not extend the entry it used last
 conversation will read the entry again: unless another holder used it
 within its TTL, or a caller that named none ever leased it, it is
 retired, so deleted as soon as no lease names it, and compaction does not
-leave a trail of caches living out their TTL.
+leave a trail of caches living out their TTL. A holder never retires a
+cache of another scope (an app-wide head its app's users share).
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ class Lifecycle:
         if not previous or previous == entry_id:
             return False
         entry = await self._store.get(previous)
-        if entry is None or _extends(view, entry):
+        if entry is None or entry.scope_fp != scope_fp or _extends(view, entry):
+            # Another scope's: the app-wide head its users share (Registry.shared_scope).
             return False
         # A lease of another holder is a recent use of it, so a live lease
         # left here is this holder's own: the entry goes when that does.

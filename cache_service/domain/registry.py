@@ -24,6 +24,18 @@ that cannot answer (RegistryUnavailable) makes the acquire BYPASS
 REGISTRY_UNAVAILABLE, or raises it (UNAVAILABLE with RetryInfo) under
 "error": the turn never waits on a dead Redis for more than one step's
 deadline, nor fails INTERNAL.
+
+Shared heads (``shared_head_apps``, NAMED providers and the agentctx
+policy only; off by default):
+the users of an opted-in app share the caches of a head alone
+(``shared_scope``: the scope with user ""). A request whose prefix is a
+head alone is acquired wholly in that scope (its sightings, loss account,
+single flight and entries), naming no holder; a conversation's request
+is acquired in its user's scope, where the app-wide head cache is its
+match only when the user's scope has none. A lease on a shared cache is
+good for any user of the app; a user's holder never retires it
+(``Lifecycle.follow``); invalidating a user's scope drops the app-wide
+head caches too.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ from cache_service.domain.lifecycle import HeldLease, Lifecycle
 from cache_service.domain.memory_store import MemoryRegistryStore
 from cache_service.domain.model import AcquireResult, BypassReason, CacheInfo, CacheState, ScopeStatus
 from cache_service.domain.ports import (
+    CacheKind,
     Cleanup,
     Clock,
     Journal,
@@ -88,8 +101,8 @@ class Registry:
         self.creates = Creator(providers, journal, cleanup, clock, settings, self.store, self.flights, self.leases,
                                self.lifecycle)
         # Bound, not wrapped: these run on every lease and generate call.
-        # resolve(token, scope_fp=None) -> (entry, claims) raises LeaseRejected,
-        # or PermissionDenied for a genuine lease of another scope.
+        # resolve(token, scope_fp=None, shared_fp="") -> (entry, claims) raises LeaseRejected,
+        # or PermissionDenied for a genuine lease of another scope (than either).
         self.resolve = self.leases.resolve
         self.resolve_claims = self.leases.resolve_claims
         self.release = self.leases.release
@@ -112,6 +125,25 @@ class Registry:
 
     def normalize_ttl(self, ttl_s: float | None) -> float:
         return self.admission.normalize_ttl(ttl_s)
+
+    def shared_scope(self, scope: Scope) -> Scope | None:
+        """The app-wide scope whose head-only caches the users of
+        ``scope``'s app share, when the app opted in (``shared_head_apps``)
+        and its provider keeps NAMED caches, under the agentctx policy (the
+        adk variant reproduces a client that shares nothing); else None."""
+        if (scope.app not in self.settings.shared_head_apps or not scope.user
+                or self.settings.policy.variant != policy.AGENTCTX):
+            return None
+        provider = self.admission.providers.get(scope.provider)
+        if provider is None or provider.cache_kind is not CacheKind.NAMED:
+            return None
+        return Scope(scope.provider, scope.app, "", scope.model, scope.policy)
+
+    def shared_fingerprint(self, scope: Scope) -> str:
+        """``shared_scope``'s fingerprint, "" when there is none: a lease of
+        that scope serves a call of ``scope`` too."""
+        shared = self.shared_scope(scope)
+        return shared.fingerprint if shared is not None else ""
 
     def info(self, entry: Entry, state: CacheState) -> CacheInfo:
         return entry.info(state)
@@ -158,6 +190,10 @@ class Registry:
         size, when the caller knows it (what a MARKED create writes through)."""
         self.check_scope(scope)
         provider = self.provider(scope.provider)
+        shared = self.shared_scope(scope)
+        if shared is not None and not view.history_len:
+            # A head alone: the app's users share it (no holder: a user's conversation says nothing of the others').
+            scope, holder, shared = shared, "", None
         ttls = self.admission.ttl_options(provider, ttl_s)
         sfp = scope.fingerprint
         base = CacheInfo(prefix_fingerprint=view.fingerprint, prefix_tokens=view.tokens, scope_fingerprint=sfp)
@@ -171,7 +207,8 @@ class Registry:
             # A hit's lease records the holder's use in its own store step.
             held = self.lifecycle.held(sfp, holder) if holder else None
             try:
-                outcome = await self._acquire(scope, provider, view, ttls, deadline, base, request_tokens, held)
+                outcome = await self._acquire(scope, provider, view, ttls, deadline, base, request_tokens, held,
+                                              shared.fingerprint if shared is not None else "")
             except RegistryUnavailable as exc:
                 outcome = exc if self.settings.failure_mode == "error" else bypass(
                     base, BypassReason.REGISTRY_UNAVAILABLE)
@@ -189,13 +226,14 @@ class Registry:
 
     async def _acquire(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],
                        deadline: float, base: CacheInfo, request_tokens: int = 0,
-                       held: HeldLease | None = None) -> Outcome:
+                       held: HeldLease | None = None, shared_fp: str = "") -> Outcome:
         if self.admission.too_large(view):
             return failure(self.settings.failure_mode, BypassReason.CAPACITY, base)
         # A warm hit is one store step: the lease drawn here is taken by the
         # first one when the policy serves its match as it is.
         lease = self.leases.draw(held)
-        decision, match, taken = await self.admission.decide(scope, provider, view, ttls, request_tokens, lease)
+        decision, match, taken = await self.admission.decide(scope, provider, view, ttls, request_tokens, lease,
+                                                             shared_fp)
         if taken is not None:
             if held is not None:
                 held.previous = taken.previous
@@ -215,15 +253,20 @@ class Registry:
 
     async def invalidate(self, scope: Scope) -> tuple[int, int]:
         """Removes every entry and in-flight create of the scope (other
-        replicas cancel theirs); returns (entries removed, creates cancelled
-        here)."""
-        sfp = scope.fingerprint
-        entries = await self.lifecycle.remove_scope(sfp)
-        cancelled = await self._cancel_flights(sfp)
-        await self.flights.invalidated(sfp)
-        if entries or cancelled:
-            log.info("scope invalidated", extra={"scope": sfp[:16], "entries": len(entries), "inflight": cancelled})
-        return len(entries), cancelled
+        replicas cancel theirs), and of its app-wide scope when the app
+        shares heads (a head may hold the user's own templated
+        instruction: it goes too, and the app's next call creates it
+        again); returns (entries removed, creates cancelled here)."""
+        removed = cancelled = 0
+        shared = self.shared_scope(scope)
+        for sfp in (scope.fingerprint, *((shared.fingerprint,) if shared is not None else ())):
+            entries = await self.lifecycle.remove_scope(sfp)
+            stopped = await self._cancel_flights(sfp)
+            await self.flights.invalidated(sfp)
+            if entries or stopped:
+                log.info("scope invalidated", extra={"scope": sfp[:16], "entries": len(entries), "inflight": stopped})
+            removed, cancelled = removed + len(entries), cancelled + stopped
+        return removed, cancelled
 
     async def _cancel_remote(self, sfp: str) -> None:
         await self._cancel_flights(sfp)

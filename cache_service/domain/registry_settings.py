@@ -28,4 +28,6 @@ class RegistrySettings:
     # How long a learned floor (domain.observed) is kept after it was last
     # taught: a wrong one (an odd call, an estimate's error) heals.
     learned_floor_keep_s: float = 86400.0
+    # Apps whose users share head-only NAMED caches (Registry.shared_scope).
+    shared_head_apps: frozenset[str] = frozenset()
     policy: PolicySettings = field(default_factory=PolicySettings)
