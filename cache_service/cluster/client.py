@@ -173,9 +173,13 @@ class Subscriber:
 
 
 async def drop_idle_connections(client: RedisClient) -> None:
-    """Closes the idle pooled connections (one Redis or Sentinel's master);
-    a cluster client replaces a failed node's connections itself."""
+    """Closes the idle pooled connections (one Redis or Sentinel's master).
+    A cluster client replaces a failed node's connections itself; it re-reads
+    its slot map here, as the map a failover leaves can be stale in a way it
+    does not notice (cluster.guard: a fault raised inside the client)."""
     if isinstance(client, RedisCluster):
+        with contextlib.suppress(Exception):
+            await client.nodes_manager.initialize()
         return
     with contextlib.suppress(Exception):
         # Idle ones only: a connection in use belongs to a step that fails or succeeds on its own.

@@ -3,7 +3,8 @@ failure (see docs/ARCHITECTURE.md, "Cache service").
 
 ``RegistryGuard.run`` gives a step ``timeout_s``; a step that times out or
 meets a connection-level error (refused, reset, loading, read-only after a
-failover) raises ``RegistryUnavailable``. A connection error trips the
+failover, or an AttributeError or KeyError raised inside redis-py's cluster
+client while its slot map is stale) raises ``RegistryUnavailable``. A connection error trips the
 guard for ``retry_s``, and so does a timeout when no step succeeded for
 ``timeout_s`` (one slow step in a burst that others get through is a slow
 step, not an outage): meanwhile every step fails at once (cause "tripped")
@@ -25,11 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import pathlib
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from redis import cluster as redis_cluster
 from redis import exceptions as rx
+from redis.asyncio import cluster as redis_async_cluster
 
 from cache_service.cluster.client import RedisClient, drop_idle_connections
 from cache_service.domain.entry import Entry, EntryKey
@@ -57,13 +62,29 @@ _OUTAGE: tuple[type[BaseException], ...] = (rx.ConnectionError, rx.TimeoutError,
                                             rx.TryAgainError, rx.MasterDownError, OSError, TimeoutError)
 
 
+# redis-py's cluster client can fail with a plain AttributeError or KeyError
+# while its view of the slots is out of date in a failover (a node it looks
+# up is gone: redis/redis-py#3835, #3815). Raised inside that module, such an
+# error is the cluster moving, not a bug of the step; raised anywhere else
+# it is a bug and passes through.
+_CLUSTER_CLIENT = frozenset(str(pathlib.Path(m.__file__).resolve()) for m in (redis_cluster, redis_async_cluster)
+                            if m.__file__)
+
+
+def _raised_in_cluster_client(exc: BaseException) -> bool:
+    if not isinstance(exc, (AttributeError, KeyError, IndexError, TypeError)) or exc.__traceback__ is None:
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    return str(pathlib.Path(frames[-1].filename).resolve()) in _CLUSTER_CLIENT
+
+
 def outage_cause(exc: BaseException) -> str | None:
     """"timeout" or "connection" for an outage, None for anything else."""
     if isinstance(exc, RegistryUnavailable):
         return exc.cause
     if isinstance(exc, (rx.TimeoutError, TimeoutError)):
         return "timeout"
-    if isinstance(exc, _OUTAGE):
+    if isinstance(exc, _OUTAGE) or _raised_in_cluster_client(exc):
         return "connection"
     return None
 
