@@ -212,7 +212,7 @@ class _SavedHashes:
             older.older = None  # one step back is all a state extends
         return cls(len(bodies), older)
 
-    def state(self, name: str, head: bytes, position: int, tail: Callable[[int], bytes | memoryview],
+    def state(self, name: str, head: bytes, position: int, tail: Callable[[int], bytes],
               separator: bytes) -> Any:
         """A copy of the state after ``head`` + ``tail(position)``, where
         ``tail(p)`` is the bytes of ``bodies[p:]``, each body's bytes
@@ -253,10 +253,18 @@ def _grouping_fingerprints(selection: Selection, g: Grouping, parts: RequestPart
     summary = selection.summary
     lead = summary.canonical + b"," if summary is not None else b""
     digest = summary.digest if summary is not None else b""
-    prefix = saved.state("prefix", _PREFIX_HEAD + lead, first, g.joined_from, b",")
+    joined: dict[int, bytes] = {}
+
+    def tail(position: int) -> bytes:  # joined once for both states that lack it
+        found = joined.get(position)
+        if found is None:
+            found = joined[position] = g.joined_from(position)
+        return found
+
+    prefix = saved.state("prefix", _PREFIX_HEAD + lead, first, tail, b",")
     for chunk in _prefix_after(parts):
         prefix.update(chunk)
-    envelope = saved.state("envelope", _ENVELOPE_HEAD + lead, first, g.joined_from, b",")
+    envelope = saved.state("envelope", _ENVELOPE_HEAD + lead, first, tail, b",")
     for c in parts.current:
         envelope.update(b",")
         envelope.update(c.canonical)
