@@ -5,8 +5,9 @@ then GenerateContent), so converting and hashing every content each time
 costs linear work per call for what is, after the first turn, almost all
 old. The memo maps a content's serialized proto bytes to its
 ``CanonicalContent`` (canonical dict, canonical bytes, digest): a call
-serializes each content (C code, no canonicalization) and converts and
-hashes only the contents it has not seen.
+cuts each content's bytes out of the request as it arrived (or out of
+its serialization, without those) and converts and hashes only the
+contents it has not seen.
 
 The key is the exact byte string (the dict compares it in full on a hash
 match), so two contents share an entry only when their bytes are equal,
