@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from agentctx.cache.v1 import cache_service_pb2, cache_service_pb2_grpc
+from agentctx.cache.v1 import cache_service_pb2
 from agentctx_common.auth import AllowlistInterceptor
 from agentctx_common.logs import configure_logging
 from agentctx_common.server import GrpcServer, new_server, serve_until_signal
 from agentctx_common.telemetry import configure_telemetry
-from cache_service.api.servicer import CacheServicer
+from cache_service.api.servicer import CacheServicer, register
 from cache_service.app import CacheApp
 from cache_service.providers.factory import build_router
 from cache_service.settings import CacheSettings
@@ -29,8 +29,7 @@ async def build_server(settings: CacheSettings, *, app: CacheApp | None = None) 
         server = new_server(
             settings,
             service_names=[SERVICE_NAME],
-            # Generated gRPC registration code carries no annotations.
-            register=lambda s: cache_service_pb2_grpc.add_CacheServiceServicer_to_server(servicer, s),
+            register=lambda s: register(servicer, s),
             interceptors=[AllowlistInterceptor(settings.allowed_identities)],
             telemetry_name="cache-service",
         )

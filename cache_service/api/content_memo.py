@@ -5,8 +5,9 @@ then GenerateContent), so converting and hashing every content each time
 costs linear work per call for what is, after the first turn, almost all
 old. The memo maps a content's serialized proto bytes to its
 ``CanonicalContent`` (canonical dict, canonical bytes, digest): a call
-serializes each content (C code, no canonicalization) and converts and
-hashes only the contents it has not seen.
+cuts each content's bytes out of the request as it arrived (or out of
+its serialization, without those) and converts and hashes only the
+contents it has not seen.
 
 The key is the exact byte string (the dict compares it in full on a hash
 match), so two contents share an entry only when their bytes are equal,
@@ -20,8 +21,10 @@ insertion, and a fixed allowance for digests, memoized hash state and the
 table's own node), and the least recently used go first. A budget of 0
 turns the memo off (contents are still converted once per call).
 
-Runs: the contents of a call end to end, as the bytes they were cut from
-(``convert._contents``), keyed by the first content's key, with the keys.
+Runs: the contents of a call end to end, a view of the bytes they were cut
+from (``convert._contents``: the request as received, kept whole and
+charged whole, rather than a copy of most of it), keyed by the first
+content's key, with the keys.
 A conversation's next call starts with the same bytes: found equal in one
 comparison, its keys and contents are taken as they are, with no scan
 or look-up of them (a call
@@ -78,7 +81,7 @@ class ContentMemo:
         self.evicted = 0  # entries let go, ever
         self._entries: OrderedDict[bytes, tuple[CanonicalContent, int]] = OrderedDict()
         # first key -> (the contents' bytes end to end, their keys, the contents, cost)
-        self._runs: OrderedDict[bytes, tuple[bytes, list[bytes], tuple[CanonicalContent, ...], int]] = OrderedDict()
+        self._runs: OrderedDict[bytes, tuple[memoryview, list[bytes], tuple[CanonicalContent, ...], int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -125,7 +128,7 @@ class ContentMemo:
         self._shrink()
         return True
 
-    def run(self, first: bytes) -> tuple[bytes, list[bytes], tuple[CanonicalContent, ...]] | None:
+    def run(self, first: bytes) -> tuple[memoryview, list[bytes], tuple[CanonicalContent, ...]] | None:
         """The run whose first content's key is ``first``: its bytes, its
         keys and its contents (every one held: runs go before any entry)."""
         found = self._runs.get(first)
@@ -141,13 +144,14 @@ class ContentMemo:
             touch(key)
         self.hits += len(keys)
 
-    def keep_run(self, region: bytes, keys: list[bytes], contents: tuple[CanonicalContent, ...]) -> None:
+    def keep_run(self, region: memoryview, keys: list[bytes], contents: tuple[CanonicalContent, ...]) -> None:
         """Keeps a run (replacing the one with the same first key); every key
         must be held (``get_many`` found it or ``put`` returned True, and
-        ``evicted`` has not moved since)."""
+        ``evicted`` has not moved since). ``region`` is a view of the bytes
+        it was cut from, which the run keeps (and is charged) whole."""
         if not keys or not self.budget_bytes:
             return
-        cost = sys.getsizeof(region) + 16 * len(keys) + RUN_OVERHEAD_BYTES
+        cost = sys.getsizeof(region.obj) + 16 * len(keys) + RUN_OVERHEAD_BYTES
         if cost > self.budget_bytes // 4:
             return
         old = self._runs.pop(keys[0], None)

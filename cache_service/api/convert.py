@@ -39,6 +39,10 @@ _FINISH = {
 }
 
 
+# A message's bytes as received: the buffer, and where the message lies in it.
+Received = tuple[bytes, int, int]
+
+
 def _fail(violations: list[FieldViolation]) -> None:
     if violations:
         raise InvalidArgument.fields(violations)
@@ -85,9 +89,11 @@ def _content_violations(c: content_pb2.Content, path: str, *, role_free: bool = 
     return out
 
 
-def _contents(parent: Any, field: str, path: str, memo: ContentMemo | None) -> tuple[JSON, ...]:
+def _contents(parent: Any, field: str, path: str, memo: ContentMemo | None,
+              received: Received | None = None) -> tuple[JSON, ...]:
     """``parent.<field>`` (a repeated Content) converted, through the memo
-    when there is one."""
+    when there is one (``received``: where ``parent`` lies in the bytes it
+    was parsed from, when known)."""
     contents = getattr(parent, field)
     violations: list[FieldViolation] = []
     if memo is None:
@@ -95,7 +101,7 @@ def _contents(parent: Any, field: str, path: str, memo: ContentMemo | None) -> t
             violations += _content_violations(c, f"{path}[{i}]")
         _fail(violations)
         return tuple(content_json(c) for c in contents)
-    keys, region, known = _content_keys(parent, field, contents, memo)
+    keys, region, known = _content_keys(parent, field, contents, memo, received)
     n = len(known)
     if n:
         memo.touch(keys[:n])
@@ -124,24 +130,51 @@ def _contents(parent: Any, field: str, path: str, memo: ContentMemo | None) -> t
 
 
 def _content_keys(
-    parent: Any, field: str, contents: Any, memo: ContentMemo | None = None
-) -> tuple[list[bytes], bytes | None, tuple[CanonicalContent, ...]]:
-    """Each content's memo key: its deterministic serialization (map
-    entries, Struct fields, in key order, so equal contents sent with
-    differently ordered maps share an entry), and the contents' bytes end
-    to end (a run for the memo), None when they are not contiguous, and
-    the first contents, known from a run of the memo. Cut
-    out of the parent's one deterministic serialization, which holds each
-    content's exact bytes: one C call and a scan of the parent's top-level
-    fields instead of a call per content (several times dearer at a
-    thousand contents); the part of the scan a known run covers is skipped."""
+    parent: Any, field: str, contents: Any, memo: ContentMemo | None = None, received: Received | None = None
+) -> tuple[list[bytes], memoryview | None, tuple[CanonicalContent, ...]]:
+    """Each content's memo key: its bytes in ``parent``'s serialization,
+    and the contents' bytes end to end (a run for the memo), None when
+    they are not contiguous, and the first contents, known from a run of
+    the memo. Cut out of one serialization, which holds each content's
+    exact bytes: one scan of the parent's top-level fields instead of a
+    serialization per content (several times dearer at a thousand
+    contents); the part of the scan a known run covers is skipped.
+
+    That serialization is the bytes ``parent`` was parsed from when the
+    caller has them (``received``: the servicer's deserializer keeps a
+    request's bytes), so nothing is serialized; else ``parent``'s
+    deterministic serialization (map entries, Struct fields, in key order).
+    Either way equal keys are equal bytes, which parse to equal contents."""
     number = parent.DESCRIPTOR.fields_by_name[field].number
-    data = parent.SerializeToString(deterministic=True)
-    scanned = _field_scan(data, number, memo)
+    if received is None:
+        data = parent.SerializeToString(deterministic=True)
+        scanned = _field_scan(data, number, memo)
+    else:
+        data, begin, end = received
+        scanned = _field_scan(data, number, memo, begin, end)
     if scanned is None or len(scanned[0]) != len(contents):
         return [c.SerializeToString(deterministic=True) for c in contents], None, ()
     keys, start, end, contiguous, known = scanned
-    return keys, data[start:end] if contiguous and keys else None, known
+    # A view: the run keeps the buffer, not a copy of most of it.
+    return keys, memoryview(data)[start:end] if contiguous and keys else None, known
+
+
+def received_field(data: bytes | None, *numbers: int) -> Received | None:
+    """Where the message at the path of field ``numbers`` (each a singular
+    message field) lies in the serialized message ``data``; None when
+    ``data`` is None or a field on the path is not there exactly once (a
+    parser merges repeated occurrences: no one span holds the result)."""
+    if data is None:
+        return None
+    view = memoryview(data)  # payloads as views: no copy of what they hold
+    begin, end = 0, len(data)
+    for number in numbers:
+        scanned = _field_scan(view, number, None, begin, end)
+        if scanned is None or len(scanned[0]) != 1:
+            return None
+        end = scanned[2]
+        begin = end - len(scanned[0][0])
+    return data, begin, end
 
 
 def repeated_field_bytes(data: bytes, number: int) -> list[bytes] | None:
@@ -153,18 +186,21 @@ def repeated_field_bytes(data: bytes, number: int) -> list[bytes] | None:
 
 
 def _field_scan(
-    data: bytes, number: int, memo: ContentMemo | None
-) -> tuple[list[bytes], int, int, bool, tuple[CanonicalContent, ...]] | None:
-    """``repeated_field_bytes``, with where the first entry starts and the
-    last ends and whether nothing else lies between. At the first entry, a
-    run of the memo that starts with its payload and whose bytes the data
-    holds there gives its keys and contents (returned last), and the scan
-    goes on after it."""
+    data: Any, number: int, memo: ContentMemo | None, begin: int = 0, end: int = -1
+) -> tuple[list[Any], int, int, bool, tuple[CanonicalContent, ...]] | None:
+    """``repeated_field_bytes`` of the message in ``data[begin:end]`` (to
+    its end when ``end`` is -1), with where the first entry starts and the
+    last ends in ``data`` and whether nothing else lies between. At the
+    first entry, a run of the memo that starts with its payload and whose
+    bytes the data holds there gives its keys and contents (returned last),
+    and the scan goes on after it. ``data`` is bytes, or a memoryview
+    (payloads are then views)."""
     known: tuple[CanonicalContent, ...] = ()
-    out: list[bytes] = []
+    out: list[Any] = []
     append = out.append
-    end = len(data)
-    i = 0
+    if end < 0:
+        end = len(data)
+    i = begin
     first = last = -1
     contiguous = True
     try:
@@ -226,7 +262,7 @@ def _field_scan(
                 return None
     except IndexError:
         return None
-    if i != end:
+    if i != end:  # past the end (an index past ``end`` may still be in ``data``)
         return None
     return out, first, last, contiguous, known
 
@@ -245,7 +281,8 @@ def _tools(msg: Any) -> tuple[tuple[JSON, ...], JSON | None]:
     return tools, config
 
 
-def prefix_from_proto(p: pb.CachePrefix, model: str, memo: ContentMemo | None = None) -> Prefix:
+def prefix_from_proto(p: pb.CachePrefix, model: str, memo: ContentMemo | None = None,
+                      received: Received | None = None) -> Prefix:
     _fail(value_violations(p, "prefix"))
     tools, tool_config = _tools(p)
     return Prefix(
@@ -253,7 +290,7 @@ def prefix_from_proto(p: pb.CachePrefix, model: str, memo: ContentMemo | None = 
         system_instruction=_system_instruction(p, "prefix.system_instruction"),
         tools=tools,
         tool_config=tool_config,
-        history=_contents(p, "history", "prefix.history", memo),
+        history=_contents(p, "history", "prefix.history", memo, received),
     )
 
 
@@ -270,7 +307,10 @@ def _generation_config(g: generation_pb2.GenerationConfig) -> JSON:
     return out
 
 
-def call_from_proto(r: generation_pb2.ModelRequest, memo: ContentMemo | None = None) -> ModelCall:
+def call_from_proto(r: generation_pb2.ModelRequest, memo: ContentMemo | None = None,
+                    received: Received | None = None) -> ModelCall:
+    """``received``: where ``r`` lies in the bytes it was parsed from, when
+    known (its contents' memo keys are cut from them)."""
     if not r.model:
         raise InvalidArgument.fields([FieldViolation("request.model", "is required")])
     if not r.contents:
@@ -280,7 +320,7 @@ def call_from_proto(r: generation_pb2.ModelRequest, memo: ContentMemo | None = N
     tools, tool_config = _tools(r)
     return ModelCall(
         model=r.model,
-        contents=_contents(r, "contents", "request.contents", memo),
+        contents=_contents(r, "contents", "request.contents", memo, received),
         system_instruction=_system_instruction(r, "request.system_instruction"),
         tools=tools,
         tool_config=tool_config,

@@ -226,33 +226,28 @@ def model_request_chunks(built: BuiltContext) -> list[bytes | memoryview]:
     else:
         if selection.summary is not None:
             chunks.append(selection.summary.rendered.wire)
-        chunks.append(_events_wire(selection))
+        chunks += _events_wire(selection)
     chunks += [c.rendered.wire for c in parts.current]
     chunks.append(_encoded(built.settings).wire)
     return chunks
 
 
-def _wire_layout(bodies: Sequence[sel.ContentRecord], older: tuple[bytes, list[int]] | None) -> tuple[bytes, list[int]]:
-    """The bodies' cached wire bytes end to end and where each starts,
-    extending the layout of a shorter history when there is one."""
-    blob, offsets = older if older is not None else (b"", [])
-    offsets = offsets.copy()
-    wires = [_rendered(b).wire for b in bodies[len(offsets):]]
-    at = len(blob)
-    for w in wires:
-        offsets.append(at)
-        at += len(w)
-    return b"".join([blob, *wires]), offsets
+def _wire_layout(bodies: Sequence[sel.ContentRecord], older: list[bytes] | None) -> list[bytes]:
+    """The bodies' cached wire bytes, in order, extending the list of a
+    shorter history when there is one (the bytes are joined once, into
+    the message that holds them, never into a blob per history)."""
+    wires = older.copy() if older is not None else []
+    wires += [_rendered(b).wire for b in bodies[len(wires):]]
+    return wires
 
 
-def _events_wire(selection: sel.Selection) -> bytes | memoryview:
-    """The selected events' cached wire bytes, laid out once per history
+def _events_wire(selection: sel.Selection) -> list[bytes]:
+    """The selected events' cached wire bytes, listed once per history
     and extended after an append (``Grouping.derive``)."""
     g = selection.grouping
     assert g is not None
-    blob, offsets = g.derive("wire", _wire_layout)
-    first = selection.first_event
-    return memoryview(blob)[offsets[first]:] if first < len(offsets) else b""
+    wires: list[bytes] = g.derive("wire", _wire_layout)
+    return wires[selection.first_event:]
 
 
 _SECTIONS = ("instructions", "settings", "history", "memory", "input", "attachments", "tools", "framing", "request")

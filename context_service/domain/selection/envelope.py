@@ -21,13 +21,22 @@ Fingerprints (SHA-256 hex):
   order (each content hashed once, when it was stored);
 - envelope: canonical JSON of the whole request
   ``{contents, generationConfig, model, systemInstruction, toolConfig, tools}``.
+
+Each of the three hashes the whole history, so a build keeps, on its
+grouping (``Grouping.derive``), the SHA-256 state after the history part
+of each (``_SavedHashes``): the next build on the same history copies the
+state and hashes only what comes after the history; a build after an
+append copies its older state and hashes only the appended contents. The
+values are byte-identical to hashing the whole (tests/selection/
+test_incremental_fingerprints.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentctx_common.canonical import canonical_json
 from agentctx_common.reasons import Reason
@@ -123,21 +132,35 @@ def _tail(parts: RequestParts) -> tuple[bytes, bytes, bytes]:
     return canonical_json(parts.model), si, tool_config
 
 
-def _prefix_chunks(parts: RequestParts, history: bytes) -> tuple[bytes, ...]:
+_PREFIX_HEAD = b'{"history":['
+_ENVELOPE_HEAD = b'{"contents":['
+
+
+def _prefix_after(parts: RequestParts) -> tuple[bytes, ...]:
+    """The prefix's canonical JSON after its history."""
     model, si, tool_config = _tail(parts)
     return (
-        b'{"history":[', history, b'],"model":', model, b',"systemInstruction":', si,
+        b'],"model":', model, b',"systemInstruction":', si,
         b',"toolConfig":', tool_config, b',"tools":[', _join(parts.tools), b"]}",
     )
 
 
-def _envelope_chunks(parts: RequestParts, contents: bytes) -> tuple[bytes, ...]:
+def _envelope_after(parts: RequestParts) -> tuple[bytes, ...]:
+    """The envelope's canonical JSON after its contents."""
     model, si, tool_config = _tail(parts)
     generation = parts.generation_config if parts.generation_config is not None else b"null"
     return (
-        b'{"contents":[', contents, b'],"generationConfig":', generation, b',"model":', model,
+        b'],"generationConfig":', generation, b',"model":', model,
         b',"systemInstruction":', si, b',"toolConfig":', tool_config, b',"tools":[', _join(parts.tools), b"]}",
     )
+
+
+def _prefix_chunks(parts: RequestParts, history: bytes) -> tuple[bytes, ...]:
+    return (_PREFIX_HEAD, history, *_prefix_after(parts))
+
+
+def _envelope_chunks(parts: RequestParts, contents: bytes) -> tuple[bytes, ...]:
+    return (_ENVELOPE_HEAD, contents, *_envelope_after(parts))
 
 
 def prefix_bytes(parts: RequestParts, before_input: Sequence[ContentRecord]) -> bytes:
@@ -164,12 +187,91 @@ def selection_fingerprint(history: Sequence[ContentRecord]) -> str:
     return h.hexdigest()
 
 
+# Saved states kept per history (heads and first positions; a build uses three).
+_SAVED_STATES = 12
+
+
+class _SavedHashes:
+    """SHA-256 states after ``head`` + the bytes of ``bodies[position:]``
+    (the grouping's comma-joined canonical bytes, or its digests), per
+    (name, head, position), for the ``count`` bodies of one history; made
+    from the states of the shorter history it extends (``older``) by
+    hashing the appended bodies alone. A saved state is never updated:
+    callers get a copy."""
+
+    __slots__ = ("count", "older", "states")
+
+    def __init__(self, count: int, older: _SavedHashes | None) -> None:
+        self.count = count
+        self.older = older
+        self.states: dict[tuple[str, bytes, int], Any] = {}
+
+    @classmethod
+    def make(cls, bodies: Sequence[ContentRecord], older: _SavedHashes | None) -> _SavedHashes:
+        if older is not None:
+            older.older = None  # one step back is all a state extends
+        return cls(len(bodies), older)
+
+    def state(self, name: str, head: bytes, position: int, tail: Callable[[int], bytes],
+              separator: bytes) -> Any:
+        """A copy of the state after ``head`` + ``tail(position)``, where
+        ``tail(p)`` is the bytes of ``bodies[p:]``, each body's bytes
+        ``separator`` apart, and ``position`` < ``count``."""
+        key = (name, head, position)
+        h = self.states.get(key)
+        if h is None:
+            older = self.older
+            base = older.states.get(key) if older is not None else None
+            if base is not None and older is not None and position < older.count:
+                h = base.copy()
+                if older.count < self.count:
+                    h.update(separator)
+                    h.update(tail(older.count))
+            else:
+                h = hashlib.sha256(head)
+                h.update(tail(position))
+            if len(self.states) >= _SAVED_STATES:
+                self.states.clear()
+            self.states[key] = h
+        return h.copy()
+
+
 def _selection_fingerprint(selection: Selection, g: Grouping) -> str:
     h = hashlib.sha256()
     if selection.summary is not None:
         h.update(selection.summary.digest)
     h.update(g.digests_from(selection.first_event))
     return h.hexdigest()
+
+
+def _grouping_fingerprints(selection: Selection, g: Grouping, parts: RequestParts) -> tuple[str, str, str]:
+    """Prefix, selection and envelope fingerprints of a selection that
+    takes its history from the grouping, from ``first_event`` on (at least
+    one event), through the grouping's saved hash states."""
+    saved: _SavedHashes = g.derive("fingerprint_states", _SavedHashes.make)
+    first = selection.first_event
+    summary = selection.summary
+    lead = summary.canonical + b"," if summary is not None else b""
+    digest = summary.digest if summary is not None else b""
+    joined: dict[int, bytes] = {}
+
+    def tail(position: int) -> bytes:  # joined once for both states that lack it
+        found = joined.get(position)
+        if found is None:
+            found = joined[position] = g.joined_from(position)
+        return found
+
+    prefix = saved.state("prefix", _PREFIX_HEAD + lead, first, tail, b",")
+    for chunk in _prefix_after(parts):
+        prefix.update(chunk)
+    envelope = saved.state("envelope", _ENVELOPE_HEAD + lead, first, tail, b",")
+    for c in parts.current:
+        envelope.update(b",")
+        envelope.update(c.canonical)
+    for chunk in _envelope_after(parts):
+        envelope.update(chunk)
+    chosen = saved.state("selection", digest, first, g.digests_from, b"")
+    return prefix.hexdigest(), chosen.hexdigest(), envelope.hexdigest()
 
 
 def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) -> Accounting:
@@ -224,16 +326,22 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
     pruned = sum(c.secrets_pruned for c in (*parts.memory, *parts.inputs, *parts.attachments))
     if paired is not None:
         pruned += sum(c.secrets_pruned for c in paired)
-        history_bytes: memoryview | bytes = b""
-        fingerprint = selection_fingerprint(paired)
     else:
         pruned += g.pruned_from(selection.first_event)
         pruned += selection.summary.secrets_pruned if selection.summary is not None else 0
-        history_bytes = g.joined_from(selection.first_event)
-        fingerprint = _selection_fingerprint(selection, g)
-    # One join of the contents serves both fingerprints.
-    before_bytes = _join([b for b in (*opening, history_bytes) if b])
-    contents_bytes = _join([b for b in (before_bytes, *(c.canonical for c in parts.current)) if b])
+    if paired is None and selection.first_event < len(g.units.bodies):
+        prefix_fingerprint, fingerprint, envelope_fingerprint = _grouping_fingerprints(selection, g, parts)
+    else:
+        # A paired history, or none: its records (a summary at most) hashed whole.
+        if paired is None:
+            fingerprint = _selection_fingerprint(selection, g)
+        else:
+            fingerprint = selection_fingerprint(paired)
+        # One join of the contents serves both fingerprints.
+        before_bytes = _join(opening)
+        contents_bytes = _join([b for b in (before_bytes, *(c.canonical for c in parts.current)) if b])
+        prefix_fingerprint = _sha256(_prefix_chunks(parts, before_bytes))
+        envelope_fingerprint = _sha256(_envelope_chunks(parts, contents_bytes))
     return Accounting(
         events_seen=selection.events_seen,
         events_filtered=selection.events_filtered,
@@ -244,9 +352,9 @@ def account(selection: Selection, parts: RequestParts, policy: SelectionPolicy) 
         request=Section(total, total_tokens),
         bytes_per_token=bpt,
         calibrated=selection.calibrated,
-        prefix_fingerprint=_sha256(_prefix_chunks(parts, before_bytes)),
+        prefix_fingerprint=prefix_fingerprint,
         selection_fingerprint=fingerprint,
-        envelope_fingerprint=_sha256(_envelope_chunks(parts, contents_bytes)),
+        envelope_fingerprint=envelope_fingerprint,
         compaction_sequence=selection.compaction_sequence,
         last_sequence=selection.last_sequence,
         compressed=selection.compressed,

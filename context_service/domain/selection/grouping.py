@@ -1,5 +1,4 @@
-"""The filtered, unit-grouped history of one window, with its canonical
-bytes laid out once.
+"""The filtered, unit-grouped history of one window.
 
 Building it touches every visible event; everything after (budgets, the
 fingerprints) works on units or on contiguous byte ranges. A caller that
@@ -34,39 +33,28 @@ _VARIANTS = 8
 
 
 class _Layout:
-    """Canonical bytes, offsets, digests and pruned counts of bodies, in
-    order; extended by copying (a layout in use is never changed)."""
+    """The pruned counts of one history's bodies, as prefix sums; extended
+    by copying (a layout in use is never changed). The bodies' canonical
+    bytes and digests are joined when asked for, from the position asked
+    for (``Grouping.joined_from``): the fingerprints hash from saved
+    states, so a build after an append asks only for the new bodies, and
+    no copy of the whole history is made per append."""
 
-    __slots__ = ("count", "digests", "joined", "offsets", "pruned")
+    __slots__ = ("count", "pruned")
     count: int
-    digests: bytes
-    joined: bytes
-    offsets: list[int]
     pruned: list[int]
 
     def __init__(self, bodies: Sequence[ContentRecord], base: _Layout | None = None) -> None:
-        canonical = [b.canonical for b in bodies]
+        """``bodies``: the whole history's (``base`` laid out a prefix of them)."""
         if base is None:
-            offsets: list[int] = []
-            at, running, digests = 0, 0, b""
-            pruned: list[int] = [0]
-            head: list[bytes] = []
+            pruned, running, done = [0], 0, 0
         else:
-            offsets = base.offsets.copy()
-            at = len(base.joined) + 1 if base.count else 0
-            pruned, running = base.pruned.copy(), base.pruned[-1]
-            head, digests = ([base.joined] if base.count else []), base.digests
-        for c in canonical:
-            offsets.append(at)
-            at += len(c) + 1
-        for b in bodies:
+            pruned, running, done = base.pruned.copy(), base.pruned[-1], base.count
+        for b in bodies[done:]:
             running += b.secrets_pruned
             pruned.append(running)
-        self.count = len(offsets)
-        self.offsets = offsets
+        self.count = len(bodies)
         self.pruned = pruned  # prefix sums: pruned[i] covers bodies[:i]
-        self.digests = digests + b"".join([b.digest for b in bodies])
-        self.joined = b",".join([*head, *canonical])
 
 
 class _LazyLayout:
@@ -88,8 +76,7 @@ class _LazyLayout:
     def get(self) -> _Layout:
         layout = self.layout
         if layout is None:
-            base, bodies = self.base, self.bodies
-            layout = self.layout = _Layout(bodies[base.count:] if base is not None else bodies, base)
+            layout = self.layout = _Layout(self.bodies, self.base)
             self.base = None
         return layout
 
@@ -146,12 +133,9 @@ class Grouping:
         self.units = units
         self.total = sum(units.sizes)
 
-    def joined_from(self, position: int) -> memoryview | bytes:
+    def joined_from(self, position: int) -> bytes:
         """Comma-joined canonical JSON of ``events[position:]``."""
-        layout = self._lazy.get()
-        if position >= layout.count:
-            return b""
-        return memoryview(layout.joined)[layout.offsets[position]:]
+        return b",".join([b.canonical for b in self._lazy.bodies[position:]])
 
     def pruned_from(self, position: int) -> int:
         """Secret keys pruned from ``events[position:]``."""
@@ -173,9 +157,9 @@ class Grouping:
             hit = lazy.derived[name] = make(lazy.bodies, older)
         return hit
 
-    def digests_from(self, position: int) -> memoryview | bytes:
+    def digests_from(self, position: int) -> bytes:
         """Concatenated SHA-256 digests of ``events[position:]``."""
-        return memoryview(self._lazy.get().digests)[32 * position:]
+        return b"".join([b.digest for b in self._lazy.bodies[position:]])
 
 
 def _valid(state: _State, records: Sequence[EventRecord]) -> bool:
