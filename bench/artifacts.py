@@ -13,7 +13,18 @@ back at once, and the service's peak RSS (VmHWM) is read.
 
 Figures: ``artifact_save_ratio_32m`` and ``artifact_load_ratio_32m``
 (gRPC over file; aim at most 1.5), the same at 1 MiB, the medians in
-seconds, ``peak_rss_mib`` (aim under 512) and ``rss_before_mib``. With
+seconds, the service's CPU seconds per save and load
+(``artifact_save_cpu_s_32m``, from /proc, its threads and children) and
+the bench client's (``client_save_cpu_s_32m``), ``peak_rss_mib`` (aim
+under 512) and ``rss_before_mib``.
+
+The gRPC floor (``bench.grpc_floor``): the same 32 MiB in 1 MiB messages
+over the same kind of TLS channel to a bare server with the service's
+transport options and nothing behind it, medians of the same rounds:
+``grpc_floor_save_s_32m``, ``grpc_floor_load_s_32m``, their ratios over
+the file (``grpc_floor_save_ratio_32m``: what no service can beat) and the
+artifact's over the floor (``artifact_save_over_floor_32m``: the service's
+own share). With
 ``--stores database,s3`` (the default) the same run repeats with the bytes
 in an S3-compatible object store (a local moto server on 127.0.0.1,
 started here; metadata in the same SQLite): the same figures prefixed
@@ -34,6 +45,8 @@ import json
 import os
 import pathlib
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -41,6 +54,8 @@ from typing import Any
 
 from agentctx_client import ContextClient
 from agentctx_common.certs import init_dev_certs
+from bench import grpc_floor
+from bench.cputime import cpu_s
 from tests.support.processes import free_port, spawn, stop, wait_healthy, write_config
 from tests.support.s3 import moto_server, new_bucket, settings_for
 from tests.support.servers import secure_channel
@@ -72,15 +87,19 @@ def _file_round(path: pathlib.Path, data: bytes) -> tuple[float, float]:
     return wrote, read
 
 
-async def _artifact_round(client: ContextClient, name: str, data: bytes) -> tuple[float, float]:
-    started = time.perf_counter()
+async def _artifact_round(client: ContextClient, name: str, data: bytes, pid: int) -> tuple[float, ...]:
+    """Wall seconds of a save and a load, then the service's CPU seconds
+    and this process's for each."""
+    cpu, own, started = cpu_s(pid), time.process_time(), time.perf_counter()
     await client.save_artifact(PARENT, name, data)
     saved = time.perf_counter() - started
-    started = time.perf_counter()
+    cpu_saved, own_saved = cpu_s(pid) - cpu, time.process_time() - own
+    cpu, own, started = cpu_s(pid), time.process_time(), time.perf_counter()
     loaded = await client.load_artifact(PARENT, name)
     load = time.perf_counter() - started
+    cpu_load, own_load = cpu_s(pid) - cpu, time.process_time() - own
     assert loaded.data == data
-    return saved, load
+    return saved, load, cpu_saved, cpu_load, own_saved, own_load
 
 
 async def _stream(seed: int, size: int) -> AsyncIterator[bytes]:
@@ -104,19 +123,62 @@ async def _concurrent(client: ContextClient, clients: int, size: int) -> dict[st
     return {"concurrent_save_s": round(saved, 3), "concurrent_load_s": round(time.perf_counter() - started, 3)}
 
 
+def _start_floor(port: int, certs: pathlib.Path, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """The floor server (bench.grpc_floor), once it serves."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "bench.grpc_floor", str(port), str(certs), str(4 * MIB)],
+                                stdout=subprocess.PIPE, stderr=out)
+    assert proc.stdout is not None
+    if proc.stdout.readline() != b"serving\n":
+        proc.kill()
+        raise RuntimeError(f"the gRPC floor server did not start: {log}")
+    return proc
+
+
+async def run_floor(rounds: int, tmp: pathlib.Path, certs: pathlib.Path, size: int) -> dict[str, Any]:
+    """The gRPC floor's medians and ratios over the file (its own file
+    rounds, the same size)."""
+    port = free_port()
+    proc = await asyncio.to_thread(_start_floor, port, certs, tmp / "floor.log")
+    try:
+        channel = secure_channel(port, certs)
+        try:
+            await grpc_floor.save(channel, MIB)  # warm-up: the TLS handshake
+            ours: list[tuple[float, float]] = []
+            file: list[tuple[float, float]] = []
+            for _ in range(rounds):
+                ours.append((await grpc_floor.save(channel, size), await grpc_floor.load(channel, size)))
+                file.append(await asyncio.to_thread(_file_round, tmp / "floor.bin", os.urandom(size)))
+        finally:
+            await channel.close()
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait)
+    save, load = (statistics.median(x[k] for x in ours) for k in (0, 1))
+    fsave, fload = (statistics.median(x[k] for x in file) for k in (0, 1))
+    return {"grpc_floor_save_s_32m": round(save, 4), "grpc_floor_load_s_32m": round(load, 4),
+            "grpc_floor_save_ratio_32m": round(save / fsave, 3), "grpc_floor_load_ratio_32m": round(load / fload, 3)}
+
+
 async def run(rounds: int, clients: int, tmp: pathlib.Path, stores: list[str]) -> dict[str, Any]:
     certs = tmp / "certs"
     init_dev_certs(certs)
-    figures: dict[str, Any] = {}
+    floor = await run_floor(rounds, tmp, certs, 32 * MIB)
+    figures: dict[str, Any] = {**floor}
     for store in stores:
         if store == "s3":
             with moto_server(tmp / "moto.log") as endpoint:
                 # The default part size (tests use the smallest).
                 s3 = {**settings_for(endpoint, new_bucket(endpoint)), "artifact_s3_part_bytes": 8 * MIB}
                 measured = await run_store(rounds, clients, tmp / store, certs, s3)
-            figures |= {f"s3_{k}": v for k, v in measured.items()}
+            prefix = "s3_"
         else:
-            figures |= await run_store(rounds, clients, tmp / store, certs, {})
+            measured = await run_store(rounds, clients, tmp / store, certs, {})
+            prefix = ""
+        for op in ("save", "load"):
+            measured[f"artifact_{op}_over_floor_32m"] = round(
+                measured[f"artifact_{op}_s_32m"] / floor[f"grpc_floor_{op}_s_32m"], 3)
+        figures |= {f"{prefix}{k}": v for k, v in measured.items()}
     return {
         **figures, "rounds": rounds, "clients": clients, "stores": ",".join(stores),
         "aim_ratio_max": AIM_RATIO, "aim_peak_rss_mib_max": AIM_PEAK_RSS_MIB,
@@ -135,20 +197,25 @@ async def run_store(rounds: int, clients: int, tmp: pathlib.Path, certs: pathlib
     try:
         await asyncio.to_thread(wait_healthy, port, certs, "agent-client", proc)
         async with ContextClient(secure_channel(port, certs), timeout=600) as client:
-            await _artifact_round(client, "warm-up", os.urandom(MIB))
+            await _artifact_round(client, "warm-up", os.urandom(MIB), proc.pid)
             for label, size in (("1m", MIB), ("32m", 32 * MIB)):
-                ours: list[tuple[float, float]] = []
+                ours: list[tuple[float, ...]] = []
                 file: list[tuple[float, float]] = []
                 for i in range(rounds):
                     data = os.urandom(size)
-                    ours.append(await _artifact_round(client, f"{label}-{i}", data))
+                    ours.append(await _artifact_round(client, f"{label}-{i}", data, proc.pid))
                     file.append(await asyncio.to_thread(_file_round, tmp / "baseline.bin", data))
-                save, load = (statistics.median(x[k] for x in ours) for k in (0, 1))
+                save, load, cpu_save, cpu_load, own_save, own_load = (
+                    statistics.median(x[k] for x in ours) for k in range(6))
                 fsave, fload = (statistics.median(x[k] for x in file) for k in (0, 1))
                 figures |= {
                     f"artifact_save_ratio_{label}": round(save / fsave, 3),
                     f"artifact_load_ratio_{label}": round(load / fload, 3),
                     f"artifact_save_s_{label}": round(save, 4), f"artifact_load_s_{label}": round(load, 4),
+                    f"artifact_save_cpu_s_{label}": round(cpu_save, 4),
+                    f"artifact_load_cpu_s_{label}": round(cpu_load, 4),
+                    f"client_save_cpu_s_{label}": round(own_save, 4),
+                    f"client_load_cpu_s_{label}": round(own_load, 4),
                     f"file_write_s_{label}": round(fsave, 4), f"file_read_s_{label}": round(fload, 4),
                 }
             figures["rss_before_mib"] = _rss_mib(proc.pid, "VmHWM")
