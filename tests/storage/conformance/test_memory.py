@@ -340,3 +340,23 @@ async def test_a_vector_search_ranks_the_newest_vectors_only(stores: Backend) ->
     assert [m.record.key.memory_id for m in even] == ["e0", "e2", "e4"]
     odd = await bounded.vector_search(query("x", topic="odd"), "emb", _axis(0), 10, also=named[:2])
     assert [m.record.key.memory_id for m in odd] == ["e1", "e3", "e5"]
+
+
+# PostgreSQL only: SQLite's FTS5 index has no pending list.
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_postgres_search_never_scans_a_gin_pending_list(memory: MemoryStore, db_url: str) -> None:
+    """New entries go into the GIN index at once (migration 0011): with
+    the default pending list, every search scanned the entries added since
+    the last merge, unsorted (9 ms against 3 at 10k entries)."""
+    assert db_url.startswith("postgresql")
+    for i in range(20):
+        await memory.add(entry(f"m{i}", f"river stone {i}"))
+    engine = create_engine(db_url)
+    try:
+        async with engine.connect() as conn:
+            options = (await conn.exec_driver_sql(
+                "SELECT reloptions FROM pg_class WHERE relname = 'ix_memories_tsv'")).scalar()
+            assert options is not None and "fastupdate=off" in options
+    finally:
+        await engine.dispose()
+    assert len(await memory.search(query("river", limit=50))) == 20
