@@ -71,8 +71,9 @@ class CacheSettings(ServerSettings, ProviderFields):
     min_prefix_tokens: int = Field(
         1024, ge=0, description="Prefixes below this many estimated tokens bypass without a provider call."
     )
-    default_ttl_s: float = Field(300.0, gt=0, description="The shortest TTL a cache gets when the caller sets none "
-        "(the policy may choose 2x, 4x or 12x it from the observed gaps, within max_ttl_s).")
+    default_ttl_s: float = Field(300.0, gt=0, description="The base TTL a cache gets when the caller sets none "
+        "(the policy may choose 2x, 4x or 12x it from the observed gaps, within max_ttl_s, or on Gemini a fifth "
+        "of it, if at least 60 s, for calls that come well within that).")
     max_ttl_s: float = Field(3600.0, gt=0, description="Cap on a caller's TTL.")
     max_entries: int = Field(256, ge=1, description="Live caches across all scopes; the least recently used idle one is evicted.")
     max_prefix_bytes: int = Field(4 * MiB, ge=1, description="Largest prefix (canonical bytes) the registry caches.")

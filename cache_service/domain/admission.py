@@ -48,6 +48,14 @@ from cache_service.domain.ports import (
 from cache_service.domain.pricing import cache_prices
 from cache_service.domain.registry_settings import RegistrySettings
 
+# NAMED (storage per token-hour): a TTL of the default over SHORT_STEP is
+# offered too, if at least MIN_SHORT_TTL_S (300 s: 60 s), for conversations
+# whose calls come well within it (domain.policy, rule 6). One step only:
+# each option is one more match key per prefix (``_Keys``), and a second
+# (120 s) gained next to nothing on bench.economics_oracle.
+SHORT_STEP = 5.0
+MIN_SHORT_TTL_S = 60.0
+
 
 class Admission:
     def __init__(self, providers: Mapping[str, Provider], store: RegistryStore, flights: SingleFlight,
@@ -94,9 +102,12 @@ class Admission:
 
     def ttl_options(self, provider: Provider, ttl_s: float | None) -> tuple[float, ...]:
         """The TTLs a create may take: the caller's, or when it set none the
-        default and the longer steps (2x, 4x, 12x) the provider keeps apart
-        within ``max_ttl_s`` (domain.policy, rule 6): a MARKED provider
-        offers two, an AUTOMATIC one keeps prefixes for its own TTL."""
+        default first, then the longer steps (2x, 4x, 12x) the provider keeps
+        apart within ``max_ttl_s`` and, NAMED, the short step (the default
+        over ``SHORT_STEP``, if at least ``MIN_SHORT_TTL_S``), which only
+        trims a cache's storage tail (domain.policy, rule 6): a MARKED
+        provider offers two, an AUTOMATIC one keeps prefixes for its own
+        TTL. Every option is one more key per prefix a match looks up."""
         if ttl_s or provider.cache_kind is CacheKind.AUTOMATIC or self._settings.policy.variant == policy.ADK:
             return (self.normalize_ttl(ttl_s),)
         steps = self._steps.get(provider.name)
@@ -109,7 +120,12 @@ class Admission:
         steps = [t for t in (default, 2 * default, 4 * default, 12 * default) if t <= self._settings.max_ttl_s]
         if provider.cache_kind is CacheKind.MARKED:
             steps = [self.normalize_ttl(provider.prefix_ttl_s(t)) for t in steps]
-        return tuple(sorted(set(steps or [default])))
+        steps = sorted(set(steps or [default]))
+        short = default / SHORT_STEP
+        if provider.cache_kind is CacheKind.NAMED and short >= MIN_SHORT_TTL_S:
+            # After the default: the policy weighs options below ttls[0] only as trims.
+            steps.append(short)
+        return tuple(steps)
 
     async def decide(self, scope: Scope, provider: Provider, view: PrefixView, ttls: tuple[float, ...],
                      request_tokens: int = 0, lease: HitLease | None = None, shared_fp: str = "",

@@ -36,7 +36,8 @@ The default policy (``agentctx``):
    have a history, after one of the scope's conversation gaps (the
    agreement's age is one of them: an old record alone brings no read
    within a short TTL). With ``x`` the chance that a read follows within
-   the shortest option, ``x / (1 - x)`` reads are expected (each read
+   the default option (``ttls[0]``; a shorter one, within itself),
+   ``x / (1 - x)`` reads are expected (each read
    refreshes the cache), at most ``max_expected_reads``; a longer ``L``
    adds the crossings of rule 6.
 5. **Create and grow** only when the expected reads repay what the cache
@@ -52,7 +53,7 @@ The default policy (``agentctx``):
 6. **TTL**: when the caller sets none, the TTL is the one of ``ttls`` (the
    provider's options) with the largest expected gain: sessions that
    return after 10 minutes get a cache that lives that long, where storage
-   allows. A cache kept through a long gap (one the shortest option does
+   allows. A cache kept through a long gap (one the default option does
    not outlive) pays storage for it; letting it expire pays a write at
    the next arrival: each such crossing is credited one read (the
    cheaper of the two savings) less its storage, as often as the scope's
@@ -61,7 +62,18 @@ The default policy (``agentctx``):
    after the last read is storage too. Bursts 15 minutes apart on Gemini:
    a crossing gains 0.07x input (a read saved, 0.9x, less 900 s of
    storage, 0.83x), less over five bursts than the 1,200 s TTL's longer
-   tail costs, so the cache expires between bursts.
+   tail costs, so the cache expires between bursts. A NAMED provider
+   also offers a TTL below the default (admission: the default over
+   five, 60 s), weighed only as a trim of the default's tail: when the
+   default is the best of the other options and its gain is positive
+   (so it never makes a cache, nor a first-sighting write, the default
+   would not, nor cuts one kept through longer gaps), and, but for a
+   first sighting, once the cache's reads have ``SHORT_TTL_MIN_GAPS``
+   (3) observed gaps of at least ``CONCURRENT_S`` (1 s: one or two are
+   as often a fork or a wave of starts as a pace, and concurrent calls
+   none; a burst of one prefix's misses so keeps one TTL, one create).
+   Calls 20 s apart then get a 60 s cache, refreshed on hits past half
+   of it, stored about 60 s after the last call instead of 300.
 7. **First sighting**: written only when the chance ``p`` that an
    agreeing request follows within the TTL (``follow_chance``: the
    scope's observed first sightings, how many were followed within the
@@ -115,7 +127,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cache_service.domain.model import BypassReason
@@ -238,6 +250,15 @@ def censored(age_s: float) -> float:
 # The conversation's end among the breaks in its pace (reads_of): half a
 # gap (Jeffreys' prior), as it is never observed.
 END_WEIGHT = 0.5
+# Rule 6: a TTL below the default is weighed only once the cache's reads
+# have this many observed gaps (one or two are as often a fork or a wave of
+# starts as a conversation's pace).
+SHORT_TTL_MIN_GAPS = 3
+# Gaps shorter than this are concurrent calls (a fan-out, a retry), not a
+# pace: they count as reads, not towards SHORT_TTL_MIN_GAPS, so a burst of
+# one prefix's concurrent misses does not change its TTL midway (each TTL
+# is its own create).
+CONCURRENT_S = 1.0
 
 
 def follow_chance(evidence: Evidence, ttl_s: float, prior: float, weight: float) -> float:
@@ -267,12 +288,15 @@ def first_sighting(prices: CachePrices, ttls: Sequence[float], evidence: Evidenc
     weight = settings.first_sighting_weight_named if named else settings.first_sighting_weight
     if prices.kind == "automatic" or weight <= 0:
         return best
-    for ttl in ttls:
+
+    def gain(ttl: float) -> float:
         p = follow_chance(evidence, ttl, prior, weight)
         inside = [g for g in evidence.firsts + evidence.app_firsts + evidence.server_firsts if 0 <= g < ttl]
         gap = sum(inside) / len(inside) if inside else 0.0
-        best = max(best, (net_gain(prices, tokens=tokens, new_tokens=tokens, reads=p, mean_gap_s=gap, ttl_s=ttl), ttl))
-    return best
+        return net_gain(prices, tokens=tokens, new_tokens=tokens, reads=p, mean_gap_s=gap, ttl_s=ttl)
+
+    # Options below the default only trim a write the default makes (rule 6).
+    return _with_trims(best, ttls, gain, True)
 
 
 def written_size(prices: CachePrices, tokens: int, request_tokens: int) -> int:
@@ -442,12 +466,19 @@ def expected_reads(gaps: Sequence[float], ttl_s: float, cap: float, go_on: float
     return cap if x >= 1.0 else min(cap, x / (1.0 - x))
 
 
+def pace_gaps(evidence: Evidence, history_len: int) -> tuple[float, ...]:
+    """The observed gaps between the reads of a cache over a prefix of
+    ``history_len`` contents: any two requests of the scope with its head
+    (the head alone), a conversation's calls (anything longer)."""
+    return evidence.head_gaps if history_len == 0 else evidence.gaps
+
+
 def reads_of(evidence: Evidence, history_len: int, ttl_s: float, cap: float,
              short_s: float | None = None) -> tuple[float, float]:
     """(expected reads, their mean gap) of a cache of ``ttl_s`` over a
     prefix of ``history_len`` contents: the head alone is read by every
     request of the scope, a conversation's prefix by its own next calls
-    only (rule 6). Gaps below ``short_s`` (the shortest TTL option) are
+    only (rule 6). Gaps below ``short_s`` (the default TTL option) are
     the pace of reads, ``x / (1 - x)`` of them; a longer gap that ``ttl_s``
     still outlives is a crossing: the cache is kept through it (its
     storage) instead of expiring and being written again at the next
@@ -456,10 +487,7 @@ def reads_of(evidence: Evidence, history_len: int, ttl_s: float, cap: float,
     the observed breaks, the conversation's end (unseen, but it always
     comes) counted as ``END_WEIGHT`` of one it does not: ``y / (1 - y)``
     crossings."""
-    if history_len == 0:
-        gaps, go_on = evidence.head_gaps, 1.0
-    else:
-        gaps, go_on = evidence.gaps, evidence.continued
+    gaps, go_on = pace_gaps(evidence, history_len), 1.0 if history_len == 0 else evidence.continued
     short = ttl_s if short_s is None else min(short_s, ttl_s)
     inside = [g for g in gaps if g < short]
     across = [g for g in gaps if short <= g < ttl_s]
@@ -504,11 +532,30 @@ def best_ttl(prices: CachePrices, ttls: Sequence[float], evidence: Evidence, set
     best = (float("-inf"), ttls[0])
     if evidence.agreeing_age is None:
         return best
-    short = min(ttls)
+
+    def gain(ttl: float) -> float:
+        reads, gap = reads_of(evidence, history_len, ttl, settings.max_expected_reads, ttls[0])
+        return net_gain(prices, tokens=tokens, new_tokens=new_tokens, reads=reads, mean_gap_s=gap, ttl_s=ttl)
+
+    paced = sum(1 for g in pace_gaps(evidence, history_len) if g >= CONCURRENT_S) >= SHORT_TTL_MIN_GAPS
+    return _with_trims(best, ttls, gain, paced)
+
+
+def _with_trims(best: tuple[float, float], ttls: Sequence[float], gain: Callable[[float], float],
+                may_trim: bool) -> tuple[float, float]:
+    """The best (gain, ttl) of the default (``ttls[0]``) and the longer
+    options and then, when ``may_trim`` and that is the default with a
+    positive gain, of the options below it too (rule 6): a short TTL
+    trims the tail of a cache the default would write, never makes one
+    the default would not, nor cuts one kept through longer gaps."""
+    base = ttls[0]
     for ttl in ttls:
-        reads, gap = reads_of(evidence, history_len, ttl, settings.max_expected_reads, short)
-        gain = net_gain(prices, tokens=tokens, new_tokens=new_tokens, reads=reads, mean_gap_s=gap, ttl_s=ttl)
-        best = max(best, (gain, ttl))
+        if ttl >= base:
+            best = max(best, (gain(ttl), ttl))
+    if may_trim and best[1] == base and best[0] > 0:
+        for ttl in ttls:
+            if ttl < base:
+                best = max(best, (gain(ttl), ttl))
     return best
 
 

@@ -88,6 +88,65 @@ def test_a_named_grow_pays_for_rewriting_what_its_cache_already_holds() -> None:
     assert _decide(evidence=chats, tokens=1310) is Action.CREATE
 
 
+# Admission's TTL options on Gemini: the default first, the longer steps,
+# then the short step (default / 5).
+NAMED_TTLS = (300.0, 600.0, 1200.0, 3600.0, 60.0)
+
+
+def _ttl(evidence: Evidence, *, tokens: int = 3000, history_len: int = 4) -> tuple[Action, float]:
+    d = decide(empty=False, tokens=tokens, history_len=history_len, floor=0, match=None, evidence=evidence,
+               prices=GEMINI, ttls=NAMED_TTLS, settings=SETTINGS)
+    return d.action, d.ttl_s
+
+
+def test_a_short_ttl_trims_the_tail_of_a_steady_pace_of_three_gaps() -> None:
+    """Rule 6 (issue 21, hourly-bursts): calls 20 s apart in bursts an hour
+    apart. A 60 s cache serves a burst as well as a 300 s one, and is
+    stored 240 s less after the burst's last call. But one or two gaps
+    are as often a fork started a second after its parent, or two
+    conversations opening together, as a conversation's pace (issue 21,
+    generated workloads: a 60 s cache expired before the next call, 200 s
+    later, and a create over the conversation lost)."""
+    bursts = (20.0, 20.0, 20.0, 3700.0, 20.0, 20.0, 20.0)
+    assert _ttl(Evidence(agreeing_age=20.0, gaps=bursts, head_gaps=bursts, continued=0.8)) == (Action.CREATE, 60.0)
+    # Gaps the default outlives (380 s, 400 s) keep a longer TTL.
+    slow = (20.0, 380.0, 400.0)
+    assert _ttl(Evidence(agreeing_age=400.0, gaps=slow, head_gaps=slow, continued=0.75)) == (Action.CREATE, 600.0)
+    fork = Evidence(agreeing_age=1.0, gaps=(1.0, 1.0), head_gaps=(1.0, 1.0), continued=0.8)
+    assert _ttl(fork) == (Action.CREATE, 300.0)
+    assert _ttl(Evidence(agreeing_age=20.0, gaps=(20.0,), head_gaps=(20.0,), continued=0.5)) == (Action.CREATE, 300.0)
+    three = Evidence(agreeing_age=1.0, gaps=(1.0, 1.0, 1.0), head_gaps=(1.0, 1.0, 1.0), continued=0.8)
+    assert _ttl(three) == (Action.CREATE, 60.0)
+    # Concurrent calls (under a second apart) are reads, not a pace: a
+    # burst of one prefix's misses keeps one TTL, so they join one create.
+    burst = Evidence(agreeing_age=0.0, gaps=(0.0,) * 8, head_gaps=(0.0,) * 8, continued=1.0)
+    assert _ttl(burst) == (Action.CREATE, 300.0)
+
+
+def test_a_short_ttl_never_makes_a_cache_the_default_would_not() -> None:
+    """A TTL below the default only trims a write the default makes: its
+    cheaper storage does not turn a losing bet into a create (issue 21:
+    one read in four expected, 10,826 tokens written at 60 s, never read)."""
+    sparse = (900.0, 2300.0, 5.0)
+    ev = Evidence(agreeing_age=5.0, gaps=sparse, head_gaps=sparse, continued=0.6)
+    assert _ttl(ev, tokens=10_826, history_len=6) == (Action.BYPASS, 0.0)
+    # Nor a first sighting: three of eight of the app's followed within
+    # 20 s do not repay a 300 s write, so none at 60 s either ...
+    for followed, expected in ((3, (Action.BYPASS, 0.0)), (6, (Action.CREATE, 60.0))):
+        firsts = Evidence(app_firsts=(20.0,) * followed + (MISS,) * (8 - followed))
+        assert _ttl(firsts, tokens=14_000, history_len=0) == expected, followed
+    # ... and six of eight, which do, get the trim.
+
+
+async def test_named_caches_are_offered_a_short_ttl(harness) -> None:
+    """Admission's options: the default first, then the longer steps and,
+    on a provider with named caches, the default over five (60 s); a
+    caller's TTL alone when it sets one."""
+    admission = harness.registry.admission
+    assert admission.ttl_options(harness.provider, None) == NAMED_TTLS
+    assert admission.ttl_options(harness.provider, 120.0) == (120.0,)
+
+
 def test_an_automatic_cache_costs_nothing_to_steer() -> None:
     assert _decide(prices=OPENAI, evidence=Evidence(agreeing_age=20.0, gaps=(20.0,), continued=0.5)) is Action.CREATE
     assert _decide(prices=OPENAI, evidence=Evidence()) is BypassReason.FIRST_SIGHTING
