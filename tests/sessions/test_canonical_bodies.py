@@ -28,6 +28,7 @@ from context_service.domain import model as m
 from context_service.domain import parts
 from context_service.domain.json_depth import json_violations
 from context_service.domain.selection.canonical import canonical_form, content_bytes
+from context_service.domain.tool_tokens import response_ids
 from context_service.mapping import convert
 from context_service.settings import ContextSettings
 from context_service.storage import codec, schema
@@ -110,8 +111,13 @@ def _drawn_contents(examples: int) -> list[m.Content]:
     def draw(contents: list[m.Content]) -> None:
         for c in contents:
             received = _as_received(c)
-            if not any(json_violations(v, "") for p in received.parts for _, _, v in parts.json_payloads(p)):
-                drawn.append(received)  # the old code could not store a non-finite number
+            if any(json_violations(v, "") for p in received.parts for _, _, v in parts.json_payloads(p)):
+                continue  # the old code could not store a non-finite number
+            # A response's id is a query parameter when it is appended (does it answer an open
+            # call?), and the edge admits only printable ASCII there (parts.CALL_ID): PostgreSQL
+            # refuses a NUL in a parameter, which a drawn id may hold.
+            if all(parts.CALL_ID.fullmatch(i) for i in response_ids(received.parts)):
+                drawn.append(received)
 
     draw()
     return drawn
